@@ -1,0 +1,26 @@
+# The two commands of the README. Both set up .venv on first use.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: agent test bench setup
+
+$(BIN)/colo-agent: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+setup: $(BIN)/colo-agent
+
+agent: setup
+	$(BIN)/colo-agent --standalone $(ARGS)
+
+test: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+bench: setup
+	$(BIN)/python -m bench.run_all
