@@ -1,0 +1,234 @@
+"""Read a cgroup's counters and settings, each cgroup version from its own files.
+
+Every method takes a relative cgroup path ('/kubepods/burstable/pod<uid>') and raises `CgroupGone` when
+the cgroup vanished, so a sampling pass can skip it and go on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+
+from cgroup.errors import CgroupError, CgroupFileMissing, CgroupGone
+from cgroup.files import (
+    FileCache,
+    keyed_value,
+    parse_cpu_max,
+    parse_cpuset,
+    parse_int,
+    parse_int_or_max,
+    parse_keyed,
+    parse_psi,
+    read_once,
+)
+from cgroup.layout import Layout
+
+# v1 reports "no limit" as PAGE_COUNTER_MAX * PAGE_SIZE (9223372036854771712 on x86_64)
+V1_UNLIMITED = 1 << 62
+PSI_RESOURCES = ("cpu", "memory", "io")
+
+
+@dataclass(slots=True)
+class CpuUsage:
+    """Cumulative counters: usage and CFS throttling, nanoseconds."""
+
+    usage_ns: int
+    nr_periods: int
+    nr_throttled: int
+    throttled_ns: int
+
+
+@dataclass(slots=True)
+class MemoryUsage:
+    """Bytes. working_set is kubelet's: usage minus inactive file pages, floored at zero."""
+
+    usage_bytes: int
+    working_set_bytes: int
+    anon_bytes: int
+    file_bytes: int
+    inactive_file_bytes: int
+
+
+@dataclass(slots=True)
+class PsiLine:
+    avg10: float
+    avg60: float
+    avg300: float
+    total_us: int
+
+
+@dataclass(slots=True)
+class Psi:
+    """Pressure stall information of one resource; `full` is absent for cpu on older kernels."""
+
+    some: PsiLine
+    full: PsiLine | None
+
+
+@dataclass(slots=True)
+class CpuSettings:
+    quota_us: int | None  # None: unlimited
+    period_us: int
+    shares: int | None  # v1 cpu.shares
+    weight: int | None  # v2 cpu.weight
+    idle: bool | None  # None: the kernel has no cpu.idle
+
+
+class CgroupReader:
+    """Reads through a `FileCache`: descriptors stay open between passes, dropped when a cgroup goes."""
+
+    def __init__(self, layout: Layout, files: FileCache | None = None) -> None:
+        self.layout = layout
+        self.files = files if files is not None else FileCache()
+
+    # -- helpers -----------------------------------------------------------------------------------
+    def _read(self, controller: str, cgroup: str, name: str) -> tuple[str, bytes]:
+        path = f"{self.layout.dir(controller, cgroup)}/{name}"
+        return path, self.files.read(path)
+
+    def exists(self, cgroup: str, controller: str = "cpu") -> bool:
+        return os.path.isdir(self.layout.dir(controller, cgroup))
+
+    def forget(self, cgroup: str) -> None:
+        """Close descriptors of a cgroup that is gone or no longer watched."""
+        for ctrl in ("cpu", "cpuacct", "memory", "cpuset") if not self.layout.is_v2 else ("cpu",):
+            with contextlib.suppress(CgroupError):
+                self.files.forget(self.layout.dir(ctrl, cgroup))
+        uni = self.layout.unified_dir(cgroup)
+        if uni is not None:
+            self.files.forget(uni)
+
+    # -- counters ----------------------------------------------------------------------------------
+    def cpu(self, cgroup: str) -> CpuUsage:
+        if self.layout.is_v2:
+            path, data = self._read("cpu", cgroup, "cpu.stat")
+            st = parse_keyed(path, data)
+            try:
+                return CpuUsage(
+                    st["usage_usec"] * 1000,
+                    st.get("nr_periods", 0),
+                    st.get("nr_throttled", 0),
+                    st.get("throttled_usec", 0) * 1000,
+                )
+            except KeyError:
+                raise CgroupError(path, "cpu.stat has no usage_usec") from None
+        path, data = self._read("cpuacct", cgroup, "cpuacct.usage")
+        usage = parse_int(path, data)
+        path, data = self._read("cpu", cgroup, "cpu.stat")
+        return CpuUsage(
+            usage,
+            keyed_value(path, data, b"nr_periods"),
+            keyed_value(path, data, b"nr_throttled"),
+            keyed_value(path, data, b"throttled_time"),
+        )
+
+    def memory(self, cgroup: str) -> MemoryUsage:
+        if self.layout.is_v2:
+            path, data = self._read("memory", cgroup, "memory.current")
+            usage = parse_int(path, data)
+            path, data = self._read("memory", cgroup, "memory.stat")
+            inactive = keyed_value(path, data, b"inactive_file")
+            anon = keyed_value(path, data, b"anon")
+            file = keyed_value(path, data, b"file")
+        else:
+            path, data = self._read("memory", cgroup, "memory.usage_in_bytes")
+            usage = parse_int(path, data)
+            path, data = self._read("memory", cgroup, "memory.stat")
+            inactive = keyed_value(path, data, b"total_inactive_file")
+            anon = keyed_value(path, data, b"total_active_anon") + keyed_value(path, data, b"total_inactive_anon")
+            file = keyed_value(path, data, b"total_cache")
+        return MemoryUsage(usage, max(0, usage - inactive), anon, file, inactive)
+
+    def memory_stat(self, cgroup: str) -> dict[str, int]:
+        """The whole memory.stat, parsed (not on the hot path)."""
+        path, data = self._read("memory", cgroup, "memory.stat")
+        return parse_keyed(path, data)
+
+    def psi(self, cgroup: str, resource: str) -> Psi | None:
+        """PSI of cpu/memory/io from the unified hierarchy; None where the kernel or layout has none."""
+        base = self.layout.unified_dir(cgroup)
+        if base is None:
+            return None
+        path = f"{base}/{resource}.pressure"
+        try:
+            data = self.files.read(path)
+        except (CgroupFileMissing, CgroupGone):
+            if self.layout.is_v2 and not os.path.isdir(base):
+                raise
+            return None  # hybrid hosts: the pod may have no directory on the unified hierarchy
+        except CgroupError as exc:
+            if "Operation not supported" in str(exc):  # kernel booted with psi=0
+                return None
+            raise
+        parsed = parse_psi(path, data)
+
+        def line(v: dict[str, float]) -> PsiLine:
+            return PsiLine(v["avg10"], v["avg60"], v["avg300"], int(v["total"]))
+
+        full = parsed.get("full")
+        return Psi(line(parsed["some"]), line(full) if full is not None else None)
+
+    # -- settings ----------------------------------------------------------------------------------
+    def memory_limit(self, cgroup: str) -> int | None:
+        """The hard limit in bytes, None when unlimited."""
+        if self.layout.is_v2:
+            path, data = self._read("memory", cgroup, "memory.max")
+            return parse_int_or_max(path, data)
+        path, data = self._read("memory", cgroup, "memory.limit_in_bytes")
+        value = parse_int(path, data)
+        return None if value >= V1_UNLIMITED else value
+
+    def memory_high(self, cgroup: str) -> int | None:
+        """v2 memory.high (None when 'max'); v1 has no such file and always answers None."""
+        if not self.layout.is_v2:
+            return None
+        path, data = self._read("memory", cgroup, "memory.high")
+        return parse_int_or_max(path, data)
+
+    def cpu_settings(self, cgroup: str) -> CpuSettings:
+        if self.layout.is_v2:
+            path, data = self._read("cpu", cgroup, "cpu.max")
+            quota, period = parse_cpu_max(path, data)
+            path, data = self._read("cpu", cgroup, "cpu.weight")
+            weight: int | None = parse_int(path, data)
+            shares = None
+        else:
+            path, data = self._read("cpu", cgroup, "cpu.cfs_quota_us")
+            raw_quota = parse_int(path, data)
+            quota = None if raw_quota < 0 else raw_quota
+            path, data = self._read("cpu", cgroup, "cpu.cfs_period_us")
+            period = parse_int(path, data)
+            path, data = self._read("cpu", cgroup, "cpu.shares")
+            shares, weight = parse_int(path, data), None
+        idle_path = f"{self.layout.dir('cpu', cgroup)}/cpu.idle"
+        try:
+            idle: bool | None = parse_int(idle_path, read_once(idle_path)) == 1
+        except CgroupFileMissing:
+            idle = None
+        return CpuSettings(quota, period, shares, weight, idle)
+
+    def cpuset(self, cgroup: str, effective: bool = False) -> frozenset[int]:
+        name = "cpuset.cpus.effective" if self.layout.is_v2 and effective else "cpuset.cpus"
+        if effective and not self.layout.is_v2:
+            name = "cpuset.effective_cpus"
+        path = f"{self.layout.dir('cpuset', cgroup)}/{name}"
+        return parse_cpuset(path, read_once(path))
+
+    def procs(self, cgroup: str) -> list[int]:
+        """PIDs in the cgroup itself (not its children)."""
+        path = f"{self.layout.dir('cpu', cgroup)}/cgroup.procs"
+        data = read_once(path)
+        return [int(x) for x in data.split()]
+
+    def procs_recursive(self, cgroup: str) -> list[int]:
+        """PIDs in the cgroup and every descendant (a pod's processes live in its containers)."""
+        root = self.layout.dir("cpu", cgroup)
+        pids: list[int] = []
+        for dirpath, _dirs, files in os.walk(root):
+            if "cgroup.procs" in files:
+                try:
+                    pids.extend(int(x) for x in read_once(f"{dirpath}/cgroup.procs").split())
+                except CgroupGone:
+                    continue
+        return pids
