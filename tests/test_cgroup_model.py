@@ -191,3 +191,20 @@ def test_layout_without_controller_says_so() -> None:
     with pytest.raises(CgroupError) as info:
         layout.dir("memory", "/x")
     assert "memory" in str(info.value) and "mode=v1" in str(info.value)
+
+
+def test_v1_memory_stat_fast_path_and_fallback() -> None:
+    from cgroup.reader import _v1_memory_stat
+
+    kernel = (
+        b"cache 1\nrss 2\ninactive_anon 3\nhierarchical_memory_limit 9223372036854771712\ntotal_cache 100\n"
+        b"total_rss 200\ntotal_pgmajfault 0\ntotal_inactive_anon 30\ntotal_active_anon 40\ntotal_inactive_file 50\n"
+        b"total_active_file 60\ntotal_unevictable 0\n"
+    )
+    assert _v1_memory_stat("p", kernel) == (50, 70, 100)
+    reordered = b"total_inactive_file 50\ntotal_active_anon 40\ntotal_cache 100\ntotal_inactive_anon 30\n"
+    assert _v1_memory_stat("p", reordered) == (50, 70, 100)
+    with pytest.raises(CgroupParseError):
+        _v1_memory_stat("p", b"total_cache 100\ntotal_inactive_anon x\n")
+    with pytest.raises(CgroupParseError):
+        _v1_memory_stat("p", b"cache 1\n")
