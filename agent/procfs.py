@@ -1,0 +1,61 @@
+"""Node-level usage from the host's /proc through psutil (pointed at the host's procfs when containerised)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import psutil
+
+from cgroup.errors import CgroupError
+from cgroup.files import FileCache, parse_psi
+
+
+@dataclass(frozen=True, slots=True)
+class CpuTimes:
+    busy_seconds: float  # all CPU time except idle, iowait and steal
+    total_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class MemInfo:
+    total_bytes: int
+    available_bytes: int
+    page_cache_bytes: int
+
+    @property
+    def used_bytes(self) -> int:
+        return max(0, self.total_bytes - self.available_bytes)
+
+
+class HostProc:
+    """Reads /proc/stat, /proc/meminfo and /proc/pressure of the host (`host_root`/proc)."""
+
+    def __init__(self, host_root: str = "/") -> None:
+        self.proc = os.path.join(host_root, "proc")
+        psutil.PROCFS_PATH = self.proc
+        self._files = FileCache()
+        self.cpu_count = self._count_cpus()
+
+    def _count_cpus(self) -> int:
+        with open(os.path.join(self.proc, "stat"), "rb") as f:
+            n = sum(1 for line in f if line.startswith(b"cpu") and line[3:4].isdigit())
+        return n or (psutil.cpu_count() or 1)
+
+    def cpu_times(self) -> CpuTimes:
+        t = psutil.cpu_times()
+        # guest time is already counted in user/nice by the kernel: leave it out of the total
+        total = t.user + t.nice + t.system + t.idle + t.iowait + t.irq + t.softirq + t.steal
+        return CpuTimes(total - t.idle - t.iowait - t.steal, total)
+
+    def meminfo(self) -> MemInfo:
+        m = psutil.virtual_memory()
+        return MemInfo(int(m.total), int(m.available), int(m.cached))
+
+    def pressure(self, resource: str) -> dict[str, dict[str, float]] | None:
+        """The node's PSI (percent averages); None on kernels without it."""
+        path = os.path.join(self.proc, "pressure", resource)
+        try:
+            return parse_psi(path, self._files.read(path))
+        except CgroupError:
+            return None

@@ -1,0 +1,47 @@
+"""Counters to rates: the delta over the real elapsed monotonic time, never negative, never from one sample."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+
+
+class CounterRates:
+    """Remembers each counter's last value and time.
+
+    A first sample has no rate; a counter that went backwards (reset, wrap, recreated cgroup) restarts
+    from its new value instead of producing a negative rate; a late tick divides by the time that really
+    passed. Times are monotonic, so wall-clock steps change nothing.
+    """
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: dict[Hashable, tuple[float, float]] = {}
+
+    def rate(self, key: Hashable, value: float, t: float) -> float | None:
+        prev = self._last.get(key)
+        self._last[key] = (value, t)
+        if prev is None:
+            return None
+        dv, dt = value - prev[0], t - prev[1]
+        if dv < 0 or dt <= 0:
+            return None
+        return dv / dt
+
+    def delta(self, key: Hashable, value: float, t: float) -> float | None:
+        """The raw increase since the previous sample (None on the first sample or a reset)."""
+        prev = self._last.get(key)
+        self._last[key] = (value, t)
+        if prev is None or value < prev[0] or t <= prev[1]:
+            return None
+        return value - prev[0]
+
+    def retain(self, keep: Callable[[Hashable], bool]) -> int:
+        """Forget counters for which `keep` is false (vanished pods); returns how many were dropped."""
+        stale = [k for k in self._last if not keep(k)]
+        for k in stale:
+            del self._last[k]
+        return len(stale)
+
+    def __len__(self) -> int:
+        return len(self._last)

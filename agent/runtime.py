@@ -1,0 +1,179 @@
+"""Wires the agent together: detect the cgroup layout, sample on a fixed grid in a thread, persist windows,
+run the later stages on every snapshot, and serve HTTP on the main thread's event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Protocol
+
+import uvicorn
+
+from agent.config import AgentConfig
+from agent.sampler import CgroupPodSource, PodSource, Sampler
+from agent.snapshot import Snapshot
+from agent.view import AgentView
+from agent.window_state import load_windows, save_windows
+from agent.windows import WindowStore
+from cgroup import CgroupReader, Layout, PathModel, detect_driver, detect_layout
+
+log = logging.getLogger("colo.agent")
+
+
+class Stage(Protocol):
+    """A later step run on every snapshot in the sampling thread (capacity, enforcement)."""
+
+    name: str
+
+    def on_snapshot(self, snap: Snapshot) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class SamplingLoop:
+    """Samples every `interval` seconds on a fixed monotonic grid; a late tick skips the missed slots."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="colo-sampler", daemon=True)
+        self._last_save = time.monotonic()
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.stop_event.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout)
+
+    def _run(self) -> None:
+        a = self.agent
+        interval = a.config.interval
+        next_tick = time.monotonic()
+        while not self.stop_event.is_set():
+            try:
+                a.tick()
+            except Exception:  # a bug in one pass must not end the agent's protection of the node
+                log.exception("sampling pass failed")
+            now = time.monotonic()
+            if a.config.state_file and now - self._last_save >= a.config.state_save_seconds:
+                a.save_state()
+                self._last_save = now
+            next_tick += interval
+            if next_tick <= now:
+                next_tick += (int((now - next_tick) // interval) + 1) * interval
+            self.stop_event.wait(next_tick - now)
+
+
+class Agent:
+    def __init__(self, config: AgentConfig, *, in_cluster: bool = False, layout: Layout | None = None) -> None:
+        self.config = config
+        self.in_cluster = in_cluster
+        self.layout = layout or detect_layout(config.host_root)
+        self.driver = detect_driver(
+            self.layout, explicit=config.cgroup_driver, host_root=config.host_root, cgroup_root=config.cgroup_root
+        )
+        self.model = PathModel(self.driver.driver, config.cgroup_root)
+        self.node_name = config.node_name or socket.gethostname()
+        self.windows = self._load_windows()
+        self.view = AgentView(self.windows, config.interval, self.node_name)
+        self.reader = CgroupReader(self.layout)
+        self.source: PodSource = CgroupPodSource(self.layout, self.model, config.discovery_seconds)
+        self.sampler = Sampler(self.layout, self.model, self.source, self.windows, host_root=config.host_root,
+                               reader=self.reader)  # fmt: skip
+        self.stages: list[Stage] = []
+        self.loop = SamplingLoop(self)
+
+    def _load_windows(self) -> WindowStore:
+        if not self.config.state_file:
+            return WindowStore()
+        return load_windows(self.config.state_file, node=self.node_name, mono_now=time.monotonic(),
+                            wall_now=time.time())  # fmt: skip
+
+    def save_state(self) -> None:
+        path = self.config.state_file
+        if not path:
+            return
+        try:
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            with self.view.windows_lock:
+                save_windows(self.windows, path, node=self.node_name, mono_now=time.monotonic(), wall_now=time.time())
+        except OSError as exc:
+            log.warning("cannot save window state to %s: %s", path, exc)
+
+    def tick(self) -> Snapshot:
+        with self.view.windows_lock:
+            snap = self.sampler.sample()
+        self.view.publish(snap)
+        for stage in self.stages:
+            try:
+                stage.on_snapshot(snap)
+            except Exception:
+                log.exception("stage %s failed on snapshot %d", stage.name, snap.seq)
+        return snap
+
+    def describe(self) -> str:
+        return f"cgroup {self.layout.describe()}; driver {self.driver.driver} ({self.driver.rule})"
+
+    def start(self) -> None:
+        self.loop.start()
+
+    def stop(self) -> None:
+        self.loop.stop()
+        for stage in reversed(self.stages):
+            try:
+                stage.stop()
+            except Exception:
+                log.exception("stage %s failed to stop", stage.name)
+        self.save_state()
+        self.sampler.close()
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal capture: the agent saves its state before exiting."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def serve(agent: Agent, host: str, port: int, ready: threading.Event | None = None) -> None:
+    """Serve HTTP until SIGTERM/SIGINT; then stop sampling and save state."""
+    from exporter.app import create_app
+
+    app = create_app(agent.view)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="off")
+    server = _Server(config)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, functools.partial(_request_exit, server, sig))
+    agent.start()
+    task = asyncio.create_task(server.serve())
+    while not server.started and not task.done():
+        await asyncio.sleep(0.02)
+    if server.started:
+        bound = server.servers[0].sockets[0].getsockname() if server.servers else (host, port)
+        url_host = f"[{bound[0]}]" if ":" in str(bound[0]) else bound[0]
+        print(f"colo-agent: serving http://{url_host}:{bound[1]}/metrics  ({agent.describe()})", flush=True)
+        if ready is not None:
+            ready.set()
+    try:
+        await task
+    finally:
+        await asyncio.to_thread(agent.stop)
+        log.info("colo-agent stopped; window state saved")
+
+
+def _request_exit(server: uvicorn.Server, sig: int) -> None:
+    log.info("received %s, shutting down", signal.Signals(sig).name)
+    server.should_exit = True

@@ -1,0 +1,232 @@
+"""One sampling pass: the node from /proc, the QoS tiers, every pod and container from cgroups, the
+network from netlink; counters become rates over the real elapsed monotonic time."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from agent.netstats import NetLinkCounters
+from agent.procfs import HostProc
+from agent.rates import CounterRates
+from agent.snapshot import (
+    ContainerSample,
+    InterfaceSample,
+    NodeSample,
+    PodMeta,
+    PodSample,
+    Pressure,
+    Snapshot,
+    TierSample,
+)
+from agent.windows import WindowStore
+from cgroup import QOS_CLASSES, CgroupError, CgroupGone, CgroupReader, Layout, PathModel, PodCgroup, discover_pods
+
+log = logging.getLogger(__name__)
+PSI_RESOURCES = ("cpu", "memory", "io")
+
+
+class PodSource(Protocol):
+    """What to sample this tick: each pod's metadata and its cgroups."""
+
+    def pods(self, now: float) -> Sequence[tuple[PodMeta, PodCgroup]]: ...
+
+    def vanished(self, uid: str) -> None:
+        """A pod's cgroup is gone: look again before the next pass."""
+
+
+class CgroupPodSource:
+    """Standalone: pods found in the cgroup tree alone, re-scanned every `rescan_seconds` or when one vanished."""
+
+    def __init__(self, layout: Layout, model: PathModel, rescan_seconds: float = 10.0) -> None:
+        self.layout, self.model, self.rescan_seconds = layout, model, rescan_seconds
+        self._pods: list[tuple[PodMeta, PodCgroup]] = []
+        self._scanned: float | None = None
+
+    def pods(self, now: float) -> Sequence[tuple[PodMeta, PodCgroup]]:
+        if self._scanned is None or now - self._scanned >= self.rescan_seconds:
+            self._pods = [(PodMeta(p.uid), p) for p in discover_pods(self.layout, self.model)]
+            self._scanned = now
+        return self._pods
+
+    def vanished(self, uid: str) -> None:
+        self._scanned = None
+
+
+def _pressure(psi: dict[str, dict[str, float]] | None) -> Pressure | None:
+    if psi is None:
+        return None
+    full = psi.get("full")
+    return Pressure(psi["some"]["avg10"] / 100.0, full["avg10"] / 100.0 if full else None)
+
+
+class Sampler:
+    """Takes snapshots and feeds the windows. Not thread-safe: one sampling thread owns it."""
+
+    def __init__(
+        self,
+        layout: Layout,
+        model: PathModel,
+        source: PodSource,
+        windows: WindowStore,
+        *,
+        host_root: str = "/",
+        reader: CgroupReader | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.layout, self.model, self.source, self.windows = layout, model, source, windows
+        self.reader = reader or CgroupReader(layout)
+        self.proc = HostProc(host_root)
+        self.net = NetLinkCounters(host_root)
+        self.rates = CounterRates()
+        self.clock, self.wall_clock = clock, wall_clock
+        self.seq = 0
+        self._known_cgroups: set[str] = set()
+        self._previous_cgroups: set[str] = set()
+        self.psi_enabled = layout.unified is not None
+
+    # -- parts of a pass -------------------------------------------------------------------------
+    def _node(self, now: float) -> NodeSample:
+        cpu = self.proc.cpu_times()
+        mem = self.proc.meminfo()
+        busy = self.rates.rate(("node", "busy"), cpu.busy_seconds, now)
+        pressure: dict[str, Pressure] = {}
+        for res in PSI_RESOURCES:
+            p = _pressure(self.proc.pressure(res))
+            if p is not None:
+                pressure[res] = p
+        return NodeSample(
+            cpu_capacity_cores=float(self.proc.cpu_count),
+            cpu_cores=None if busy is None else min(busy, float(self.proc.cpu_count)),
+            memory_total_bytes=mem.total_bytes,
+            memory_used_bytes=mem.used_bytes,
+            memory_page_cache_bytes=mem.page_cache_bytes,
+            pressure=pressure,
+        )
+
+    def _cpu(self, cgroup: str, now: float) -> tuple[float | None, float | None]:
+        """(cores, throttled ratio) of a cgroup over the last tick."""
+        cpu = self.reader.cpu(cgroup)
+        cores = self.rates.rate((cgroup, "usage"), cpu.usage_ns / 1e9, now)
+        periods = self.rates.delta((cgroup, "periods"), cpu.nr_periods, now)
+        throttled = self.rates.delta((cgroup, "throttled"), cpu.nr_throttled, now)
+        ratio = None
+        if periods is not None and throttled is not None:
+            ratio = min(1.0, throttled / periods) if periods > 0 else 0.0
+        return cores, ratio
+
+    def _pod(self, meta: PodMeta, pod: PodCgroup, now: float) -> PodSample:
+        cores, throttled = self._cpu(pod.path, now)
+        mem = self.reader.memory(pod.path)
+        self._known_cgroups.add(pod.path)
+        containers: list[ContainerSample] = []
+        for c in pod.containers:
+            try:
+                c_cores, c_throttled = self._cpu(c.path, now)
+                c_mem = self.reader.memory(c.path)
+            except CgroupGone:
+                self.reader.forget(c.path)
+                continue
+            self._known_cgroups.add(c.path)
+            containers.append(
+                ContainerSample(
+                    c.id, c_cores, c_mem.working_set_bytes, c_mem.anon_bytes, c_mem.usage_bytes, c_throttled
+                )
+            )
+        pressure: dict[str, Pressure] = {}
+        if self.psi_enabled:
+            for res in PSI_RESOURCES:
+                psi = self.reader.psi(pod.path, res)
+                if psi is not None:
+                    pressure[res] = Pressure(
+                        psi.some.avg10 / 100.0, psi.full.avg10 / 100.0 if psi.full is not None else None
+                    )
+            if not pressure:
+                self.psi_enabled = self.layout.is_v2  # hybrid host without pod dirs on the unified tree
+        return PodSample(
+            meta=meta,
+            qos=pod.qos,
+            cgroup=pod.path,
+            cpu_cores=cores,
+            memory_working_set_bytes=mem.working_set_bytes,
+            memory_anon_bytes=mem.anon_bytes,
+            memory_usage_bytes=mem.usage_bytes,
+            memory_file_bytes=mem.file_bytes,
+            cpu_throttled_ratio=throttled,
+            containers=tuple(containers),
+            pressure=pressure,
+        )
+
+    def _tiers(self, now: float) -> dict[str, TierSample]:
+        tiers: dict[str, TierSample] = {}
+        for qos in QOS_CLASSES:
+            path = self.model.tier(qos)
+            try:
+                cores, _ = self._cpu(path, now)
+                ws = self.reader.memory(path).working_set_bytes
+            except CgroupError:
+                continue  # no kubelet on this machine, or the tier is not there yet
+            self._known_cgroups.add(path)
+            tiers[qos] = TierSample(qos, path, cores, ws)
+        return tiers
+
+    def _interfaces(self, now: float) -> tuple[InterfaceSample, ...]:
+        out = []
+        for c in self.net.read(now):
+            rx = self.rates.rate(("net", c.name, "rx"), c.rx_bytes, now)
+            tx = self.rates.rate(("net", c.name, "tx"), c.tx_bytes, now)
+            out.append(InterfaceSample(c.name, True, rx, tx))
+        return tuple(out)
+
+    # -- the pass --------------------------------------------------------------------------------
+    def sample(self) -> Snapshot:
+        """One full pass. A vanished pod is skipped and forgotten; no error stops the pass."""
+        start = now = self.clock()
+        wall = self.wall_clock()
+        self._known_cgroups = set()
+        node = self._node(now)
+        tiers = self._tiers(now)
+        pods: dict[str, PodSample] = {}
+        for meta, pod in self.source.pods(now):
+            try:
+                pods[meta.uid] = self._pod(meta, pod, now)
+            except CgroupGone:
+                self.reader.forget(pod.path)
+                self.source.vanished(meta.uid)
+            except CgroupError as exc:
+                log.warning("pod %s: %s", meta.uid, exc)
+        interfaces = self._interfaces(now)
+        self._feed_windows(now, node, pods)
+        self._forget_vanished(pods)
+        self.seq += 1
+        return Snapshot(self.seq, now, wall, node, tiers, pods, interfaces, self.clock() - start)
+
+    def _feed_windows(self, now: float, node: NodeSample, pods: dict[str, PodSample]) -> None:
+        w = self.windows
+        ratio = node.cpu_usage_ratio
+        if ratio is not None:
+            w.add(("node", "", "cpu"), now, ratio)
+        w.add(("node", "", "memory"), now, node.memory_usage_ratio)
+        for uid, p in pods.items():
+            if p.cpu_cores is not None:
+                w.add(("pod", uid, "cpu"), now, p.cpu_cores)
+            w.add(("pod", uid, "memory"), now, float(p.memory_working_set_bytes))
+
+    def _forget_vanished(self, pods: dict[str, PodSample]) -> None:
+        """Vanished pods leave the windows, the rate memory and the open descriptors."""
+        gone = self._previous_cgroups - self._known_cgroups
+        self._previous_cgroups = self._known_cgroups
+        if not gone:
+            return
+        for cgroup in gone:
+            self.reader.forget(cgroup)
+        known = self._known_cgroups
+        self.rates.retain(lambda key: not isinstance(key, tuple) or key[0] in known or key[0] in ("node", "net"))
+        self.windows.retain(lambda key: key[0] != "pod" or key[1] in pods)
+
+    def close(self) -> None:
+        self.net.close()
+        self.reader.files.close()

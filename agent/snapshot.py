@@ -1,0 +1,121 @@
+"""What one sampling tick measured: the node, its QoS tiers, every pod and container, the network.
+
+A snapshot is immutable once published; the exporter, the JSON API, capacity and enforcement all read the
+same object, so they never see half a pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+PodClass = Literal["online", "offline", "unknown"]
+
+
+@dataclass(frozen=True, slots=True)
+class Pressure:
+    """PSI 'some' and 'full' 10 s averages as ratios 0-1 (the kernel prints percent)."""
+
+    some_avg10: float
+    full_avg10: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerSample:
+    id: str
+    cpu_cores: float | None  # None on the first sample or after a counter reset
+    memory_working_set_bytes: int
+    memory_anon_bytes: int
+    memory_usage_bytes: int
+    cpu_throttled_ratio: float | None  # throttled periods / periods over the tick
+
+
+@dataclass(frozen=True, slots=True)
+class PodMeta:
+    """What the API server says of a pod (standalone: only what the cgroup tree tells)."""
+
+    uid: str
+    namespace: str | None = None
+    name: str | None = None
+    pod_class: PodClass = "unknown"
+    labels: dict[str, str] = field(default_factory=dict)
+    priority: int | None = None
+    cpu_request_cores: float = 0.0
+    memory_request_bytes: int = 0
+    cpu_limit_cores: float | None = None
+    memory_limit_bytes: int | None = None
+    creation_timestamp: float | None = None  # wall-clock seconds
+
+
+@dataclass(frozen=True, slots=True)
+class PodSample:
+    meta: PodMeta
+    qos: str
+    cgroup: str
+    cpu_cores: float | None
+    memory_working_set_bytes: int
+    memory_anon_bytes: int
+    memory_usage_bytes: int
+    memory_file_bytes: int
+    cpu_throttled_ratio: float | None
+    containers: tuple[ContainerSample, ...]
+    pressure: dict[str, Pressure] = field(default_factory=dict)
+
+    @property
+    def uid(self) -> str:
+        return self.meta.uid
+
+
+@dataclass(frozen=True, slots=True)
+class TierSample:
+    qos: str
+    cgroup: str
+    cpu_cores: float | None
+    memory_working_set_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSample:
+    cpu_capacity_cores: float
+    cpu_cores: float | None  # busy cores: /proc/stat minus idle, iowait and steal
+    memory_total_bytes: int
+    memory_used_bytes: int  # MemTotal - MemAvailable
+    memory_page_cache_bytes: int
+    pressure: dict[str, Pressure] = field(default_factory=dict)
+
+    @property
+    def cpu_usage_ratio(self) -> float | None:
+        return None if self.cpu_cores is None else min(1.0, self.cpu_cores / self.cpu_capacity_cores)
+
+    @property
+    def memory_usage_ratio(self) -> float:
+        return self.memory_used_bytes / self.memory_total_bytes if self.memory_total_bytes else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class InterfaceSample:
+    name: str
+    physical: bool
+    rx_bytes_per_second: float | None
+    tx_bytes_per_second: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    seq: int
+    mono: float  # time.monotonic() of the tick: windows and rates use it
+    wall: float  # time.time(), for humans and persisted state only
+    node: NodeSample
+    tiers: dict[str, TierSample]
+    pods: dict[str, PodSample]  # by UID
+    interfaces: tuple[InterfaceSample, ...]
+    duration_seconds: float  # how long the pass took
+
+    def network_total(self) -> tuple[float | None, float | None]:
+        """rx/tx bytes per second summed over physical interfaces."""
+        phys = [i for i in self.interfaces if i.physical]
+        if not phys or any(i.rx_bytes_per_second is None for i in phys):
+            return None, None
+        rx = sum(i.rx_bytes_per_second or 0.0 for i in phys)
+        tx = sum(i.tx_bytes_per_second or 0.0 for i in phys)
+        return rx, tx

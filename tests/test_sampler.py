@@ -1,0 +1,102 @@
+"""The sampling pass on real cgroups: rates from the kernel's counters, first samples, resets, vanished pods."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from agent.rates import CounterRates
+from agent.sampler import CgroupPodSource, Sampler
+from agent.windows import WindowStore
+from cgroup import CgroupWriter
+from tests.cgtree import V1Tree
+
+
+def test_counter_rates_rules() -> None:
+    r = CounterRates()
+    assert r.rate("a", 100.0, 10.0) is None  # first sample: no rate
+    assert r.rate("a", 150.0, 11.0) == 50.0
+    assert r.rate("a", 160.0, 13.0) == 5.0  # a late tick divides by the real elapsed time
+    assert r.rate("a", 10.0, 14.0) is None  # went backwards: reset, no negative rate
+    assert r.rate("a", 30.0, 15.0) == 20.0  # and restarts from the new value
+    assert r.rate("a", 40.0, 15.0) is None  # no time passed
+    assert r.delta("b", 5, 1.0) is None and r.delta("b", 8, 2.0) == 3
+    assert r.retain(lambda k: k == "a") == 1 and len(r) == 1
+
+
+def make_sampler(tree: V1Tree) -> tuple[Sampler, WindowStore]:
+    windows = WindowStore()
+    source = CgroupPodSource(tree.layout, tree.model, rescan_seconds=0.0)
+    return Sampler(tree.layout, tree.model, source, windows), windows
+
+
+@pytest.mark.cgroupv1
+def test_pass_measures_pods_containers_and_node(v1tree: V1Tree) -> None:
+    uid, pod, (c1, c2) = v1tree.pod("burstable", containers=2)
+    idle_uid, _, _ = v1tree.pod("besteffort")
+    CgroupWriter(v1tree.layout).set_cpu_quota(c1, 30_000)
+    v1tree.start(c1)
+    v1tree.allocate(c2, 32)
+    sampler, windows = make_sampler(v1tree)
+    first = sampler.sample()
+    assert set(first.pods) == {uid, idle_uid}
+    assert first.pods[uid].cpu_cores is None and first.node.cpu_cores is None  # no rate from one sample
+    time.sleep(1.5)
+    snap = sampler.sample()
+    p = snap.pods[uid]
+    assert p.qos == "burstable" and p.cgroup == pod
+    assert p.cpu_cores is not None and 0.22 <= p.cpu_cores <= 0.36
+    assert p.cpu_throttled_ratio == 0.0  # the quota is on the container, not the pod
+    by_id = {c.id: c for c in p.containers}
+    assert len(by_id) == 2
+    burner = by_id[c1.rsplit("/", 1)[1].removeprefix("cri-containerd-").removesuffix(".scope")]
+    assert burner.cpu_throttled_ratio is not None and burner.cpu_throttled_ratio > 0.3
+    assert burner.cpu_cores is not None and 0.22 <= burner.cpu_cores <= 0.36
+    assert p.memory_working_set_bytes >= 32 << 20 and p.memory_anon_bytes >= 30 << 20
+    assert snap.node.cpu_cores is not None and snap.node.cpu_cores >= 0.2
+    assert 0 < snap.node.memory_usage_ratio < 1
+    assert snap.tiers["burstable"].cpu_cores is not None and snap.tiers["burstable"].cpu_cores >= 0.2
+    assert windows.get(("pod", uid, "cpu")) is not None and windows.get(("node", "", "cpu")) is not None
+    assert snap.seq == 2 and snap.duration_seconds > 0
+
+
+@pytest.mark.cgroupv1
+def test_vanished_pod_leaves_windows_and_descriptors(v1tree_cgroupfs: V1Tree) -> None:
+    tree = v1tree_cgroupfs
+    uid, pod, (ctr,) = tree.pod("burstable")
+    tree.start(ctr)
+    sampler, windows = make_sampler(tree)
+    sampler.sample()
+    time.sleep(0.2)
+    sampler.sample()
+    assert windows.get(("pod", uid, "cpu")) is not None
+    held = len(sampler.reader.files)
+    tree.remove(pod)
+    snap = sampler.sample()
+    assert uid not in snap.pods
+    sampler.sample()
+    assert windows.get(("pod", uid, "cpu")) is None and windows.get(("pod", uid, "memory")) is None
+    assert len(sampler.reader.files) < held
+
+
+@pytest.mark.cgroupv1
+def test_recreated_cgroup_gives_no_negative_rate(v1tree_cgroupfs: V1Tree) -> None:
+    tree = v1tree_cgroupfs
+    uid, pod, (ctr,) = tree.pod("burstable")
+    tree.start(ctr)
+    sampler, _ = make_sampler(tree)
+    sampler.sample()
+    time.sleep(0.5)
+    assert (sampler.sample().pods[uid].cpu_cores or 0) > 0.3
+    # the pod's cgroup is recreated under the same path (kubelet restarted it): its counter starts at 0
+    tree.remove(pod)
+    tree.mkdir(pod)
+    tree.mkdir(ctr)
+    snap = sampler.sample()  # the old descriptors answer ENODEV: reported gone, handles dropped
+    assert uid not in snap.pods
+    snap = sampler.sample()  # found again, a new counter: no rate yet, never a negative one
+    assert uid in snap.pods and snap.pods[uid].cpu_cores is None
+    time.sleep(0.2)
+    again = sampler.sample().pods[uid].cpu_cores
+    assert again is not None and again >= 0
