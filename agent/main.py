@@ -21,13 +21,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     from agent.runtime import Agent, serve
+    from kube import Kube
 
-    in_cluster = False
+    kube = None
+    if not config.standalone:
+        try:
+            kube = Kube.connect(config.kubeconfig)
+        except Exception as exc:  # a broken kubeconfig is a configuration error
+            print(f"colo-agent: kubeconfig: {exc}", file=sys.stderr)
+            return 2
+    in_cluster = kube is not None
+    if in_cluster and not config.node_name:
+        print("colo-agent: in a cluster the node name is required: set NODE_NAME or --node-name", file=sys.stderr)
+        return 2
     try:
         agent = Agent(config, in_cluster=in_cluster)
     except (CgroupError, ValueError) as exc:
         print(f"colo-agent: cannot read this host's cgroups: {exc}", file=sys.stderr)
         return 1
+    if kube is not None:
+        from agent.cluster import ClusterLink
+
+        agent.services.append(ClusterLink(agent, kube))
+    else:
+        logging.getLogger("colo.agent").info("no cluster configuration: running standalone")
     host, port = config.listen_address(in_cluster)
     asyncio.run(serve(agent, host, port))
     return 0

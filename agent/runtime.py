@@ -38,6 +38,16 @@ class Stage(Protocol):
     def stop(self) -> None: ...
 
 
+class Service(Protocol):
+    """Something with its own thread(s) that lives as long as the agent (informers, the publisher)."""
+
+    name: str
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
 class SamplingLoop:
     """Samples every `interval` seconds on a fixed monotonic grid; a late tick skips the missed slots."""
 
@@ -91,6 +101,7 @@ class Agent:
         self.sampler = Sampler(self.layout, self.model, self.source, self.windows, host_root=config.host_root,
                                reader=self.reader)  # fmt: skip
         self.stages: list[Stage] = []
+        self.services: list[Service] = []
         self.loop = SamplingLoop(self)
 
     def _load_windows(self) -> WindowStore:
@@ -125,10 +136,17 @@ class Agent:
         return f"cgroup {self.layout.describe()}; driver {self.driver.driver} ({self.driver.rule})"
 
     def start(self) -> None:
+        for service in self.services:
+            service.start()
         self.loop.start()
 
     def stop(self) -> None:
         self.loop.stop()
+        for service in reversed(self.services):
+            try:
+                service.stop()
+            except Exception:
+                log.exception("service %s failed to stop", service.name)
         for stage in reversed(self.stages):
             try:
                 stage.stop()

@@ -1,0 +1,90 @@
+"""Oversubscribable capacity: what online pods requested but do not use, bounded by what the node can take.
+
+    reclaimable  = Σ_online max(0, request − peak)
+    headroom     = allocatable × reclaim_ratio − system usage − Σ_online peak
+    oversub      = max(0, min(reclaimable, headroom))
+
+`peak` is a window of the pod's own usage (default max_avg_1h: the highest 5-minute average in the last
+hour). A pod with less history than `min_history_seconds` counts its full request (or its current usage if
+that is higher): it has not shown yet what it needs. System usage is the node's usage outside every pod.
+Pods of unknown class count as online: never give away what might belong to a latency-sensitive pod.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from agent.snapshot import PodSample, Snapshot
+from agent.windows import WINDOW_SPANS, WindowStore
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceCapacity:
+    """One resource's computation, in cores or bytes, kept whole so the JSON API can explain it."""
+
+    allocatable: float
+    reclaimable: float
+    headroom: float
+    system_usage: float
+    online_peak: float
+    online_request: float
+    oversubscription: float
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityParams:
+    peak_window: str = "max_avg_1h"
+    min_history_seconds: float = 300.0
+    cpu_reclaim_ratio: float = 0.8
+    memory_reclaim_ratio: float = 0.75
+
+
+def pod_peak(pod: PodSample, windows: WindowStore, resource: str, now: float, params: CapacityParams) -> float:
+    """The pod's peak usage for capacity (cores or bytes)."""
+    if resource == "cpu":
+        request, current = pod.meta.cpu_request_cores, pod.cpu_cores or 0.0
+    else:
+        request, current = float(pod.meta.memory_request_bytes), float(pod.memory_working_set_bytes)
+    wv = windows.value(("pod", pod.uid, resource), params.peak_window, now)
+    history = wv.coverage * WINDOW_SPANS[params.peak_window]
+    if wv.value is None or history < params.min_history_seconds:
+        return max(request, current)
+    return wv.value
+
+
+def compute(
+    snap: Snapshot,
+    windows: WindowStore,
+    allocatable_cpu_cores: float,
+    allocatable_memory_bytes: float,
+    params: CapacityParams,
+) -> tuple[ResourceCapacity, ResourceCapacity]:
+    """(cpu, memory) capacity from one snapshot; the caller holds the windows lock."""
+    pods = list(snap.pods.values())
+    online = [p for p in pods if p.meta.pod_class != "offline"]
+    node = snap.node
+    pods_cpu = sum(p.cpu_cores or 0.0 for p in pods)
+    pods_mem = sum(float(p.memory_working_set_bytes) for p in pods)
+    system_cpu = max(0.0, (node.cpu_cores or 0.0) - pods_cpu)
+    system_mem = max(0.0, float(node.memory_used_bytes) - pods_mem)
+    out = []
+    for resource, alloc, ratio, system in (
+        ("cpu", allocatable_cpu_cores, params.cpu_reclaim_ratio, system_cpu),
+        ("memory", allocatable_memory_bytes, params.memory_reclaim_ratio, system_mem),
+    ):
+        reclaimable = peak_sum = request_sum = 0.0
+        for p in online:
+            request = p.meta.cpu_request_cores if resource == "cpu" else float(p.meta.memory_request_bytes)
+            peak = pod_peak(p, windows, resource, snap.mono, params)
+            reclaimable += max(0.0, request - peak)
+            peak_sum += peak
+            request_sum += request
+        headroom = alloc * ratio - system - peak_sum
+        oversub = max(0.0, min(reclaimable, headroom))
+        out.append(ResourceCapacity(alloc, reclaimable, headroom, system, peak_sum, request_sum, oversub))
+    return out[0], out[1]
+
+
+def as_json(cpu: ResourceCapacity, memory: ResourceCapacity) -> dict[str, Any]:
+    return {"cpu_cores": asdict(cpu), "memory_bytes": asdict(memory)}

@@ -1,0 +1,119 @@
+"""Pods of this node as the API server lists them, mapped to their cgroups through `cgroup/`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from agent.classify import Classifier
+from agent.resources import pod_limits, pod_requests
+from agent.snapshot import PodMeta
+from cgroup import ContainerID, Layout, PathModel, PodCgroup, normalize_qos, parse_container_id, resolve_pod
+from cgroup.paths import QoS
+
+log = logging.getLogger(__name__)
+FINISHED_PHASES = ("Succeeded", "Failed")
+
+
+def _timestamp(value: object) -> float | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def pod_meta(pod: dict[str, Any], classifier: Classifier) -> PodMeta:
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    cpu_req, mem_req = pod_requests(pod)
+    cpu_lim, mem_lim = pod_limits(pod)
+    priority = spec.get("priority")
+    return PodMeta(
+        uid=str(meta.get("uid") or ""),
+        namespace=meta.get("namespace"),
+        name=meta.get("name"),
+        pod_class=classifier.classify(pod),
+        labels=dict(meta.get("labels") or {}),
+        priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else None,
+        cpu_request_cores=cpu_req,
+        memory_request_bytes=mem_req,
+        cpu_limit_cores=cpu_lim,
+        memory_limit_bytes=mem_lim,
+        creation_timestamp=_timestamp(meta.get("creationTimestamp")),
+    )
+
+
+def container_ids(pod: dict[str, Any]) -> tuple[ContainerID, ...]:
+    ids = []
+    status = pod.get("status") or {}
+    for cs in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
+        raw = cs.get("containerID")
+        if raw:
+            try:
+                ids.append(parse_container_id(raw))
+            except ValueError as exc:
+                log.debug("pod %s: %s", (pod.get("metadata") or {}).get("name"), exc)
+    return tuple(ids)
+
+
+class KubePodSource:
+    """Maps informer pods to cgroups; re-resolves a pod when its containers change or its cgroup vanished."""
+
+    def __init__(
+        self,
+        items: Callable[[], list[dict[str, Any]]],
+        layout: Layout,
+        model: PathModel,
+        classifier: Classifier,
+        retry_seconds: float = 5.0,
+    ) -> None:
+        self.items, self.layout, self.model, self.classifier = items, layout, model, classifier
+        self.retry_seconds = retry_seconds
+        self._meta: dict[str, tuple[str, PodMeta, QoS | None, tuple[ContainerID, ...]]] = {}
+        self._cgroups: dict[str, tuple[tuple[ContainerID, ...], PodCgroup | None, float]] = {}
+
+    def _describe(self, pod: dict[str, Any]) -> tuple[PodMeta, QoS | None, tuple[ContainerID, ...]]:
+        meta = pod.get("metadata") or {}
+        uid, rv = str(meta.get("uid") or ""), str(meta.get("resourceVersion") or "")
+        cached = self._meta.get(uid)
+        if cached is not None and cached[0] == rv:
+            return cached[1], cached[2], cached[3]
+        qos: QoS | None
+        try:
+            qos = normalize_qos(str((pod.get("status") or {}).get("qosClass") or ""))
+        except ValueError:
+            qos = None
+        described = (pod_meta(pod, self.classifier), qos, container_ids(pod))
+        self._meta[uid] = (rv, *described)
+        return described
+
+    def pods(self, now: float) -> Sequence[tuple[PodMeta, PodCgroup]]:
+        out: list[tuple[PodMeta, PodCgroup]] = []
+        live: set[str] = set()
+        for pod in self.items():
+            if (pod.get("status") or {}).get("phase") in FINISHED_PHASES:
+                continue
+            meta, qos, cids = self._describe(pod)
+            if not meta.uid:
+                continue
+            live.add(meta.uid)
+            known = self._cgroups.get(meta.uid)
+            if known is None or known[0] != cids or (known[1] is None and now - known[2] >= self.retry_seconds):
+                cg = resolve_pod(self.layout, self.model, meta.uid, qos, cids)
+                self._cgroups[meta.uid] = known = (cids, cg, now)
+            if known[1] is not None:
+                out.append((meta, known[1]))
+        gone = set(self._meta) - live
+        for uid in gone:
+            self._meta.pop(uid, None)
+            self._cgroups.pop(uid, None)
+        if gone:
+            self.classifier.forget(live)
+        return out
+
+    def vanished(self, uid: str) -> None:
+        self._cgroups.pop(uid, None)

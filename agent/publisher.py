@@ -1,0 +1,137 @@
+"""Writes this node's annotations (and optional extended resources) from one thread, off the sampling path.
+
+Each owner (capacity, the evicting state) says which of its keys should change now; the publisher batches
+them into one JSON merge patch on metadata.annotations. A failed write is not replayed: the next round
+asks the owners again, so what reaches the API server is always the latest value. While the API server is
+away nothing else stops: sampling, exporting and enforcement go on.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kube import ApiError, Kube
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Changes:
+    annotations: dict[str, str | None] = field(default_factory=dict)
+    extended_resources: dict[str, str | None] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.annotations or self.extended_resources)
+
+
+class AnnotationOwner(Protocol):
+    name: str
+
+    def changes(self, node: dict[str, Any], now: float) -> Changes:
+        """What to write now (only keys that should change), given the node as last seen."""
+
+    def committed(self, changes: Changes, now: float) -> None:
+        """The write succeeded."""
+
+
+class NodePublisher:
+    """A thread that polls its owners every `period` seconds (or at once when poked) and patches the node."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        node_name: str,
+        get_node: Callable[[], dict[str, Any] | None],
+        owners: list[AnnotationOwner],
+        *,
+        period: float = 1.0,
+        backoff_max: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+        dry_run: bool = False,
+    ) -> None:
+        self.kube, self.node_name, self.get_node, self.owners = kube, node_name, get_node, owners
+        self.dry_run = dry_run
+        self.period, self.backoff_max, self.clock = period, backoff_max, clock
+        self.name = "publisher"
+        self.writes = 0
+        self.failures = 0
+        self.last_error: str | None = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="colo-publisher", daemon=True)
+        self._failed_in_row = 0
+        self._retry_after: float | None = None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def poke(self) -> None:
+        """Run a round now (the evicting state changed)."""
+        self._wake.set()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def run_once(self) -> bool:
+        """One round; True when nothing failed."""
+        node = self.get_node()
+        if node is None:
+            return True
+        now = self.clock()
+        per_owner = [(o, o.changes(node, now)) for o in self.owners]
+        merged = Changes()
+        for _, ch in per_owner:
+            merged.annotations.update(ch.annotations)
+            merged.extended_resources.update(ch.extended_resources)
+        if not merged:
+            return True
+        if self.dry_run:
+            log.info("dry-run: would patch node %s: %s", self.node_name, merged)
+            for owner, ch in per_owner:
+                if ch:
+                    owner.committed(ch, now)
+            return True
+        try:
+            if merged.annotations:
+                self.kube.patch_node_annotations(self.node_name, merged.annotations)
+            if merged.extended_resources:
+                self.kube.patch_node_extended_resources(self.node_name, merged.extended_resources)
+        except ApiError as exc:
+            self.failures += 1
+            self.last_error = str(exc)
+            self._retry_after = exc.retry_after
+            log.warning("node %s: annotation patch failed, will retry with the latest values: %s", self.node_name, exc)
+            return False
+        self.writes += 1
+        self.last_error = None
+        for owner, ch in per_owner:
+            if ch:
+                owner.committed(ch, now)
+        return True
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._retry_after = None
+            try:
+                ok = self.run_once()
+            except Exception:
+                log.exception("publisher round failed")
+                ok = False
+            if ok:
+                self._failed_in_row = 0
+                delay = self.period
+            else:
+                self._failed_in_row += 1
+                cap = min(self.backoff_max, self.period * 2.0**self._failed_in_row)
+                delay = max(self.period, cap * random.random(), self._retry_after or 0.0)
+            self._wake.wait(delay)
+            self._wake.clear()

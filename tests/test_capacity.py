@@ -1,0 +1,130 @@
+"""The capacity formula on tables of pods, with windows fed by a synthetic clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.capacity import CapacityParams, compute
+from agent.oversubscription import parse_types
+from agent.resources import node_allocatable, pod_limits, pod_requests
+from agent.snapshot import NodeSample, PodMeta, PodSample, Snapshot
+from agent.windows import WindowStore
+
+GI = 1 << 30
+
+
+def sample(uid: str, cls: str, cpu_req: float, mem_req: int, cpu: float, mem: int) -> PodSample:
+    meta = PodMeta(uid, "ns", uid, cls, cpu_request_cores=cpu_req, memory_request_bytes=mem_req)  # type: ignore[arg-type]
+    return PodSample(meta, "burstable", f"/kubepods/burstable/pod{uid}", cpu, mem, mem, mem, 0, 0.0, ())
+
+
+def snapshot(pods: list[PodSample], node_cpu: float, node_mem: int, now: float) -> Snapshot:
+    node = NodeSample(8.0, node_cpu, 32 * GI, node_mem, 0)
+    return Snapshot(1, now, 0.0, node, {}, {p.uid: p for p in pods}, (), 0.0)
+
+
+def feed(store: WindowStore, pods: list[PodSample], seconds: int, now: float) -> None:
+    """Constant usage for `seconds` up to `now`, one sample a second."""
+    for i in range(seconds):
+        t = now - seconds + 1 + i
+        for p in pods:
+            store.add(("pod", p.uid, "cpu"), t, p.cpu_cores or 0.0)
+            store.add(("pod", p.uid, "memory"), t, float(p.memory_working_set_bytes))
+
+
+def test_reclaimable_bounded_by_headroom() -> None:
+    now = 10_000.0
+    pods = [
+        sample("a", "online", 4.0, 8 * GI, 1.0, 2 * GI),  # reclaims 3 cores, 6 GiB
+        sample("b", "online", 1.0, 1 * GI, 1.5, 2 * GI),  # above its request: reclaims nothing
+        sample("c", "offline", 2.0, 4 * GI, 2.0, 4 * GI),  # offline pods never count
+    ]
+    store = WindowStore()
+    feed(store, pods, 600, now)
+    # node: 8 cores, 32 GiB; pods use 4.5 cores and 8 GiB; system = node - pods
+    snap = snapshot(pods, node_cpu=5.0, node_mem=10 * GI, now=now)
+    cpu, mem = compute(snap, store, 8.0, 32 * GI, CapacityParams())
+    assert cpu.reclaimable == pytest.approx(3.0)
+    assert cpu.system_usage == pytest.approx(0.5)
+    assert cpu.online_peak == pytest.approx(2.5)
+    assert cpu.headroom == pytest.approx(8 * 0.8 - 0.5 - 2.5)
+    assert cpu.oversubscription == pytest.approx(3.0)  # min(3.0, 3.4)
+    assert mem.reclaimable == pytest.approx(6 * GI)
+    assert mem.system_usage == pytest.approx(2 * GI)
+    assert mem.headroom == pytest.approx(32 * GI * 0.75 - 2 * GI - 4 * GI)
+    assert mem.oversubscription == pytest.approx(6 * GI)
+
+    # a busy node: headroom is the bound
+    busy = snapshot(pods, node_cpu=8.0, node_mem=28 * GI, now=now)
+    cpu, mem = compute(busy, store, 8.0, 32 * GI, CapacityParams())
+    assert cpu.headroom == pytest.approx(6.4 - 3.5 - 2.5)
+    assert cpu.oversubscription == pytest.approx(0.4)
+    assert mem.headroom == pytest.approx(24 * GI - 20 * GI - 4 * GI)
+    assert mem.oversubscription == 0.0
+
+
+def test_peak_is_max_of_5_minute_averages_not_current() -> None:
+    now = 10_000.0
+    quiet = sample("a", "online", 4.0, 8 * GI, 0.5, GI)
+    store = WindowStore()
+    # 10 minutes at 3 cores, then 20 minutes at 0.5: the hour's peak 5-minute average is 3 cores
+    for i in range(1800):
+        t = now - 1800 + 1 + i
+        store.add(("pod", "a", "cpu"), t, 3.0 if i < 600 else 0.5)
+        store.add(("pod", "a", "memory"), t, float(GI))
+    cpu, _ = compute(snapshot([quiet], 1.0, 2 * GI, now), store, 8.0, 32 * GI, CapacityParams())
+    assert cpu.online_peak == pytest.approx(3.0)
+    assert cpu.reclaimable == pytest.approx(1.0)
+
+
+def test_young_pod_counts_its_full_request() -> None:
+    now = 10_000.0
+    young = sample("y", "online", 2.0, 4 * GI, 0.1, GI)
+    store = WindowStore()
+    feed(store, [young], 120, now)  # 2 minutes: less than the 5 required
+    cpu, mem = compute(snapshot([young], 0.1, GI, now), store, 8.0, 32 * GI, CapacityParams())
+    assert cpu.reclaimable == 0.0 and cpu.online_peak == pytest.approx(2.0)
+    assert mem.reclaimable == 0.0 and mem.online_peak == pytest.approx(4 * GI)
+    cpu, _ = compute(snapshot([young], 0.1, GI, now), store, 8.0, 32 * GI, CapacityParams(min_history_seconds=60))
+    assert cpu.reclaimable == pytest.approx(1.9)
+
+
+def test_unknown_class_counts_as_online_and_never_negative() -> None:
+    now = 10_000.0
+    p = sample("u", "unknown", 1.0, GI, 0.2, GI // 2)
+    store = WindowStore()
+    feed(store, [p], 600, now)
+    cpu, _ = compute(snapshot([p], 7.9, 31 * GI, now), store, 8.0, 32 * GI, CapacityParams())
+    assert cpu.reclaimable == pytest.approx(0.8)
+    assert cpu.headroom < 0 and cpu.oversubscription == 0.0
+
+
+def test_requests_limits_and_allocatable_from_api_objects() -> None:
+    pod = {
+        "spec": {
+            "containers": [
+                {"resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}},
+                {"resources": {"requests": {"cpu": "1.5", "memory": "1G"}, "limits": {"cpu": "2"}}},
+            ],
+            "initContainers": [{"resources": {"requests": {"cpu": "4", "memory": "64Mi"}}}],
+            "overhead": {"cpu": "100m"},
+        }
+    }
+    cpu, mem = pod_requests(pod)
+    assert cpu == pytest.approx(4.1)  # the init container's 4 cores dominate, plus overhead
+    assert mem == 256 * (1 << 20) + 10**9
+    assert pod_limits(pod) == (3.0, None)  # one container has no memory limit
+    assert pod_requests({"spec": {"containers": [{"resources": {"requests": {"cpu": "bogus"}}}]}}) == (0.0, 0)
+    assert node_allocatable({"status": {"allocatable": {"cpu": "3920m", "memory": "15Gi"}}}) == (3.92, 15 * GI)
+    assert node_allocatable({}) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(None, {"cpu", "memory"}), ("cpu", {"cpu"}), ("memory", {"memory"}), ("cpu,memory", {"cpu", "memory"}),
+     (" memory , cpu ", {"cpu", "memory"}), ("gpu", {"cpu", "memory"}), ("", {"cpu", "memory"}), ("cpu,disk", {"cpu", "memory"})],
+)  # fmt: skip
+def test_oversubscription_types(value: str | None, expected: set[str]) -> None:
+    warnings: list[str] = []
+    assert parse_types(value, warnings.append) == expected
+    assert bool(warnings) == (value is not None and value.strip() not in ("cpu", "memory", "cpu,memory", "memory , cpu"))
