@@ -5,7 +5,7 @@
     oversub      = max(0, min(reclaimable, headroom))
 
 `peak` is a window of the pod's own usage (default max_avg_1h: the highest 5-minute average in the last
-hour). A pod with less history than `min_history_seconds` counts its full request (or its current usage if
+hour, the current one included). A pod with less history than `min_history_seconds` counts its full request (or its current usage if
 that is higher): it has not shown yet what it needs. System usage is the node's usage outside every pod.
 Pods of unknown class count as online: never give away what might belong to a latency-sensitive pod.
 """
@@ -41,16 +41,24 @@ class CapacityParams:
 
 
 def pod_peak(pod: PodSample, windows: WindowStore, resource: str, now: float, params: CapacityParams) -> float:
-    """The pod's peak usage for capacity (cores or bytes)."""
+    """The pod's peak usage for capacity (cores or bytes).
+
+    The configured window (default max_avg_1h) is taken together with the current 5-minute average, which
+    the max-of-averages windows only see at the next minute boundary: a pod that grows right now takes
+    capacity back at once, not a minute later.
+    """
     if resource == "cpu":
         request, current = pod.meta.cpu_request_cores, pod.cpu_cores or 0.0
     else:
         request, current = float(pod.meta.memory_request_bytes), float(pod.memory_working_set_bytes)
-    wv = windows.value(("pod", pod.uid, resource), params.peak_window, now)
-    history = wv.coverage * WINDOW_SPANS[params.peak_window]
-    if wv.value is None or history < params.min_history_seconds:
+    key = ("pod", pod.uid, resource)
+    wv = windows.value(key, params.peak_window, now)
+    avg5 = windows.value(key, "avg_5m", now)
+    history = max(wv.coverage * WINDOW_SPANS[params.peak_window], avg5.coverage * WINDOW_SPANS["avg_5m"])
+    values = [v for v in (wv.value, avg5.value) if v is not None]
+    if not values or history < params.min_history_seconds:
         return max(request, current)
-    return wv.value
+    return max(values)
 
 
 def compute(

@@ -128,3 +128,17 @@ def test_oversubscription_types(value: str | None, expected: set[str]) -> None:
     warnings: list[str] = []
     assert parse_types(value, warnings.append) == expected
     assert bool(warnings) == (value is not None and value.strip() not in ("cpu", "memory", "cpu,memory", "memory , cpu"))
+
+
+def test_current_growth_counts_before_the_next_minute_boundary() -> None:
+    now = 10_000.0
+    p = sample("g", "online", 4.0, 8 * GI, 3.0, GI)
+    store = WindowStore()
+    for i in range(1200):  # 20 minutes at 0.5 cores, then the last 30 s at 3.5 cores
+        t = now - 1200 + 1 + i
+        store.add(("pod", "g", "cpu"), t, 0.5 if i < 1170 else 3.5)
+        store.add(("pod", "g", "memory"), t, float(GI))
+    avg5 = (270 * 0.5 + 30 * 3.5) / 300
+    cpu, _ = compute(snapshot([p], 3.0, 2 * GI, now), store, 8.0, 32 * GI, CapacityParams())
+    assert cpu.online_peak == pytest.approx(max(avg5, store.value(("pod", "g", "cpu"), "max_avg_1h", now).value or 0))
+    assert cpu.online_peak == pytest.approx(avg5)

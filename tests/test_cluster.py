@@ -1,0 +1,174 @@
+"""The agent in a cluster: real cgroups on this machine, the tests' Kubernetes API server, the official client."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from agent.cluster import ClusterLink
+from agent.config import AgentConfig
+from agent.runtime import Agent
+from cgroup import CgroupWriter
+from kube import Kube
+from tests.cgtree import V1Tree
+from tests.k8sobjects import NODE, container_id_of, node, pod
+from tests.kubeapi.fixtures import kube, kube_api  # noqa: F401
+from tests.kubeapi.server import FakeKubeAPI
+
+pytestmark = pytest.mark.cgroupv1
+CPU_KEY, MEM_KEY = "volcano.sh/oversubscription-cpu", "volcano.sh/oversubscription-memory"
+
+
+def wait_for(cond: Callable[[], object], timeout: float = 10.0, step: float = 0.05) -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+def node_annotations(api: FakeKubeAPI) -> dict[str, str]:
+    obj = api.get("nodes", None, NODE)
+    assert obj is not None
+    return dict(obj["metadata"].get("annotations") or {})
+
+
+@pytest.fixture
+def agent_in_cluster(v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI) -> Iterator[tuple[Agent, ClusterLink, V1Tree]]:  # noqa: F811
+    tree = v1tree_cgroupfs
+    cfg = AgentConfig.model_validate(
+        {
+            "interval": 0.2,
+            "cgroup_root": tree.cgroup_root,
+            "cgroup_driver": "cgroupfs",
+            "state_file": "",
+            "node_name": NODE,
+            # a short peak window so a test does not wait for minute boundaries
+            "oversubscription": {"min_history_seconds": 0, "update_interval_seconds": 1.0, "peak_window": "avg_1m"},
+        }
+    )
+    agent = Agent(cfg, in_cluster=True, layout=tree.layout)
+    link = ClusterLink(agent, kube, backoff_initial=0.05, backoff_max=0.5)
+    agent.services.append(link)
+    try:
+        yield agent, link, tree
+    finally:
+        agent.stop()
+
+
+def test_pods_mapped_classified_and_capacity_published(agent_in_cluster: tuple[Agent, ClusterLink, V1Tree], kube_api: FakeKubeAPI) -> None:  # noqa: F811
+    agent, link, tree = agent_in_cluster
+    kube_api.put("nodes", node(labels={"volcano.sh/oversubscription": "true"}, annotations={"other.io/keep": "yes"}))
+    on_uid, _, (on_ctr,) = tree.pod("burstable")
+    off_uid, _, (off_ctr,) = tree.pod("besteffort")
+    CgroupWriter(tree.layout).set_cpu_quota(on_ctr, 20_000)
+    tree.start(on_ctr)
+    kube_api.put("pods", pod("web", on_uid, container_ids=[container_id_of(on_ctr)], cpu_request="1500m", memory_request="4Gi"))
+    kube_api.put("pods", pod("batch", off_uid, qos="BestEffort", container_ids=[container_id_of(off_ctr)],
+                             annotations={"volcano.sh/qos-level": "-1"}))  # fmt: skip
+    kube_api.put("pods", pod("elsewhere", "other-uid", node_name="another-node"))
+    assert not agent.view.ready()
+    agent.start()
+    wait_for(agent.view.ready)
+    snap = wait_for(lambda: (s := agent.view.snapshot) and len(s.pods) == 2 and s.pods[on_uid].cpu_cores is not None and s)
+    assert snap.pods[on_uid].meta.pod_class == "online" and snap.pods[on_uid].meta.name == "web"  # type: ignore[union-attr]
+    assert snap.pods[off_uid].meta.pod_class == "offline"  # type: ignore[union-attr]
+    assert snap.pods[on_uid].meta.cpu_request_cores == 1.5  # type: ignore[union-attr]
+    # the pod list is this node's only
+    lists = kube_api.requests_for("GET", r"/api/v1/pods$", watch=False)
+    assert lists and lists[0].query.get("fieldSelector") == f"spec.nodeName={NODE}"
+
+    annotations = wait_for(lambda: (a := node_annotations(kube_api)) and int(a.get(CPU_KEY, "0")) > 0 and a)
+    section = link.oversubscription.section()
+    assert section["reason"] == "computed"
+    reclaimable = section["cpu_cores"]["reclaimable"]
+    assert 1.2 <= reclaimable <= 1.36  # 1.5 requested, ~0.2 used
+    mem = section["memory_bytes"]
+    assert mem["reclaimable"] == pytest.approx(4 * 2**30 - snap.pods[on_uid].memory_working_set_bytes, rel=0.05)  # type: ignore[union-attr]
+    assert int(annotations[CPU_KEY]) == pytest.approx(max(0, min(reclaimable, section["cpu_cores"]["headroom"])) * 1000, abs=150)
+    assert int(annotations[MEM_KEY]) > 2**30
+    assert annotations["other.io/keep"] == "yes"  # a merge patch on annotations alone
+    patches = kube_api.requests_for("PATCH", rf"/api/v1/nodes/{NODE}$")
+    assert patches and all(r.content_type == "application/merge-patch+json" for r in patches)
+    assert all(set(r.body) == {"metadata"} and set(r.body["metadata"]) == {"annotations"} for r in patches)
+
+    # the JSON API sees the class; the node section explains the number
+    assert agent.view.node_sections["oversubscription"]()["cpu_millicores"] >= 0
+
+
+def test_types_switch_off_and_throttling(agent_in_cluster: tuple[Agent, ClusterLink, V1Tree], kube_api: FakeKubeAPI) -> None:  # noqa: F811
+    agent, link, tree = agent_in_cluster
+    uid, _, (ctr,) = tree.pod("burstable")
+    kube_api.put("nodes", node(labels={"volcano.sh/oversubscription": "true"},
+                               annotations={"volcano.sh/oversubscription-types": "cpu"}))  # fmt: skip
+    kube_api.put("pods", pod("web", uid, container_ids=[container_id_of(ctr)], cpu_request="1", memory_request="2Gi"))
+    agent.start()
+    wait_for(lambda: CPU_KEY in node_annotations(kube_api))
+    assert node_annotations(kube_api)[MEM_KEY] == "0"  # memory not selected
+    # small wobbles are not written more often than the update interval
+    n_before = len(kube_api.requests_for("PATCH", rf"/api/v1/nodes/{NODE}$"))
+    time.sleep(0.6)
+    assert len(kube_api.requests_for("PATCH", rf"/api/v1/nodes/{NODE}$")) - n_before <= 1
+    # switched off: Colo's annotations are removed, others' stay
+    obj = kube_api.get("nodes", None, NODE)
+    assert obj is not None
+    obj["metadata"]["labels"] = {}
+    obj["metadata"]["annotations"]["other.io/keep"] = "yes"
+    kube_api.put("nodes", obj)
+    wait_for(lambda: CPU_KEY not in node_annotations(kube_api) and MEM_KEY not in node_annotations(kube_api))
+    assert node_annotations(kube_api)["other.io/keep"] == "yes"
+    assert link.oversubscription.section()["enabled"] is False
+
+
+def test_api_outage_and_faults(agent_in_cluster: tuple[Agent, ClusterLink, V1Tree], kube_api: FakeKubeAPI) -> None:  # noqa: F811
+    agent, link, tree = agent_in_cluster
+    uid, _, (ctr,) = tree.pod("burstable")
+    CgroupWriter(tree.layout).set_cpu_quota(ctr, 20_000)
+    tree.start(ctr)
+    kube_api.put("nodes", node(labels={"volcano.sh/oversubscription": "true"}))
+    kube_api.put("pods", pod("web", uid, container_ids=[container_id_of(ctr)], cpu_request="1", memory_request="1Gi"))
+    # the first patches fail: 500, then 429 with Retry-After, then a dropped connection
+    kube_api.inject("PATCH", r"/api/v1/nodes/", status=500)
+    kube_api.inject("PATCH", r"/api/v1/nodes/", status=429, retry_after=0.3)
+    kube_api.inject("PATCH", r"/api/v1/nodes/", drop=True)
+    agent.start()
+    wait_for(lambda: CPU_KEY in node_annotations(kube_api))
+    assert link.publisher.failures >= 3
+
+    # the API server goes away; the agent keeps measuring and exporting
+    kube_api.stop()
+    seq = agent.view.snapshot.seq  # type: ignore[union-attr]
+    time.sleep(1.0)
+    assert agent.view.snapshot.seq >= seq + 3  # type: ignore[union-attr]
+    assert agent.view.healthy()
+    # meanwhile the node's truth changes: the oversubscription types (written by someone else)
+    obj = kube_api.get("nodes", None, NODE)
+    assert obj is not None
+    obj["metadata"]["annotations"]["volcano.sh/oversubscription-types"] = "cpu"
+    kube_api.put("nodes", obj)
+    kube_api.start()
+    # back: the informer resyncs and the annotation converges to the current value
+    wait_for(lambda: node_annotations(kube_api).get(MEM_KEY) == "0", timeout=15)
+    assert uid in agent.view.snapshot.pods  # type: ignore[union-attr]
+
+
+def test_stalled_sampling_publishes_zero(agent_in_cluster: tuple[Agent, ClusterLink, V1Tree], kube_api: FakeKubeAPI) -> None:  # noqa: F811
+    agent, link, tree = agent_in_cluster
+    uid, _, (ctr,) = tree.pod("burstable")
+    kube_api.put("nodes", node(labels={"volcano.sh/oversubscription": "true"}))
+    kube_api.put("pods", pod("web", uid, container_ids=[container_id_of(ctr)], cpu_request="1", memory_request="1Gi"))
+    agent.start()
+    wait_for(lambda: int(node_annotations(kube_api).get(CPU_KEY, "0")) > 0)
+    agent.loop.stop()  # sampling stalls
+    wait_for(lambda: node_annotations(kube_api).get(CPU_KEY) == "0" and node_annotations(kube_api).get(MEM_KEY) == "0")
+    assert "stalled" in link.oversubscription.section()["reason"]
+
+
+def test_standalone_without_cluster_config(tmp_path: Path) -> None:
+    assert Kube.connect(None) is None or json  # in-cluster env absent here: standalone
