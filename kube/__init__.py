@@ -1,0 +1,17 @@
+"""Colo's only door to the Kubernetes API: a dict-based client, informers and leader election."""
+
+from kube.client import RESOURCES, ApiError, EvictionResult, Kind, Kube, WatchStream
+from kube.informer import Informer, object_key
+from kube.lease import LeaderElector
+
+__all__ = [
+    "RESOURCES",
+    "ApiError",
+    "EvictionResult",
+    "Informer",
+    "Kind",
+    "Kube",
+    "LeaderElector",
+    "WatchStream",
+    "object_key",
+]

@@ -1,0 +1,191 @@
+"""Leader election on a coordination.k8s.io/v1 Lease, with client-go's leaderelection semantics.
+
+Only one colo-controller replica may act at a time. The Lease's resourceVersion gives us compare-and-swap,
+so two candidates can never both win a round. Expiry is judged by when *we* last saw the lease record
+change (local clock), never by the timestamps inside it, so clock skew between nodes cannot make a live
+leader look expired. A leader that cannot renew for ``renew_deadline`` stops claiming leadership before
+``lease_duration`` lets anyone else take over.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import random
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from kube.client import ApiError, Kube
+
+log = logging.getLogger(__name__)
+
+
+def _micro_time(t: float) -> str:
+    """metav1.MicroTime, the format Lease timestamps use."""
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    """coordination.k8s.io/v1 Lease leader election (like client-go's leaderelection)."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        namespace: str,
+        name: str,
+        identity: str,
+        *,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+        clock: Callable[[], float] = time.time,
+        on_change: Callable[[bool], None] | None = None,
+    ) -> None:
+        if not identity:
+            raise ValueError("identity must not be empty")
+        if not lease_duration > renew_deadline > retry_period > 0:
+            raise ValueError("need lease_duration > renew_deadline > retry_period > 0")
+        self.kube = kube
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self.on_change = on_change
+        self._clock = clock
+        self._observed_spec: dict[str, Any] | None = None
+        self._observed_at = 0.0
+        self._renewed_at: float | None = None
+        self._leading = False
+        self._reported = False
+        self._lock = threading.Lock()
+
+    @property
+    def is_leader(self) -> bool:
+        """True while we hold the lease and renewed it within ``renew_deadline``."""
+        return self._leading and self._renewed_at is not None and self._clock() - self._renewed_at < self.renew_deadline
+
+    @property
+    def observed_holder(self) -> str:
+        """Who held the lease when we last looked ("" if nobody)."""
+        return str((self._observed_spec or {}).get("holderIdentity") or "")
+
+    def _observe(self, spec: dict[str, Any], now: float) -> None:
+        if spec != self._observed_spec:
+            self._observed_spec = copy.deepcopy(spec)
+            self._observed_at = now
+
+    def _notify(self) -> None:
+        leader = self.is_leader
+        if leader == self._reported:
+            return
+        self._reported = leader
+        log.info(
+            "lease %s/%s: %s %s leadership", self.namespace, self.name, self.identity, "acquired" if leader else "lost"
+        )
+        if self.on_change is not None:
+            try:
+                self.on_change(leader)
+            except Exception:
+                log.exception("leader election on_change handler failed")
+
+    def _spec(self, now: float, prior: dict[str, Any]) -> dict[str, Any]:
+        """The record we write: renewal keeps acquireTime/transitions, a takeover bumps transitions."""
+        ours = prior.get("holderIdentity") == self.identity
+        transitions = int(prior.get("leaseTransitions") or 0)
+        return {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": max(1, math.ceil(self.lease_duration)),
+            "acquireTime": prior.get("acquireTime") if ours and prior.get("acquireTime") else _micro_time(now),
+            "renewTime": _micro_time(now),
+            "leaseTransitions": transitions if ours or not prior else transitions + 1,
+        }
+
+    def try_acquire_or_renew(self) -> bool:
+        """One round: create, renew or take over the lease. Returns whether we hold it now.
+
+        Conflicts (someone else wrote first) and API errors just make this round fail; leadership is
+        only dropped when another holder is seen or the renew deadline passes.
+        """
+        with self._lock:
+            try:
+                return self._step()
+            finally:
+                self._notify()
+
+    def _step(self) -> bool:
+        now = self._clock()
+        try:
+            lease = self.kube.get_lease(self.namespace, self.name)
+            if lease is None:
+                body = {
+                    "apiVersion": "coordination.k8s.io/v1",
+                    "kind": "Lease",
+                    "metadata": {"name": self.name, "namespace": self.namespace},
+                    "spec": self._spec(now, {}),
+                }
+                created = self.kube.create_lease(self.namespace, body)
+                self._won(created, now)
+                return True
+            spec: dict[str, Any] = lease.get("spec") or {}
+            self._observe(spec, now)
+            holder = spec.get("holderIdentity") or ""
+            duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
+            if holder and holder != self.identity and now < self._observed_at + duration:
+                self._leading = False
+                return False
+            body = dict(lease)
+            body["spec"] = self._spec(now, spec)
+            updated = self.kube.replace_lease(self.namespace, self.name, body)
+            self._won(updated, now)
+            return True
+        except ApiError as e:
+            level = logging.DEBUG if e.status == 409 else logging.WARNING
+            log.log(level, "lease %s/%s: %s could not acquire/renew: %s", self.namespace, self.name, self.identity, e)
+            return False
+
+    def _won(self, lease: dict[str, Any], now: float) -> None:
+        self._observe(lease.get("spec") or {}, now)
+        self._renewed_at = now
+        self._leading = True
+
+    def run(self, stop: threading.Event) -> None:
+        """Campaign and renew until ``stop`` is set, then release. Meant to run in its own thread."""
+        while not stop.is_set():
+            self.try_acquire_or_renew()
+            # Candidates spread out (client-go's jitter factor 1.2); the leader renews on the beat.
+            wait = self.retry_period if self._leading else self.retry_period * (1 + 1.2 * random.random())
+            stop.wait(wait)
+        self.release()
+
+    def release(self) -> None:
+        """Hand the lease back so a successor need not wait for it to expire."""
+        with self._lock:
+            try:
+                if not self._leading:
+                    return
+                lease = self.kube.get_lease(self.namespace, self.name)
+                spec: dict[str, Any] = (lease or {}).get("spec") or {}
+                if lease is None or spec.get("holderIdentity") != self.identity:
+                    return
+                now = self._clock()
+                body = dict(lease)
+                body["spec"] = {
+                    "leaseDurationSeconds": 1,
+                    "acquireTime": _micro_time(now),
+                    "renewTime": _micro_time(now),
+                    "leaseTransitions": int(spec.get("leaseTransitions") or 0),
+                }
+                released = self.kube.replace_lease(self.namespace, self.name, body)
+                self._observe(released.get("spec") or {}, now)
+            except ApiError as e:
+                log.warning("lease %s/%s: release failed (it will expire instead): %s", self.namespace, self.name, e)
+            finally:
+                self._leading = False
+                self._renewed_at = None
+                self._notify()
