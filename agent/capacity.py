@@ -5,9 +5,10 @@
     oversub      = max(0, min(reclaimable, headroom))
 
 `peak` is a window of the pod's own usage (default max_avg_1h: the highest 5-minute average in the last
-hour, the current one included). A pod with less history than `min_history_seconds` counts its full request (or its current usage if
-that is higher): it has not shown yet what it needs. System usage is the node's usage outside every pod.
-Pods of unknown class count as online: never give away what might belong to a latency-sensitive pod.
+hour, the current one included). A pod with less history than `min_history_seconds` counts its full
+request (or its current usage if that is higher): it has not shown yet what it needs. System usage is
+the node's usage outside every pod. Pods of unknown class count as online: never give away what might
+belong to a latency-sensitive pod.
 """
 
 from __future__ import annotations

@@ -7,10 +7,15 @@ import logging
 from typing import Any
 
 from agent.classify import Classifier
+from agent.enforcer import Enforcer
+from agent.eviction import Evictor
 from agent.kubepods import KubePodSource
 from agent.oversubscription import OversubscriptionOwner
 from agent.publisher import AnnotationOwner, NodePublisher
+from agent.resources import node_allocatable
 from agent.runtime import Agent
+from agent.snapshot import Snapshot
+from cgroup import CgroupWriter
 from kube import Informer, Kube
 
 log = logging.getLogger(__name__)
@@ -31,14 +36,42 @@ class ClusterLink:
         source = KubePodSource(self.pods.items, agent.layout, agent.model, self.classifier)
         agent.source = agent.sampler.source = source
         agent.view.cluster_synced = self.pods.synced.is_set
-        self.oversubscription = OversubscriptionOwner(agent.view, cfg.oversubscription)
-        self.owners: list[AnnotationOwner] = [self.oversubscription]
+        enf = cfg.enforcement
+        self.evictor = Evictor(
+            kube, node, self.node_object, CgroupWriter(agent.layout, agent.reader), enf.eviction,
+            api_healthy=self.api_healthy, on_state_change=lambda: self.publisher.poke(), dry_run=cfg.dry_run,
+        )  # fmt: skip
+        self.enforcer = Enforcer(
+            agent.layout, agent.model, agent.reader, enf, lambda: node_allocatable(self.node_object() or {}),
+            dry_run=cfg.dry_run, host_root=cfg.host_root,
+            memory_high_watermark=lambda: float(self.evictor.watermarks.high["memory"]),
+        )  # fmt: skip
+        self.oversubscription = OversubscriptionOwner(
+            agent.view, cfg.oversubscription, evicting=self.evictor.is_evicting
+        )
+        self.owners: list[AnnotationOwner] = [self.oversubscription, self.evictor]
         self.publisher = NodePublisher(
             kube, node, self.node_object, self.owners, period=cfg.interval, backoff_max=backoff_max,
             dry_run=cfg.dry_run,
         )  # fmt: skip
-        agent.view.node_sections["oversubscription"] = self.oversubscription.section
-        agent.view.metric_sources["oversubscription"] = self.oversubscription.metrics
+        agent.stages.append(self)
+        view = agent.view
+        view.node_sections["oversubscription"] = self.oversubscription.section
+        view.node_sections["enforcement"] = lambda: {**self.enforcer.section(), "eviction": self.evictor.section()}
+        view.metric_sources["oversubscription"] = self.oversubscription.metrics
+        view.metric_sources["enforcement"] = self.enforcer.metrics
+        view.metric_sources["eviction"] = self.evictor.metrics
+
+    def api_healthy(self) -> bool:
+        """The API server answered the last watch and the last write."""
+        return self.pods.last_error is None and self.publisher.last_error is None
+
+    def on_snapshot(self, snap: Snapshot) -> None:
+        """Protection runs on every snapshot, whether or not the API server is reachable."""
+        if not self.pods.synced.is_set():
+            return  # classes are unknown until the first list: touch nothing
+        self.evictor.on_snapshot(snap)
+        self.enforcer.on_snapshot(snap)
 
     def node_object(self) -> dict[str, Any] | None:
         return self.node.get(self.node_name)
@@ -47,8 +80,11 @@ class ClusterLink:
         self.pods.start()
         self.node.start()
         self.publisher.start()
+        self.evictor.start()
 
     def stop(self) -> None:
+        self.evictor.stop()
+        self.enforcer.stop()
         self.publisher.stop()
         self.pods.stop()
         self.node.stop()

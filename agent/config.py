@@ -47,6 +47,51 @@ class OversubscriptionConfig(Strict):
     extended_resources: bool = False
 
 
+class EvictionConfig(Strict):
+    """Eviction by watermarks (agent/eviction.py); node annotations override the watermarks."""
+
+    enabled: bool = True
+    cpu_high_watermark: int = Field(default=80, ge=0, le=100)
+    cpu_low_watermark: int = Field(default=30, ge=0, le=100)
+    memory_high_watermark: int = Field(default=60, ge=0, le=100)
+    memory_low_watermark: int = Field(default=30, ge=0, le=100)
+    smoothing_seconds: float = Field(default=5.0, gt=0)
+    max_per_round: int = Field(default=2, ge=1)
+    cooldown_seconds: float = Field(default=10.0, ge=0)
+    require_overcommit_when_oversubscribed: bool = True
+    taint: bool = False
+    kill_when_api_down_memory: bool = True
+    kill_when_api_down_cpu: bool = False
+    kill_after_seconds: float = Field(default=30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> EvictionConfig:
+        for res in ("cpu", "memory"):
+            if getattr(self, f"{res}_high_watermark") <= getattr(self, f"{res}_low_watermark"):
+                raise ValueError(f"eviction.{res}_high_watermark must be above eviction.{res}_low_watermark")
+        return self
+
+
+class EnforcementConfig(Strict):
+    """Offline suppression and OOM preference (agent/enforcer.py)."""
+
+    enabled: bool = True
+    cpu_policy: Literal["cfsQuota", "cpuset", "none"] = "cfsQuota"
+    cpu_suppress_threshold: float = Field(default=0.65, gt=0, le=1)
+    cpu_min_offline_cores: float = Field(default=0.1, ge=0.01)
+    cpu_growth_per_interval: float = Field(default=0.1, gt=0, le=1)
+    cpu_change_threshold: float = Field(default=0.01, ge=0, lt=1)
+    besteffort_share: float = Field(default=0.1, gt=0, le=1)
+    cpu_period_us: int = Field(default=100_000, ge=1000, le=1_000_000)
+    memory_high: bool = True
+    memory_high_min_bytes: int = Field(default=64 << 20, ge=4096)
+    oom_score_adj: int = Field(default=1000, ge=-1000, le=1000)
+    oom_reapply_seconds: float = Field(default=5.0, gt=0)
+    cpu_manager_state: str = "/var/lib/kubelet/cpu_manager_state"
+    ledger_file: str = "/var/lib/colo/enforcement-ledger.json"  # "" keeps the ledger in memory only
+    eviction: EvictionConfig = EvictionConfig()
+
+
 class AgentConfig(Strict):
     listen: str | None = None  # HOST:PORT; default 127.0.0.1 standalone, 0.0.0.0 in a cluster
     interval: float = Field(default=1.0, ge=0.05, le=60)
@@ -64,6 +109,7 @@ class AgentConfig(Strict):
     dry_run: bool = False
     classify: ClassifyConfig = ClassifyConfig()
     oversubscription: OversubscriptionConfig = OversubscriptionConfig()
+    enforcement: EnforcementConfig = EnforcementConfig()
 
     @field_validator("listen")
     @classmethod

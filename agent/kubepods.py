@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from agent.classify import Classifier
-from agent.resources import pod_limits, pod_requests
+from agent.resources import pod_limits, pod_requests, quantity
 from agent.snapshot import PodMeta
 from cgroup import ContainerID, Layout, PathModel, PodCgroup, normalize_qos, parse_container_id, resolve_pod
 from cgroup.paths import QoS
@@ -24,6 +24,23 @@ def _timestamp(value: object) -> float | None:
         return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
+
+
+def _container_cpu_limits(pod: dict[str, Any]) -> dict[str, float | None]:
+    """CPU limit of each running container by container ID (what the runtime wrote as its CFS quota)."""
+    by_name: dict[str, float | None] = {}
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        limit = quantity(((c.get("resources") or {}).get("limits") or {}).get("cpu"))
+        by_name[str(c.get("name"))] = None if limit is None else float(limit)
+    out: dict[str, float | None] = {}
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        raw = cs.get("containerID")
+        if raw and cs.get("name") in by_name:
+            try:
+                out[parse_container_id(raw).id] = by_name[cs["name"]]
+            except ValueError:
+                continue
+    return out
 
 
 def pod_meta(pod: dict[str, Any], classifier: Classifier) -> PodMeta:
@@ -44,6 +61,7 @@ def pod_meta(pod: dict[str, Any], classifier: Classifier) -> PodMeta:
         cpu_limit_cores=cpu_lim,
         memory_limit_bytes=mem_lim,
         creation_timestamp=_timestamp(meta.get("creationTimestamp")),
+        container_cpu_limits=_container_cpu_limits(pod),
     )
 
 

@@ -133,7 +133,7 @@ class Sampler:
             self._known_cgroups.add(c.path)
             containers.append(
                 ContainerSample(
-                    c.id, c_cores, c_mem.working_set_bytes, c_mem.anon_bytes, c_mem.usage_bytes, c_throttled
+                    c.id, c.path, c_cores, c_mem.working_set_bytes, c_mem.anon_bytes, c_mem.usage_bytes, c_throttled
                 )
             )
         pressure: dict[str, Pressure] = {}

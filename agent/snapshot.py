@@ -23,6 +23,7 @@ class Pressure:
 @dataclass(frozen=True, slots=True)
 class ContainerSample:
     id: str
+    cgroup: str
     cpu_cores: float | None  # None on the first sample or after a counter reset
     memory_working_set_bytes: int
     memory_anon_bytes: int
@@ -45,6 +46,7 @@ class PodMeta:
     cpu_limit_cores: float | None = None
     memory_limit_bytes: int | None = None
     creation_timestamp: float | None = None  # wall-clock seconds
+    container_cpu_limits: dict[str, float | None] = field(default_factory=dict)  # by container ID
 
 
 @dataclass(frozen=True, slots=True)

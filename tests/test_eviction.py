@@ -1,0 +1,237 @@
+"""Eviction by watermarks against the tests' Kubernetes API server: ordering, PDBs, rate limit, hysteresis,
+malformed watermarks, never an online pod, dry-run, and the kill fallback on real cgroups."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agent.config import EvictionConfig
+from agent.eviction import EVICTING_ANNOTATION, Evictor, parse_watermarks, victim_order
+from agent.snapshot import NodeSample, PodMeta, PodSample, Snapshot
+from cgroup import CgroupWriter
+from kube import Kube
+from tests.cgtree import V1Tree
+from tests.k8sobjects import NODE, node, pod
+from tests.kubeapi.fixtures import kube, kube_api  # noqa: F401
+from tests.kubeapi.server import FakeKubeAPI
+
+GI = 1 << 30
+
+
+def sample(name: str, cls: str, *, cpu: float = 0.1, mem: int = GI, priority: int = 0, created: float = 0.0,
+           cpu_req: float = 0.0, mem_req: int = 0) -> PodSample:  # fmt: skip
+    meta = PodMeta(name, "default", name, cls, priority=priority, creation_timestamp=created,  # type: ignore[arg-type]
+                   cpu_request_cores=cpu_req, memory_request_bytes=mem_req)  # fmt: skip
+    return PodSample(meta, "besteffort", f"/kubepods/besteffort/pod{name}", cpu, mem, mem, mem, 0, 0.0, ())
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+
+def snap(pods: list[PodSample], cpu_cores: float, mem_used: int, t: float) -> Snapshot:
+    node_sample = NodeSample(16.0, cpu_cores, 64 * GI, mem_used, 0)
+    return Snapshot(int(t), t, t, node_sample, {}, {p.uid: p for p in pods}, (), 0.0)
+
+
+@pytest.fixture
+def setup(kube: Kube, kube_api: FakeKubeAPI) -> Iterator[tuple[Evictor, FakeKubeAPI, list[PodSample]]]:  # noqa: F811
+    kube_api.put("nodes", node())
+    pods = [
+        sample("web", "online", cpu=6.0, mem=20 * GI, priority=1000),
+        sample("batch-old", "offline", cpu=3.0, mem=8 * GI, priority=-100, created=100.0),
+        sample("batch-young", "offline", cpu=1.0, mem=2 * GI, priority=-100, created=200.0),
+        sample("batch-big", "offline", cpu=4.0, mem=16 * GI, priority=-10, created=50.0),
+    ]
+    for p in pods:
+        kube_api.put("pods", pod(p.meta.name or "", p.uid))
+    evictor = Evictor(kube, NODE, lambda: kube_api.get("nodes", None, NODE),
+                      CgroupWriter.__new__(CgroupWriter), EvictionConfig(cooldown_seconds=5.0))  # fmt: skip
+    evictor.start()
+    try:
+        yield evictor, kube_api, pods
+    finally:
+        evictor.stop()
+
+
+def evictions(api: FakeKubeAPI) -> list[str]:
+    return [r.path.split("/")[-2] for r in api.requests_for("POST", r"/eviction$")]
+
+
+def test_victim_order() -> None:
+    pods = [
+        sample("a", "offline", cpu=1.0, priority=0, created=10),
+        sample("b", "offline", cpu=2.0, priority=0, created=10),
+        sample("c", "offline", cpu=0.5, priority=-5, created=10),
+        sample("d", "offline", cpu=2.0, priority=0, created=20),
+    ]
+    assert [p.uid for p in victim_order(pods, "cpu")] == ["c", "d", "b", "a"]
+
+
+def test_watermark_parsing() -> None:
+    d = EvictionConfig()
+    wm, problems = parse_watermarks({}, d)
+    assert (wm.high, wm.low, problems) == ({"cpu": 80, "memory": 60}, {"cpu": 30, "memory": 30}, [])
+    wm, problems = parse_watermarks({"volcano.sh/evicting-cpu-high-watermark": "90",
+                                     "volcano.sh/evicting-memory-low-watermark": "10"}, d)  # fmt: skip
+    assert (wm.high["cpu"], wm.low["memory"], problems) == (90, 10, [])
+    for bad in ({"volcano.sh/evicting-cpu-high-watermark": "ninety"},
+                {"volcano.sh/evicting-cpu-high-watermark": "101"},
+                {"volcano.sh/evicting-cpu-high-watermark": "-1"},
+                {"volcano.sh/evicting-cpu-high-watermark": "85.5"},
+                {"volcano.sh/evicting-cpu-high-watermark": "20"},  # below the default low 30
+                {"volcano.sh/evicting-cpu-high-watermark": "50", "volcano.sh/evicting-cpu-low-watermark": "50"}):  # fmt: skip
+        wm, problems = parse_watermarks(bad, d)
+        assert len(problems) == 1 and (wm.high["cpu"], wm.low["cpu"]) == (80, 30), bad
+
+
+def test_enter_evict_in_order_then_hysteresis(setup: tuple[Evictor, FakeKubeAPI, list[PodSample]]) -> None:
+    ev, api, pods = setup
+    t = 1000.0
+    # CPU at 15/16 = 94% of allocatable, above 80%: evict until projected < 80% (2.4 cores less)
+    for i in range(5):
+        ev.on_snapshot(snap(pods, 15.0, 10 * GI, t + i))
+    ev.drain()
+    time.sleep(0.2)
+    assert ev.evicting["cpu"] and ev.is_evicting()
+    # lowest priority first; among equals the higher CPU user: batch-old's 3 cores bring 94% to 75%
+    assert evictions(api) == ["batch-old"]
+    assert api.get("pods", "default", "batch-old") is None
+    events = api.objects("events")
+    assert any(e["involvedObject"]["kind"] == "Pod" and e["involvedObject"]["name"] == "batch-old" for e in events)
+    assert any(e["involvedObject"]["kind"] == "Node" and "high watermark 80%" in e["message"] for e in events)
+    rest = pods[:1] + pods[2:]
+    # still above after the cooldown (the eviction did not help enough): the next round takes the next victims
+    for i in range(5, 7):
+        ev.on_snapshot(snap(rest, 14.0, 10 * GI, t + i))
+    ev.drain()
+    time.sleep(0.2)
+    assert evictions(api) == ["batch-old", "batch-young", "batch-big"]
+    # between low and high: the state is kept (hysteresis), nothing evicted
+    for i in range(20):
+        ev.on_snapshot(snap(pods[:1], 8.0, 10 * GI, t + 20 + i))
+    assert ev.evicting["cpu"] and len(evictions(api)) == 3
+    # below the low watermark (30% = 4.8 cores): cleared
+    for i in range(10):
+        ev.on_snapshot(snap(pods[:1], 3.0, 10 * GI, t + 50 + i))
+    assert not ev.evicting["cpu"] and not ev.is_evicting()
+    assert "web" not in evictions(api)  # never an online pod
+
+
+def test_pdb_429_moves_on_and_rate_limit(setup: tuple[Evictor, FakeKubeAPI, list[PodSample]]) -> None:
+    ev, api, pods = setup
+    api.block_eviction("default", "batch-old")
+    # memory at 60/64 GiB = 94% > 60%: needs many victims, max_per_round = 2
+    for i in range(5):
+        ev.on_snapshot(snap(pods, 1.0, 60 * GI, 1000.0 + i))
+    ev.drain()
+    time.sleep(0.2)
+    # memory order: priority -100 first (old 8 GiB before young 2 GiB), then -10 (big)
+    assert evictions(api) == ["batch-old", "batch-young", "batch-big"]
+    assert ev.results["blocked"] == 1 and ev.results["evicted"] == 2
+    assert api.get("pods", "default", "batch-old") is not None  # the PDB held
+
+
+def test_malformed_watermark_annotation_warns_once_with_a_node_event(
+    setup: tuple[Evictor, FakeKubeAPI, list[PodSample]],
+) -> None:
+    ev, api, pods = setup
+    obj = api.get("nodes", None, NODE)
+    assert obj is not None
+    obj["metadata"]["annotations"]["volcano.sh/evicting-memory-high-watermark"] = "lots"
+    api.put("nodes", obj)
+    for i in range(5):
+        ev.on_snapshot(snap(pods, 1.0, 10 * GI, 1000.0 + i))
+    ev.drain()
+    time.sleep(0.2)
+    warnings = [e for e in api.objects("events") if e["reason"] == "InvalidEvictionWatermark"]
+    assert len(warnings) == 1 and "lots" in warnings[0]["message"]
+    assert ev.watermarks.high["memory"] == 60
+
+
+def test_oversubscribed_node_requires_overcommit(setup: tuple[Evictor, FakeKubeAPI, list[PodSample]]) -> None:
+    ev, api, pods = setup
+    obj = api.get("nodes", None, NODE)
+    assert obj is not None
+    obj["metadata"]["labels"]["volcano.sh/oversubscription"] = "true"
+    api.put("nodes", obj)
+    for i in range(6):
+        ev.on_snapshot(snap(pods, 15.0, 10 * GI, 1000.0 + i))
+    ev.drain()
+    assert ev.evicting["cpu"] and evictions(api) == []  # requests (0) do not exceed allocatable
+    assert "oversubscription rule" in ev.last_decision
+    heavy = [sample(p.uid, p.meta.pod_class, cpu=p.cpu_cores or 0, cpu_req=5.0, priority=p.meta.priority or 0)
+             for p in pods]  # fmt: skip
+    ev.last_round = None
+    ev.on_snapshot(snap(heavy, 15.0, 10 * GI, 1010.0))
+    ev.drain()
+    time.sleep(0.2)
+    assert len(evictions(api)) == 1
+
+
+def test_dry_run_writes_nothing(kube: Kube, kube_api: FakeKubeAPI) -> None:  # noqa: F811
+    kube_api.put("nodes", node())
+    pods = [sample("batch", "offline", cpu=8.0)]
+    ev = Evictor(kube, NODE, lambda: kube_api.get("nodes", None, NODE), CgroupWriter.__new__(CgroupWriter),
+                 EvictionConfig(), dry_run=True)  # fmt: skip
+    ev.start()
+    try:
+        for i in range(6):
+            ev.on_snapshot(snap(pods, 15.0, 10 * GI, 1000.0 + i))
+        ev.drain()
+        time.sleep(0.2)
+        assert ev.results["dry_run"] == 1 and ev.is_evicting()
+        assert kube_api.requests_for("POST") == []
+        assert "evicting 1 offline pod" in ev.section()["decision"]
+    finally:
+        ev.stop()
+
+
+def test_evicting_annotation_owner(setup: tuple[Evictor, FakeKubeAPI, list[PodSample]]) -> None:
+    ev, api, _ = setup
+    n: dict[str, Any] = {"metadata": {"annotations": {}}}
+    assert not ev.changes(n, 0)
+    ev.evicting["memory"] = True
+    assert ev.changes(n, 0).annotations == {EVICTING_ANNOTATION: "true"}
+    n["metadata"]["annotations"][EVICTING_ANNOTATION] = "true"
+    assert not ev.changes(n, 0)
+    ev.evicting["memory"] = False
+    assert ev.changes(n, 0).annotations == {EVICTING_ANNOTATION: None}
+
+
+@pytest.mark.cgroupv1
+def test_kill_when_api_down_then_report(v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI) -> None:  # noqa: F811
+    tree = v1tree_cgroupfs
+    _, pod_path, (ctr,) = tree.pod("besteffort")
+    proc = tree.start(ctr)
+    kube_api.put("nodes", node())
+    healthy = {"ok": True}
+    victim = sample("batch", "offline", mem=8 * GI)
+    victim = PodSample(victim.meta, "besteffort", pod_path, 0.1, 8 * GI, 8 * GI, 8 * GI, 0, 0.0, ())
+    ev = Evictor(kube, NODE, lambda: kube_api.get("nodes", None, NODE), CgroupWriter(tree.layout),
+                 EvictionConfig(kill_after_seconds=3.0, cooldown_seconds=0.0), api_healthy=lambda: healthy["ok"])  # fmt: skip
+    ev.start()
+    try:
+        healthy["ok"] = False
+        kube_api.stop()
+        t = 1000.0
+        for i in range(3):  # above the memory high watermark, API down for 2 s: not yet
+            ev.on_snapshot(snap([victim], 1.0, 60 * GI, t + i))
+        assert proc.poll() is None
+        for i in range(3, 6):  # 3 s and more: killed through the cgroup
+            ev.on_snapshot(snap([victim], 1.0, 60 * GI, t + i))
+        proc.wait(5)
+        assert proc.returncode == -9 and ev.results["killed"] >= 1
+        kube_api.start()
+        healthy["ok"] = True
+        ev.on_snapshot(snap([], 1.0, 10 * GI, t + 10))
+        ev.drain()
+        time.sleep(0.3)
+        assert any(e["reason"] == "OfflinePodsKilled" for e in kube_api.objects("events"))
+    finally:
+        ev.stop()
