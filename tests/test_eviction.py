@@ -193,7 +193,7 @@ def test_dry_run_writes_nothing(kube: Kube, kube_api: FakeKubeAPI) -> None:  # n
 
 
 def test_evicting_annotation_owner(setup: tuple[Evictor, FakeKubeAPI, list[PodSample]]) -> None:
-    ev, api, _ = setup
+    ev, _, _ = setup
     n: dict[str, Any] = {"metadata": {"annotations": {}}}
     assert not ev.changes(n, 0)
     ev.evicting["memory"] = True
