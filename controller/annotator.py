@@ -1,0 +1,114 @@
+"""Decide which annotations each node needs now: the heart of one cycle, pure and clock-driven.
+
+- each syncPolicy metric is written when its annotation is missing, unreadable, or at least its own
+  period old, and only from a sample polled in this cycle (a failing node keeps its last value, which
+  ages out as crane expects);
+- `node_hot_value` is written with any metric, when it changed, or before it could go stale;
+- `colo.io/oversubscription` rides along with metric writes (or when missing/stale);
+- `colo.io/load-score` is written when the node's score (computed on the annotations after this patch)
+  differs from the published one, and rides along with any other write.
+All changed keys of one node go into one merge patch.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+
+from controller import annotations as ann
+from controller.poller import AgentSample
+from controller.scoring import HOT_VALUE_ACTIVE_PERIOD, Scorer
+
+
+class Annotator:
+    """Plans patches; remembers what it wrote so an informer lagging behind cannot cause rewrites."""
+
+    def __init__(self, scorer: Scorer) -> None:
+        self.scorer = scorer
+        self.periods = {s.name: s.period for s in scorer.spec.sync_policy}
+        shortest = min(self.periods.values(), default=180.0)
+        # Keep the hot value fresh: crane trusts it for 5 minutes only.
+        self.refresh = min(shortest, HOT_VALUE_ACTIVE_PERIOD - 60.0)
+        self._written: dict[str, dict[str, float]] = {}
+        self._lock = threading.Lock()  # writer threads record, the cycle reads
+
+    def forget(self, node: str | None = None) -> None:
+        """Drop local write memory (a node was deleted, or leadership changed hands)."""
+        with self._lock:
+            if node is None:
+                self._written.clear()
+            else:
+                self._written.pop(node, None)
+
+    def record_written(self, node: str, patch: Mapping[str, str]) -> None:
+        """Called after a successful patch with the values actually sent."""
+        stamps = {k: ann.parse_time(v.rsplit(",", 1)[-1]) for k, v in patch.items()}
+        with self._lock:
+            mine = self._written.setdefault(node, {})
+            for key, stamp in stamps.items():
+                if stamp is not None:
+                    mine[key] = stamp
+
+    def _last(self, node: str, key: str, current: str | None) -> float | None:
+        stamp: float | None = None
+        if current is not None:
+            stamp = ann.parse_time(current.rsplit(",", 1)[-1])
+        with self._lock:
+            local = self._written.get(node, {}).get(key)
+        if local is not None and (stamp is None or local > stamp):
+            stamp = local
+        return stamp
+
+    def plan(
+        self,
+        node: str,
+        current: Mapping[str, str],
+        sample: AgentSample | None,
+        hot_value: int,
+        now: float,
+    ) -> dict[str, str]:
+        """The annotations to patch on `node` now (empty: nothing to do)."""
+        patch: dict[str, str] = {}
+        if sample is not None:
+            for name, period in self.periods.items():
+                value = sample.windows.get(name)
+                if value is None:
+                    continue
+                last = self._last(node, name, current.get(name))
+                if last is None or now - last >= period or ann.parse_value(current.get(name, "")) is None:
+                    patch[name] = ann.format_value(value, sample.at)
+
+        hot_raw = current.get(ann.HOT_VALUE)
+        hot_parsed = ann.parse_value(hot_raw) if hot_raw is not None else None
+        hot_last = self._last(node, ann.HOT_VALUE, hot_raw)
+        if (
+            patch
+            or hot_parsed is None
+            or hot_parsed[0] != float(hot_value)
+            or hot_last is None
+            or now - hot_last >= self.refresh
+        ):
+            patch[ann.HOT_VALUE] = ann.format_value(float(hot_value), now)
+
+        if sample is not None and sample.oversubscription is not None:
+            over_raw = current.get(ann.OVERSUBSCRIPTION)
+            over_last = self._last(node, ann.OVERSUBSCRIPTION, over_raw)
+            over_parsed = ann.parse_oversubscription(over_raw) if over_raw is not None else None
+            if (
+                any(k in self.periods for k in patch)
+                or over_parsed is None
+                or over_last is None
+                or now - over_last >= self.refresh
+            ):
+                patch[ann.OVERSUBSCRIPTION] = ann.format_oversubscription(sample.oversubscription, sample.at)
+
+        merged = {**current, **patch}
+        score = self.scorer.evaluate(node, self.scorer.parse(merged), now).score
+        score_raw = current.get(ann.LOAD_SCORE)
+        published: int | None = None
+        if score_raw is not None:
+            head = score_raw.split(",", 1)[0]
+            published = int(head) if head.isdigit() else None
+        if patch or published != score:
+            patch[ann.LOAD_SCORE] = ann.format_score(score, now)
+        return patch

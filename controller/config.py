@@ -1,0 +1,176 @@
+"""The controller's own settings (YAML file + CLI overrides), validated with pydantic.
+
+Every duration accepts seconds or a Go duration string. Unknown keys are errors: a typo must stop start-up
+(exit code 2) rather than silently fall back to a default.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from controller.durations import to_seconds
+from controller.errors import ConfigError, from_validation_error
+
+
+def _positive_seconds(v: object) -> float:
+    seconds = to_seconds(v)
+    if seconds <= 0:
+        raise ValueError("must be a positive duration")
+    return seconds
+
+
+Seconds = Annotated[float, BeforeValidator(_positive_seconds)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AgentSettings(_Section):
+    """How to find and query the node agents."""
+
+    port: int = Field(default=9817, ge=1, le=65535)
+    scheme: Literal["http"] = "http"
+    path: str = "/api/v1/node"
+    namespace: str = "colo-system"
+    endpointslice_selector: str = "kubernetes.io/service-name=colo-agent"
+    use_endpointslices: bool = True
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        if not v.startswith("/"):
+            raise ValueError("must start with '/'")
+        return v
+
+
+class PollingSettings(_Section):
+    """One cycle polls every agent; cycles never overlap."""
+
+    interval: Seconds = 30.0
+    timeout: Seconds = 2.0
+    concurrency: int = Field(default=128, ge=1, le=4096)
+    max_response_bytes: int = Field(default=1 << 20, ge=1024)
+
+
+class WriterSettings(_Section):
+    """Annotation patches are rate limited so a large cluster cannot flood the API server."""
+
+    qps: float = Field(default=100.0, gt=0)
+    burst: int = Field(default=200, ge=1)
+    workers: int = Field(default=4, ge=1, le=64)
+
+    @field_validator("qps")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError("must be finite")
+        return v
+
+
+class LeaderSettings(_Section):
+    """coordination.k8s.io/v1 Lease; only the leader polls and writes."""
+
+    enabled: bool = True
+    namespace: str = "colo-system"
+    name: str = "colo-controller"
+    identity: str | None = None
+    lease_duration: Seconds = 15.0
+    renew_deadline: Seconds = 10.0
+    retry_period: Seconds = 2.0
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LeaderSettings:
+        if not self.lease_duration > self.renew_deadline > self.retry_period:
+            raise ValueError("need lease_duration > renew_deadline > retry_period")
+        return self
+
+
+class ClassifySettings(_Section):
+    """Online/offline pod classification, same knobs as the agent's."""
+
+    offline_priority_classes: tuple[str, ...] = ("koord-batch", "koord-free")
+    offline_priority_below: int = 0
+
+
+class ExtenderSettings(_Section):
+    """kube-scheduler HTTP extender."""
+
+    max_priority: int = Field(default=10, ge=1)
+    max_body_bytes: int = Field(default=64 << 20, ge=1024)
+
+
+class ControllerConfig(_Section):
+    """Top level of `--config FILE`."""
+
+    policy_file: str | None = None
+    kubeconfig: str | None = None
+    listen: str = "0.0.0.0:8090"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    kube_request_timeout: Seconds = 10.0
+    agent: AgentSettings = AgentSettings()
+    polling: PollingSettings = PollingSettings()
+    writer: WriterSettings = WriterSettings()
+    leader_election: LeaderSettings = LeaderSettings()
+    classify: ClassifySettings = ClassifySettings()
+    extender: ExtenderSettings = ExtenderSettings()
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, v: str) -> str:
+        parse_listen(v)
+        return v
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lower(cls, v: object) -> object:
+        return v.lower() if isinstance(v, str) else v
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """`HOST:PORT` (IPv6 as `[::1]:8090`) -> (host, port)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{text!r} is not HOST:PORT")
+    host = host.strip("[]") or "0.0.0.0"
+    return host, int(port)
+
+
+def build_config(doc: dict[str, Any], source: str = "config") -> ControllerConfig:
+    """Validate a decoded document; ConfigError names the key."""
+    try:
+        return ControllerConfig.model_validate(doc)
+    except ValidationError as err:
+        raise from_validation_error(err, source) from None
+
+
+def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> ControllerConfig:
+    """Read `--config FILE` (optional) and apply CLI overrides on top."""
+    doc: dict[str, Any] = {}
+    source = "config"
+    if path is not None:
+        source = f"config file {path}"
+        try:
+            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        except OSError as err:
+            raise ConfigError(f"{source}: {err.strerror or err}") from None
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{source}: not valid YAML: {err}") from None
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{source}: <root>: expected a mapping")
+        doc = loaded
+        policy = doc.get("policy_file")
+        if isinstance(policy, str) and policy and not Path(policy).is_absolute():
+            # A policy named in the config file is found next to it, wherever we were started from.
+            doc["policy_file"] = str(Path(path).parent / policy)
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            doc[key] = value
+    return build_config(doc, source)

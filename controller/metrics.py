@@ -1,0 +1,76 @@
+"""The controller's own Prometheus metrics, on a private registry (several controllers per test process)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import generate_latest
+
+_CYCLE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300)
+_EXTENDER_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1)
+
+
+class ControllerMetrics:
+    """Cycle duration, nodes polled/failed, annotations written, extender latency, scores."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry(auto_describe=True)
+        self.cycle_duration = Histogram(
+            "colo_controller_cycle_duration_seconds",
+            "Wall time of one polling cycle (poll all agents and plan annotation writes).",
+            registry=r,
+            buckets=_CYCLE_BUCKETS,
+        )
+        self.cycle_overruns = Counter(
+            "colo_controller_cycle_overruns_total",
+            "Cycles that took longer than the polling interval (the next one started at once).",
+            registry=r,
+        )
+        self.cycles = Counter("colo_controller_cycles_total", "Polling cycles completed.", registry=r)
+        self.nodes_polled = Counter(
+            "colo_controller_nodes_polled_total", "Agent polls that returned a usable sample.", registry=r
+        )
+        self.nodes_failed = Counter(
+            "colo_controller_nodes_poll_failed_total",
+            "Agent polls that failed, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.last_cycle_nodes = Gauge(
+            "colo_controller_last_cycle_nodes", "Nodes in the last cycle by result.", ["result"], registry=r
+        )
+        self.annotations_written = Counter(
+            "colo_controller_annotations_written_total",
+            "Node annotations written, by annotation key.",
+            ["annotation"],
+            registry=r,
+        )
+        self.patches = Counter(
+            "colo_controller_node_patches_total", "Node annotation patches sent, by result.", ["result"], registry=r
+        )
+        self.write_queue = Gauge(
+            "colo_controller_write_queue_nodes", "Nodes with an annotation patch waiting to be sent.", registry=r
+        )
+        self.extender_latency = Histogram(
+            "colo_controller_extender_request_duration_seconds",
+            "Time to answer a scheduler extender call.",
+            ["verb"],
+            registry=r,
+            buckets=_EXTENDER_BUCKETS,
+        )
+        self.node_score = Gauge(
+            "colo_controller_node_load_score",
+            "crane Dynamic score of the node (0..100) from its annotations.",
+            ["node"],
+            registry=r,
+        )
+        self.node_overloaded = Gauge(
+            "colo_controller_node_overloaded",
+            "1 when a fresh load annotation exceeds a predicate limit.",
+            ["node"],
+            registry=r,
+        )
+        self.is_leader = Gauge("colo_controller_is_leader", "1 while this replica holds the lease.", registry=r)
+
+    def render(self) -> bytes:
+        """Text exposition format."""
+        return generate_latest(self.registry)

@@ -1,0 +1,262 @@
+"""The running controller: informers, lease, polling loop, annotation writer and extender, wired together.
+
+Threads: one per informer (kube/), the lease campaign, the writer workers, and one asyncio loop that runs
+polling cycles back to back (a cycle that overruns its interval is followed at once by the next, never
+overlapped). Only the leader polls and writes; every replica keeps its ScoreBoard current from the node
+informer, so every replica can answer the scheduler extender.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from controller.annotator import Annotator
+from controller.config import ControllerConfig
+from controller.discovery import discover
+from controller.extender import Extender
+from controller.hotvalue import BindingRecords
+from controller.metrics import ControllerMetrics
+from controller.policy import DynamicSchedulerPolicy
+from controller.poller import AgentPoller
+from controller.scoring import ScoreBoard, Scorer, node_name
+from controller.writer import AnnotationWriter
+from kube import Informer, Kube, LeaderElector
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CycleReport:
+    """What one cycle did (for logs, tests and the benchmark)."""
+
+    targets: int
+    polled: int
+    failed: dict[str, str]
+    patches: int
+    poll_seconds: float
+    seconds: float
+
+
+def default_identity() -> str:
+    """hostname (the pod name in a cluster) plus a random suffix, so two replicas never collide."""
+    return f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+
+
+class Controller:
+    """Everything but the HTTP server; start() and stop() from any thread."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        cfg: ControllerConfig,
+        policy: DynamicSchedulerPolicy,
+        *,
+        clock: Callable[[], float] = time.time,
+        metrics: ControllerMetrics | None = None,
+    ) -> None:
+        self.kube = kube
+        self.cfg = cfg
+        self.policy = policy
+        self.clock = clock
+        self.metrics = metrics or ControllerMetrics()
+        self.scorer = Scorer(policy.spec)
+        self.board = ScoreBoard(self.scorer)
+        self.bindings = BindingRecords(policy.spec.hot_value, clock=clock)
+        self.annotator = Annotator(self.scorer)
+        self.extender = Extender(self.board, cfg.classify, max_priority=cfg.extender.max_priority, clock=clock)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._gauge_nodes: set[str] = set()
+        self.last_report: CycleReport | None = None
+
+        self.nodes = Informer(kube, "nodes", on_event=self._on_node)
+        self.slices: Informer | None = None
+        if cfg.agent.use_endpointslices:
+            self.slices = Informer(
+                kube,
+                "endpointslices",
+                namespace=cfg.agent.namespace,
+                label_selector=cfg.agent.endpointslice_selector or None,
+            )
+        self.pods: Informer | None = None
+        if policy.spec.hot_value:
+            self.pods = Informer(kube, "pods", field_selector="spec.nodeName!=", on_event=self._on_pod)
+
+        le = cfg.leader_election
+        self.elector: LeaderElector | None = None
+        if le.enabled:
+            self.elector = LeaderElector(
+                kube,
+                le.namespace,
+                le.name,
+                le.identity or default_identity(),
+                lease_duration=le.lease_duration,
+                renew_deadline=le.renew_deadline,
+                retry_period=le.retry_period,
+                on_change=self._on_leader_change,
+            )
+        self.writer = AnnotationWriter(
+            kube.patch_node_annotations,
+            qps=cfg.writer.qps,
+            burst=cfg.writer.burst,
+            workers=cfg.writer.workers,
+            metrics=self.metrics,
+            is_leader=self.is_leader,
+            on_written=self._on_written,
+        )
+        self.poller = AgentPoller(
+            wanted=self.scorer.metric_names,
+            concurrency=cfg.polling.concurrency,
+            timeout=cfg.polling.timeout,
+            max_response_bytes=cfg.polling.max_response_bytes,
+            clock=clock,
+        )
+
+    # ---- state -----------------------------------------------------------------------------------
+
+    def is_leader(self) -> bool:
+        return self.elector.is_leader if self.elector is not None else True
+
+    def informers(self) -> list[Informer]:
+        return [i for i in (self.nodes, self.slices, self.pods) if i is not None]
+
+    def ready(self) -> bool:
+        """Ready to score once the node cache is filled; to write once every informer is."""
+        return self.nodes.synced.is_set()
+
+    def synced(self) -> bool:
+        return all(i.synced.is_set() for i in self.informers())
+
+    # ---- event handlers (informer / lease / writer threads) --------------------------------------
+
+    def _on_node(self, etype: str, node: dict[str, Any]) -> None:
+        if etype == "DELETED":
+            name = node_name(node)
+            if name is not None:
+                self.board.remove_node(name)
+                self.annotator.forget(name)
+        else:
+            self.board.update_node(node)
+
+    def _on_pod(self, etype: str, pod: dict[str, Any]) -> None:
+        if etype in ("ADDED", "MODIFIED"):
+            self.bindings.observe(pod)
+
+    def _on_leader_change(self, leading: bool) -> None:
+        self.metrics.is_leader.set(1 if leading else 0)
+        if not leading:
+            self.writer.clear()
+        # Either way our memory of past writes may be outdated: trust the node annotations again.
+        self.annotator.forget()
+
+    def _on_written(self, node: str, patch: Mapping[str, str], updated: dict[str, Any]) -> None:
+        self.annotator.record_written(node, patch)
+        if updated:
+            self.board.update_node(updated)
+
+    # ---- the cycle -------------------------------------------------------------------------------
+
+    async def cycle(self) -> CycleReport:
+        """Poll every agent once, then plan and queue each node's annotation patch."""
+        started = time.monotonic()
+        nodes = self.nodes.items()
+        slices = self.slices.items() if self.slices is not None else []
+        targets = discover(nodes, slices, self.cfg.agent)
+        result = await self.poller.poll_all(targets)
+        poll_seconds = time.monotonic() - started
+        now = self.clock()
+        self.bindings.gc()
+        hot = self.bindings.hot_values(now)
+        patches = 0
+        for node in nodes:
+            name = node_name(node)
+            if name is None:
+                continue
+            anns = (node.get("metadata") or {}).get("annotations") or {}
+            patch = self.annotator.plan(name, anns, result.samples.get(name), hot.get(name, 0), now)
+            if patch:
+                self.writer.submit(name, patch)
+                patches += 1
+        for name, reason in result.failed.items():
+            self.metrics.nodes_failed.labels(reason).inc()
+            log.debug("polling agent of node %s failed: %s", name, result.errors.get(name, reason))
+        if result.failed:
+            sample = sorted(result.failed)[:5]
+            log.info("%d of %d agents failed this cycle (e.g. %s)", len(result.failed), len(targets), sample)
+        self.metrics.nodes_polled.inc(len(result.samples))
+        self.metrics.last_cycle_nodes.labels("ok").set(len(result.samples))
+        self.metrics.last_cycle_nodes.labels("failed").set(len(result.failed))
+        seconds = time.monotonic() - started
+        return CycleReport(len(targets), len(result.samples), dict(result.failed), patches, poll_seconds, seconds)
+
+    def refresh_gauges(self) -> None:
+        """Publish every node's current score as gauges (both replicas)."""
+        now = self.clock()
+        names = set(self.board.names())
+        for gone in self._gauge_nodes - names:
+            for gauge in (self.metrics.node_score, self.metrics.node_overloaded):
+                with contextlib.suppress(KeyError):
+                    gauge.remove(gone)
+        for name in names:
+            v = self.board.verdict(name, now)
+            if v is not None:
+                self.metrics.node_score.labels(name).set(v.score)
+                self.metrics.node_overloaded.labels(name).set(1 if v.overloaded else 0)
+        self._gauge_nodes = names
+
+    async def _loop(self) -> None:
+        interval = self.cfg.polling.interval
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                if self.is_leader() and self.synced():
+                    report = await self.cycle()
+                    self.last_report = report
+                    self.metrics.cycles.inc()
+                    self.metrics.cycle_duration.observe(report.seconds)
+                    if report.seconds > interval:
+                        self.metrics.cycle_overruns.inc()
+                        log.warning("cycle took %.1fs, longer than the %.1fs interval", report.seconds, interval)
+                if self.ready():
+                    self.refresh_gauges()
+            except Exception:
+                log.exception("polling cycle failed")
+            remaining = interval - (time.monotonic() - started)
+            while remaining > 0 and not self._stop.is_set():
+                await asyncio.sleep(min(remaining, 0.05))
+                remaining = interval - (time.monotonic() - started)
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        for informer in self.informers():
+            informer.start()
+        self.writer.start()
+        if self.elector is not None:
+            self._spawn("colo-lease", self.elector.run, self._stop)
+        else:
+            self.metrics.is_leader.set(1)
+        self._spawn("colo-poller", lambda: asyncio.run(self._loop()))
+
+    def _spawn(self, name: str, target: Callable[..., object], *args: object) -> None:
+        t = threading.Thread(target=target, args=args, name=name, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop polling and writing, release the lease, stop informers."""
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout)
+        self.writer.stop(timeout)
+        for informer in self.informers():
+            informer.stop(timeout)
