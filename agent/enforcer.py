@@ -131,8 +131,9 @@ class Enforcer:
         with contextlib.suppress(CgroupError):
             settings = self.reader.cpu_settings(cg)
             weight = settings.weight if self.layout.is_v2 else settings.shares
-            # a SCHED_IDLE group refuses weight changes: weight first, then idle
-            if weight != (1 if self.layout.is_v2 else OFFLINE_SHARES):
+            # a SCHED_IDLE group refuses weight changes (and reports the kernel's idle weight, 3 shares):
+            # weight first, then idle
+            if settings.idle is not True and weight != (1 if self.layout.is_v2 else OFFLINE_SHARES):
                 self._write(f"set cpu weight of {cg} to the minimum", partial(w.set_cpu_shares, cg, OFFLINE_SHARES))
             if settings.idle is False and self._write(f"set cpu.idle=1 on {cg}", partial(w.set_cpu_idle, cg, True)):
                 entry.idle = True

@@ -39,15 +39,20 @@ def pod(
 ) -> dict[str, Any]:
     requests = {k: v for k, v in (("cpu", cpu_request), ("memory", memory_request)) if v}
     limits = {k: v for k, v in (("cpu", cpu_limit), ("memory", memory_limit)) if v}
+    ids = container_ids or []
+    # the first container carries the resources; the statuses name the containers as the spec does
     spec: dict[str, Any] = {
         "nodeName": node_name,
-        "containers": [{"name": "main", "image": "busybox", "resources": {"requests": requests, "limits": limits}}],
-    }
+        "containers": [
+            {"name": f"c{i}", "image": "busybox",
+             "resources": {"requests": requests, "limits": limits} if i == 0 else {}}
+            for i in range(max(1, len(ids)))
+        ],
+    }  # fmt: skip
     if priority is not None:
         spec["priority"] = priority
     if priority_class is not None:
         spec["priorityClassName"] = priority_class
-    ids = container_ids or []
     return {
         "apiVersion": "v1",
         "kind": "Pod",
