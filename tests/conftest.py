@@ -8,7 +8,7 @@ import pytest
 
 from tests.cgtree import V1Tree, v1_available
 
-collect_ignore_glob: list[str] = []
+pytest_plugins = ["tests.kubeapi.fixtures"]  # kube_api (the fake API server) and kube (a connected client)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -103,7 +103,12 @@ def test_requests_limits_and_allocatable_from_api_objects() -> None:
     pod = {
         "spec": {
             "containers": [
-                {"resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}},
+                {
+                    "resources": {
+                        "requests": {"cpu": "250m", "memory": "256Mi"},
+                        "limits": {"cpu": "1", "memory": "1Gi"},
+                    }
+                },
                 {"resources": {"requests": {"cpu": "1.5", "memory": "1G"}, "limits": {"cpu": "2"}}},
             ],
             "initContainers": [{"resources": {"requests": {"cpu": "4", "memory": "64Mi"}}}],
@@ -127,7 +132,9 @@ def test_requests_limits_and_allocatable_from_api_objects() -> None:
 def test_oversubscription_types(value: str | None, expected: set[str]) -> None:
     warnings: list[str] = []
     assert parse_types(value, warnings.append) == expected
-    assert bool(warnings) == (value is not None and value.strip() not in ("cpu", "memory", "cpu,memory", "memory , cpu"))
+    assert bool(warnings) == (
+        value is not None and value.strip() not in ("cpu", "memory", "cpu,memory", "memory , cpu")
+    )
 
 
 def test_current_growth_counts_before_the_next_minute_boundary() -> None:

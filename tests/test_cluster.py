@@ -16,7 +16,6 @@ from cgroup import CgroupWriter
 from kube import Kube
 from tests.cgtree import V1Tree
 from tests.k8sobjects import NODE, container_id_of, node, pod
-from tests.kubeapi.fixtures import kube, kube_api  # noqa: F401
 from tests.kubeapi.server import FakeKubeAPI
 
 pytestmark = pytest.mark.cgroupv1
@@ -40,7 +39,9 @@ def node_annotations(api: FakeKubeAPI) -> dict[str, str]:
 
 
 @pytest.fixture
-def agent_in_cluster(v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI) -> Iterator[tuple[Agent, ClusterLink, V1Tree]]:  # noqa: F811
+def agent_in_cluster(
+    v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI
+) -> Iterator[tuple[Agent, ClusterLink, V1Tree]]:
     tree = v1tree_cgroupfs
     cfg = AgentConfig.model_validate(
         {
@@ -62,21 +63,27 @@ def agent_in_cluster(v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI)
         agent.stop()
 
 
-def test_pods_mapped_classified_and_capacity_published(agent_in_cluster: tuple[Agent, ClusterLink, V1Tree], kube_api: FakeKubeAPI) -> None:  # noqa: F811
+def test_pods_mapped_classified_and_capacity_published(
+    agent_in_cluster: tuple[Agent, ClusterLink, V1Tree], kube_api: FakeKubeAPI
+) -> None:
     agent, link, tree = agent_in_cluster
     kube_api.put("nodes", node(labels={"volcano.sh/oversubscription": "true"}, annotations={"other.io/keep": "yes"}))
     on_uid, _, (on_ctr,) = tree.pod("burstable")
     off_uid, _, (off_ctr,) = tree.pod("besteffort")
     CgroupWriter(tree.layout).set_cpu_quota(on_ctr, 20_000)
     tree.start(on_ctr)
-    kube_api.put("pods", pod("web", on_uid, container_ids=[container_id_of(on_ctr)], cpu_request="1500m", memory_request="4Gi"))
+    kube_api.put(
+        "pods", pod("web", on_uid, container_ids=[container_id_of(on_ctr)], cpu_request="1500m", memory_request="4Gi")
+    )
     kube_api.put("pods", pod("batch", off_uid, qos="BestEffort", container_ids=[container_id_of(off_ctr)],
                              annotations={"volcano.sh/qos-level": "-1"}))  # fmt: skip
     kube_api.put("pods", pod("elsewhere", "other-uid", node_name="another-node"))
     assert not agent.view.ready()
     agent.start()
     wait_for(agent.view.ready)
-    snap = wait_for(lambda: (s := agent.view.snapshot) and len(s.pods) == 2 and s.pods[on_uid].cpu_cores is not None and s)
+    snap = wait_for(
+        lambda: (s := agent.view.snapshot) and len(s.pods) == 2 and s.pods[on_uid].cpu_cores is not None and s
+    )
     assert snap.pods[on_uid].meta.pod_class == "online" and snap.pods[on_uid].meta.name == "web"  # type: ignore[union-attr]
     assert snap.pods[off_uid].meta.pod_class == "offline"  # type: ignore[union-attr]
     assert snap.pods[on_uid].meta.cpu_request_cores == 1.5  # type: ignore[union-attr]
@@ -91,7 +98,9 @@ def test_pods_mapped_classified_and_capacity_published(agent_in_cluster: tuple[A
     assert 1.2 <= reclaimable <= 1.36  # 1.5 requested, ~0.2 used
     mem = section["memory_bytes"]
     assert mem["reclaimable"] == pytest.approx(4 * 2**30 - snap.pods[on_uid].memory_working_set_bytes, rel=0.05)  # type: ignore[union-attr]
-    assert int(annotations[CPU_KEY]) == pytest.approx(max(0, min(reclaimable, section["cpu_cores"]["headroom"])) * 1000, abs=150)
+    assert int(annotations[CPU_KEY]) == pytest.approx(
+        max(0, min(reclaimable, section["cpu_cores"]["headroom"])) * 1000, abs=150
+    )
     assert int(annotations[MEM_KEY]) > 2**30
     assert annotations["other.io/keep"] == "yes"  # a merge patch on annotations alone
     patches = kube_api.requests_for("PATCH", rf"/api/v1/nodes/{NODE}$")
@@ -102,7 +111,9 @@ def test_pods_mapped_classified_and_capacity_published(agent_in_cluster: tuple[A
     assert agent.view.node_sections["oversubscription"]()["cpu_millicores"] >= 0
 
 
-def test_types_switch_off_and_throttling(agent_in_cluster: tuple[Agent, ClusterLink, V1Tree], kube_api: FakeKubeAPI) -> None:  # noqa: F811
+def test_types_switch_off_and_throttling(
+    agent_in_cluster: tuple[Agent, ClusterLink, V1Tree], kube_api: FakeKubeAPI
+) -> None:
     agent, link, tree = agent_in_cluster
     uid, _, (ctr,) = tree.pod("burstable")
     kube_api.put("nodes", node(labels={"volcano.sh/oversubscription": "true"},
@@ -126,7 +137,7 @@ def test_types_switch_off_and_throttling(agent_in_cluster: tuple[Agent, ClusterL
     assert link.oversubscription.section()["enabled"] is False
 
 
-def test_api_outage_and_faults(agent_in_cluster: tuple[Agent, ClusterLink, V1Tree], kube_api: FakeKubeAPI) -> None:  # noqa: F811
+def test_api_outage_and_faults(agent_in_cluster: tuple[Agent, ClusterLink, V1Tree], kube_api: FakeKubeAPI) -> None:
     agent, link, tree = agent_in_cluster
     uid, _, (ctr,) = tree.pod("burstable")
     CgroupWriter(tree.layout).set_cpu_quota(ctr, 20_000)
@@ -158,7 +169,9 @@ def test_api_outage_and_faults(agent_in_cluster: tuple[Agent, ClusterLink, V1Tre
     assert uid in agent.view.snapshot.pods  # type: ignore[union-attr]
 
 
-def test_stalled_sampling_publishes_zero(agent_in_cluster: tuple[Agent, ClusterLink, V1Tree], kube_api: FakeKubeAPI) -> None:  # noqa: F811
+def test_stalled_sampling_publishes_zero(
+    agent_in_cluster: tuple[Agent, ClusterLink, V1Tree], kube_api: FakeKubeAPI
+) -> None:
     agent, link, tree = agent_in_cluster
     uid, _, (ctr,) = tree.pod("burstable")
     kube_api.put("nodes", node(labels={"volcano.sh/oversubscription": "true"}))

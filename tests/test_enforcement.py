@@ -20,7 +20,6 @@ from cgroup import CgroupReader, CgroupWriter
 from kube import Kube
 from tests.cgtree import V1Tree
 from tests.k8sobjects import NODE, container_id_of, node, pod
-from tests.kubeapi.fixtures import kube, kube_api  # noqa: F401
 from tests.kubeapi.server import FakeKubeAPI
 
 pytestmark = pytest.mark.cgroupv1
@@ -49,7 +48,7 @@ def oom_score_adj(pid: int) -> int:
         return int(f.read())
 
 
-def make_agent(tree: V1Tree, kube: Kube, tmp_path: Path, **enforcement: Any) -> tuple[Agent, ClusterLink]:  # noqa: F811
+def make_agent(tree: V1Tree, kube: Kube, tmp_path: Path, **enforcement: Any) -> tuple[Agent, ClusterLink]:
     cfg = AgentConfig.model_validate(
         {
             "interval": INTERVAL,
@@ -63,7 +62,7 @@ def make_agent(tree: V1Tree, kube: Kube, tmp_path: Path, **enforcement: Any) -> 
                 "oom_reapply_seconds": 0.5,
                 "eviction": {"enabled": False},
                 **enforcement,
-            },  # fmt: skip
+            },
         }
     )
     agent = Agent(cfg, in_cluster=True, layout=tree.layout)
@@ -73,7 +72,7 @@ def make_agent(tree: V1Tree, kube: Kube, tmp_path: Path, **enforcement: Any) -> 
 
 
 @pytest.fixture
-def colocated(v1tree_cgroupfs: V1Tree, kube_api: FakeKubeAPI) -> Iterator[dict[str, Any]]:  # noqa: F811
+def colocated(v1tree_cgroupfs: V1Tree, kube_api: FakeKubeAPI) -> Iterator[dict[str, Any]]:
     """One online pod (two burners behind a 0.2-core container quota) and two offline pods (one burner each,
     limit 0.4 core, as kubelet and the runtime would have written it)."""
     tree = v1tree_cgroupfs
@@ -99,7 +98,7 @@ def colocated(v1tree_cgroupfs: V1Tree, kube_api: FakeKubeAPI) -> Iterator[dict[s
     }
 
 
-def test_offline_cpu_suppressed_then_restored(colocated: dict[str, Any], kube: Kube, tmp_path: Path) -> None:  # noqa: F811
+def test_offline_cpu_suppressed_then_restored(colocated: dict[str, Any], kube: Kube, tmp_path: Path) -> None:
     tree: V1Tree = colocated["tree"]
     online, offline = colocated["online"], colocated["offline"]
     reader = CgroupReader(tree.layout)
@@ -144,7 +143,7 @@ def test_offline_cpu_suppressed_then_restored(colocated: dict[str, Any], kube: K
     assert not os.path.exists(tmp_path / "ledger.json") or '"pods": {}' in (tmp_path / "ledger.json").read_text()
 
 
-def test_dry_run_decides_and_writes_nothing(colocated: dict[str, Any], kube: Kube, tmp_path: Path) -> None:  # noqa: F811
+def test_dry_run_decides_and_writes_nothing(colocated: dict[str, Any], kube: Kube, tmp_path: Path) -> None:
     tree: V1Tree = colocated["tree"]
     offline = colocated["offline"]
     reader = CgroupReader(tree.layout)

@@ -16,7 +16,6 @@ from cgroup import CgroupWriter
 from kube import Kube
 from tests.cgtree import V1Tree
 from tests.k8sobjects import NODE, node, pod
-from tests.kubeapi.fixtures import kube, kube_api  # noqa: F401
 from tests.kubeapi.server import FakeKubeAPI
 
 GI = 1 << 30
@@ -40,7 +39,7 @@ def snap(pods: list[PodSample], cpu_cores: float, mem_used: int, t: float) -> Sn
 
 
 @pytest.fixture
-def setup(kube: Kube, kube_api: FakeKubeAPI) -> Iterator[tuple[Evictor, FakeKubeAPI, list[PodSample]]]:  # noqa: F811
+def setup(kube: Kube, kube_api: FakeKubeAPI) -> Iterator[tuple[Evictor, FakeKubeAPI, list[PodSample]]]:
     kube_api.put("nodes", node())
     pods = [
         sample("web", "online", cpu=6.0, mem=20 * GI, priority=1000),
@@ -174,7 +173,7 @@ def test_oversubscribed_node_requires_overcommit(setup: tuple[Evictor, FakeKubeA
     assert len(evictions(api)) == 1
 
 
-def test_dry_run_writes_nothing(kube: Kube, kube_api: FakeKubeAPI) -> None:  # noqa: F811
+def test_dry_run_writes_nothing(kube: Kube, kube_api: FakeKubeAPI) -> None:
     kube_api.put("nodes", node())
     pods = [sample("batch", "offline", cpu=8.0)]
     ev = Evictor(kube, NODE, lambda: kube_api.get("nodes", None, NODE), CgroupWriter.__new__(CgroupWriter),
@@ -205,7 +204,7 @@ def test_evicting_annotation_owner(setup: tuple[Evictor, FakeKubeAPI, list[PodSa
 
 
 @pytest.mark.cgroupv1
-def test_kill_when_api_down_then_report(v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI) -> None:  # noqa: F811
+def test_kill_when_api_down_then_report(v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI) -> None:
     tree = v1tree_cgroupfs
     _, pod_path, (ctr,) = tree.pod("besteffort")
     proc = tree.start(ctr)
