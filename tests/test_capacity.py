@@ -149,3 +149,17 @@ def test_current_growth_counts_before_the_next_minute_boundary() -> None:
     cpu, _ = compute(snapshot([p], 3.0, 2 * GI, now), store, 8.0, 32 * GI, CapacityParams())
     assert cpu.online_peak == pytest.approx(max(avg5, store.value(("pod", "g", "cpu"), "max_avg_1h", now).value or 0))
     assert cpu.online_peak == pytest.approx(avg5)
+
+
+def test_readme_worked_example() -> None:
+    """The README's example, computed by the code."""
+    now = 10_000.0
+    web = sample("web", "online", 8.0, 16 * GI, 2.5, 6 * GI)
+    cache = sample("cache", "online", 2.0, 24 * GI, 2.0, 20 * GI)
+    store = WindowStore()
+    feed(store, [web, cache], 600, now)
+    node = NodeSample(16.0, 5.5, 64 * GI, 30 * GI, 0)
+    snap = Snapshot(1, now, 0.0, node, {}, {"web": web, "cache": cache}, (), 0.0)
+    cpu, mem = compute(snap, store, 16.0, 64 * GI, CapacityParams())
+    assert int(cpu.oversubscription * 1000) == 5500 and cpu.headroom == pytest.approx(7.3)
+    assert int(mem.oversubscription) == 15032385536 and mem.headroom == pytest.approx(18 * GI)
