@@ -22,7 +22,7 @@ from agent.sampler import CgroupPodSource, PodSource, Sampler
 from agent.snapshot import Snapshot
 from agent.view import AgentView
 from agent.window_state import load_windows, save_windows
-from agent.windows import WindowStore
+from agent.windows import WindowStore, wall_aligned_phase
 from cgroup import CgroupReader, Layout, PathModel, detect_driver, detect_layout
 
 log = logging.getLogger("colo.agent")
@@ -105,10 +105,12 @@ class Agent:
         self.loop = SamplingLoop(self)
 
     def _load_windows(self) -> WindowStore:
+        """Windows from the state file, or new ones whose minute grid sits on whole wall-clock minutes."""
+        max_gap = max(5.0, 5 * self.config.interval)  # a missed tick or two is not a gap
+        mono, wall = time.monotonic(), time.time()
         if not self.config.state_file:
-            return WindowStore()
-        return load_windows(self.config.state_file, node=self.node_name, mono_now=time.monotonic(),
-                            wall_now=time.time())  # fmt: skip
+            return WindowStore(phase=wall_aligned_phase(mono, wall), max_gap=max_gap)
+        return load_windows(self.config.state_file, node=self.node_name, mono_now=mono, wall_now=wall, max_gap=max_gap)
 
     def save_state(self) -> None:
         path = self.config.state_file

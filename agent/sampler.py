@@ -21,7 +21,7 @@ from agent.snapshot import (
     Snapshot,
     TierSample,
 )
-from agent.windows import WindowStore
+from agent.windows import SeriesKey, WindowStore
 from cgroup import QOS_CLASSES, CgroupError, CgroupGone, CgroupReader, Layout, PathModel, PodCgroup, discover_pods
 
 log = logging.getLogger(__name__)
@@ -205,15 +205,16 @@ class Sampler:
         return Snapshot(self.seq, now, wall, node, tiers, pods, interfaces, self.clock() - start)
 
     def _feed_windows(self, now: float, node: NodeSample, pods: dict[str, PodSample]) -> None:
-        w = self.windows
+        """Node usage as ratios; pods in cores and working-set bytes."""
+        batch: list[tuple[SeriesKey, float]] = [(("node", "", "memory"), node.memory_usage_ratio)]
         ratio = node.cpu_usage_ratio
         if ratio is not None:
-            w.add(("node", "", "cpu"), now, ratio)
-        w.add(("node", "", "memory"), now, node.memory_usage_ratio)
+            batch.append((("node", "", "cpu"), ratio))
         for uid, p in pods.items():
             if p.cpu_cores is not None:
-                w.add(("pod", uid, "cpu"), now, p.cpu_cores)
-            w.add(("pod", uid, "memory"), now, float(p.memory_working_set_bytes))
+                batch.append((("pod", uid, "cpu"), p.cpu_cores))
+            batch.append((("pod", uid, "memory"), float(p.memory_working_set_bytes)))
+        self.windows.add_many(now, batch)
 
     def _forget_vanished(self, pods: dict[str, PodSample]) -> None:
         """Vanished pods leave the windows, the rate memory and the open descriptors."""
