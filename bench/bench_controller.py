@@ -1,0 +1,406 @@
+"""Benchmark of colo-controller against 5000 simulated agents on loopback (127.0.0.0/8 only).
+
+    python -m bench.bench_controller [--nodes 5000] [--requests 300]
+
+Runs three processes besides this one: the tests' fake Kubernetes API server holding N nodes, a fleet of
+N tiny agent HTTP servers (one listener per node on 127.1.x.y, same port), and the real `colo-controller`
+console script pointed at them. Prints the duration of full polling cycles (from the controller's own
+metrics), how long writing every node's annotations took, and the latency of `prioritize` over all N
+nodes measured at the client (p50/p99). Everything stops by itself within a hard deadline.
+
+`AgentFleet` (the simulated agents) is also what the controller tests use: each agent can be slowed
+down, broken or hung, and the fleet records per-agent request counts and peak concurrency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import multiprocessing as mp
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+WINDOWS = (
+    "cpu_usage_avg_1m",
+    "cpu_usage_avg_5m",
+    "cpu_usage_max_avg_1h",
+    "cpu_usage_max_avg_1d",
+    "mem_usage_avg_1m",
+    "mem_usage_avg_5m",
+    "mem_usage_max_avg_1h",
+    "mem_usage_max_avg_1d",
+)
+
+
+def agent_payload(
+    node: str | None,
+    usage: float | dict[str, float | None] = 0.3,
+    *,
+    oversubscription: tuple[int, int] | None = (1000, 2 << 30),
+) -> dict[str, Any]:
+    """The shape of the agent's GET /api/v1/node, with the same ratio in every window unless given."""
+    per = usage if isinstance(usage, dict) else dict.fromkeys(WINDOWS, usage)
+    doc: dict[str, Any] = {
+        "node_name": node,
+        "cpu_cores": 8,
+        "cpu_usage_ratio": per.get("cpu_usage_avg_1m"),
+        "memory_used_bytes": 4 << 30,
+        "memory_usage_ratio": per.get("mem_usage_avg_1m"),
+        "windows": {k: {"value": per.get(k), "coverage": 1.0} for k in WINDOWS},
+    }
+    if oversubscription is not None:
+        doc["oversubscription"] = {"cpu_millicores": oversubscription[0], "memory_bytes": oversubscription[1]}
+    return doc
+
+
+@dataclass
+class AgentBehavior:
+    """How one simulated agent answers. mode: ok | status | garbage | close | hang | huge."""
+
+    body: bytes
+    delay: float = 0.0
+    mode: str = "ok"
+    status: int = 500
+
+
+@dataclass
+class AgentStats:
+    requests: int = 0
+    in_flight: int = 0
+    peak: int = 0
+
+
+def _response(status: int, body: bytes) -> bytes:
+    reason = "OK" if status == 200 else "Error"
+    head = f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+    return head.encode() + b"Connection: close\r\n\r\n" + body
+
+
+class _AgentProtocol(asyncio.Protocol):
+    def __init__(self, fleet: AgentFleet, key: str) -> None:
+        self.fleet = fleet
+        self.key = key
+        self.buf = b""
+        self.transport: asyncio.Transport | None = None
+        self.counted = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        if self.counted:
+            return
+        self.buf += data
+        if b"\r\n\r\n" not in self.buf:
+            return
+        self.counted = True
+        self.fleet._begin(self.key)
+        behavior = self.fleet.behaviors[self.key]
+        loop = asyncio.get_running_loop()
+        if behavior.delay > 0:
+            loop.call_later(behavior.delay, self._answer, behavior)
+        else:
+            self._answer(behavior)
+
+    def _answer(self, b: AgentBehavior) -> None:
+        t = self.transport
+        if t is None or t.is_closing():
+            return
+        if b.mode == "hang":
+            return  # the client's deadline must cut us off
+        if b.mode == "ok":
+            t.write(_response(200, b.body))
+        elif b.mode == "status":
+            t.write(_response(b.status, b'{"error":"broken"}'))
+        elif b.mode == "garbage":
+            t.write(_response(200, b"{not json"))
+        elif b.mode == "huge":
+            t.write(_response(200, b"[" + b"0," * (3 << 20) + b"0]"))
+        t.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.counted:
+            self.fleet._end(self.key)
+        self.transport = None
+
+
+class AgentFleet:
+    """Many simulated agents served by one asyncio loop on a background thread."""
+
+    def __init__(self) -> None:
+        self.behaviors: dict[str, AgentBehavior] = {}
+        self.stats: dict[str, AgentStats] = {}
+        self.addresses: dict[str, tuple[str, int]] = {}
+        self._servers: list[asyncio.AbstractServer] = []
+        self._lock = threading.Lock()
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="agent-fleet", daemon=True)
+        self._thread.start()
+
+    def _begin(self, key: str) -> None:
+        with self._lock:
+            s = self.stats[key]
+            s.requests += 1
+            s.in_flight += 1
+            s.peak = max(s.peak, s.in_flight)
+
+    def _end(self, key: str) -> None:
+        with self._lock:
+            self.stats[key].in_flight -= 1
+
+    def total_in_flight(self) -> int:
+        with self._lock:
+            return sum(s.in_flight for s in self.stats.values())
+
+    def add(self, key: str, payload: dict[str, Any] | bytes, host: str = "127.0.0.1", port: int = 0) -> int:
+        """Start an agent for `key` (usually the node name); returns its port."""
+        if not host.startswith("127."):
+            raise ValueError("simulated agents listen on 127.0.0.0/8 only")
+        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        self.behaviors[key] = AgentBehavior(body)
+        self.stats[key] = AgentStats()
+
+        async def start() -> asyncio.AbstractServer:
+            return await self.loop.create_server(
+                lambda: _AgentProtocol(self, key), host, port, backlog=64, reuse_address=True
+            )
+
+        server = asyncio.run_coroutine_threadsafe(start(), self.loop).result(10)
+        self._servers.append(server)
+        bound = server.sockets[0].getsockname()[1]
+        self.addresses[key] = (host, bound)
+        return int(bound)
+
+    def set(self, key: str, **changes: Any) -> None:
+        """Change an agent's behavior: body=, delay=, mode=, status=."""
+        b = self.behaviors[key]
+        if "payload" in changes:
+            changes["body"] = json.dumps(changes.pop("payload")).encode()
+        for name, value in changes.items():
+            setattr(b, name, value)
+
+    def close(self) -> None:
+        async def stop() -> None:
+            for s in self._servers:
+                s.close()
+            for task in asyncio.all_tasks(self.loop):
+                if task is not asyncio.current_task():
+                    task.cancel()
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(stop(), self.loop).result(5)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+
+
+# ---- benchmark --------------------------------------------------------------------------------------
+
+
+def node_ip(i: int) -> str:
+    """Loopback address of simulated node i: 127.1.0.1, 127.1.0.2, … (never outside 127.0.0.0/8)."""
+    return f"127.1.{i // 250}.{i % 250 + 1}"
+
+
+def node_object(i: int) -> dict[str, Any]:
+    name = f"node-{i:05d}"
+    return {
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "status": {"addresses": [{"type": "InternalIP", "address": node_ip(i)}]},
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _run_fleet(n: int, port: int, ready: Any, stop: Any) -> None:
+    fleet = AgentFleet()
+    for i in range(n):
+        fleet.add(f"node-{i:05d}", agent_payload(f"node-{i:05d}", 0.2 + (i % 50) / 100), node_ip(i), port)
+    ready.set()
+    stop.wait(600)
+    fleet.close()
+
+
+def _run_kube(n: int, url_queue: Any, stop: Any) -> None:
+    from tests.kubeapi.server import FakeKubeAPI
+
+    api = FakeKubeAPI(bookmark_interval=5.0).start()
+    for i in range(n):
+        api.put("nodes", node_object(i))
+    url_queue.put(api.url)
+    stop.wait(600)
+    api.stop()
+
+
+def _scrape(url: str) -> dict[str, float]:
+    import httpx
+
+    text = httpx.get(url + "/metrics", timeout=10).text
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            with contextlib.suppress(ValueError):
+                out[key] = float(value)
+    return out
+
+
+def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            if predicate():
+                return
+        time.sleep(0.2)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+@contextlib.contextmanager
+def _processes(n: int) -> Iterator[tuple[str, int, Any]]:
+    ctx = mp.get_context("spawn")
+    stop = ctx.Event()
+    ready = ctx.Event()
+    urls = ctx.Queue()
+    port = _free_port()
+    procs = [
+        ctx.Process(target=_run_fleet, args=(n, port, ready, stop), daemon=True),
+        ctx.Process(target=_run_kube, args=(n, urls, stop), daemon=True),
+    ]
+    for p in procs:
+        p.start()
+    try:
+        if not ready.wait(120):
+            raise TimeoutError("agent fleet did not start")
+        yield urls.get(timeout=120), port, stop
+    finally:
+        stop.set()
+        for p in procs:
+            p.join(10)
+            if p.is_alive():
+                p.terminate()
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
+
+
+def run(n: int, requests: int, interval: float) -> dict[str, float]:
+    import httpx
+
+    results: dict[str, float] = {}
+    with _processes(n) as (kube_url, agent_port, _stop), tempfile.TemporaryDirectory() as tmp:
+        kubeconfig = Path(tmp) / "kubeconfig"
+        kubeconfig.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "fake", "cluster": {"server": kube_url}}],
+                    "users": [{"name": "colo", "user": {"token": "colo-test-token"}}],
+                    "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "colo"}}],
+                    "current-context": "fake",
+                }
+            )
+        )
+        listen_port = _free_port()
+        config = Path(tmp) / "controller.yaml"
+        config.write_text(
+            json.dumps(
+                {
+                    "listen": f"127.0.0.1:{listen_port}",
+                    "log_level": "warning",
+                    "agent": {"port": agent_port, "use_endpointslices": False},
+                    "polling": {"interval": interval, "timeout": 2, "concurrency": 256},
+                    "writer": {"qps": 5000, "burst": 5000, "workers": 8},
+                    "leader_election": {"enabled": False},
+                }
+            )
+        )
+        url = f"http://127.0.0.1:{listen_port}"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "controller.main", "--kubeconfig", str(kubeconfig), "--config", str(config)],
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        try:
+            _wait(lambda: httpx.get(url + "/readyz", timeout=2).status_code == 200, 120, "controller ready")
+            t0 = time.monotonic()
+            _wait(lambda: _scrape(url).get("colo_controller_cycles_total", 0) >= 1, 120, "first cycle")
+            m = _scrape(url)
+            results["cycle1_seconds"] = m["colo_controller_cycle_duration_seconds_sum"]
+            results["polled_ok_cycle1"] = m.get('colo_controller_last_cycle_nodes{result="ok"}', 0)
+            ok_key = 'colo_controller_node_patches_total{result="ok"}'
+            _wait(lambda: _scrape(url).get(ok_key, 0) >= n, 300, "all nodes annotated")
+            results["annotate_all_seconds"] = time.monotonic() - t0
+            _wait(lambda: _scrape(url).get("colo_controller_cycles_total", 0) >= 3, 120, "third cycle")
+            m = _scrape(url)
+            results["cycles"] = m["colo_controller_cycles_total"]
+            results["mean_cycle_seconds"] = m["colo_controller_cycle_duration_seconds_sum"] / results["cycles"]
+            results["polled_ok_last_cycle"] = m.get('colo_controller_last_cycle_nodes{result="ok"}', 0)
+            results["failed_last_cycle"] = m.get('colo_controller_last_cycle_nodes{result="failed"}', 0)
+            names = [f"node-{i:05d}" for i in range(n)]
+            body = json.dumps({"Pod": {"metadata": {"name": "p", "namespace": "default"}}, "NodeNames": names})
+            latencies: list[float] = []
+            with httpx.Client(timeout=10) as client:
+                for _ in range(5):
+                    client.post(url + "/prioritize", content=body)
+                for _ in range(requests):
+                    t = time.perf_counter()
+                    r = client.post(url + "/prioritize", content=body)
+                    latencies.append(time.perf_counter() - t)
+                    r.raise_for_status()
+                scores = r.json()
+            results["prioritize_hosts"] = len(scores)
+            results["prioritize_nonzero"] = sum(1 for s in scores if s["Score"] > 0)
+            results["prioritize_p50_ms"] = statistics.median(latencies) * 1000
+            results["prioritize_p99_ms"] = percentile(latencies, 0.99) * 1000
+            m = _scrape(url)
+            for verb in ("prioritize",):
+                s = m.get(f'colo_controller_extender_request_duration_seconds_sum{{verb="{verb}"}}', 0)
+                c = m.get(f'colo_controller_extender_request_duration_seconds_count{{verb="{verb}"}}', 1)
+                results[f"{verb}_server_mean_ms"] = s / c * 1000
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.bench_controller")
+    p.add_argument("--nodes", type=int, default=5000)
+    p.add_argument("--requests", type=int, default=300)
+    p.add_argument("--interval", type=float, default=20.0, help="polling interval of the controller (s)")
+    args = p.parse_args(argv)
+    started = time.monotonic()
+    results = run(args.nodes, args.requests, args.interval)
+    print(f"colo-controller benchmark: {args.nodes} simulated agents on 127.1.0.0/16, {os.cpu_count()} CPUs")
+    for key, value in results.items():
+        print(f"  {key:28s} {value:10.3f}")
+    ok = results["mean_cycle_seconds"] <= 15.0 and results["prioritize_p99_ms"] <= 50.0
+    print(f"  targets: cycle <= 15 s, prioritize p99 <= 50 ms: {'met' if ok else 'NOT met'}")
+    print(f"  benchmark wall time {time.monotonic() - started:.1f}s")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
