@@ -22,7 +22,17 @@ from agent.snapshot import (
     TierSample,
 )
 from agent.windows import SeriesKey, WindowStore
-from cgroup import QOS_CLASSES, CgroupError, CgroupGone, CgroupReader, Layout, PathModel, PodCgroup, discover_pods
+from cgroup import (
+    QOS_CLASSES,
+    CgroupError,
+    CgroupGone,
+    CgroupReader,
+    CpuUsage,
+    Layout,
+    PathModel,
+    PodCgroup,
+    discover_pods,
+)
 
 log = logging.getLogger(__name__)
 PSI_RESOURCES = ("cpu", "memory", "io")
@@ -84,6 +94,7 @@ class Sampler:
         self.rates = CounterRates()
         self.clock, self.wall_clock = clock, wall_clock
         self.seq = 0
+        self._prev_cpu: dict[str, tuple[float, CpuUsage]] = {}  # cgroup -> (time, counters) of the last pass
         self._known_cgroups: set[str] = set()
         self._previous_cgroups: set[str] = set()
         self.psi_enabled = layout.unified is not None
@@ -108,15 +119,20 @@ class Sampler:
         )
 
     def _cpu(self, cgroup: str, now: float) -> tuple[float | None, float | None]:
-        """(cores, throttled ratio) of a cgroup over the last tick."""
+        """(cores, throttled ratio) of a cgroup over the last tick; None on a first sample or a reset."""
         cpu = self.reader.cpu(cgroup)
-        cores = self.rates.rate((cgroup, "usage"), cpu.usage_ns / 1e9, now)
-        periods = self.rates.delta((cgroup, "periods"), cpu.nr_periods, now)
-        throttled = self.rates.delta((cgroup, "throttled"), cpu.nr_throttled, now)
-        ratio = None
-        if periods is not None and throttled is not None:
-            ratio = min(1.0, throttled / periods) if periods > 0 else 0.0
-        return cores, ratio
+        prev = self._prev_cpu.get(cgroup)
+        self._prev_cpu[cgroup] = (now, cpu)
+        if prev is None:
+            return None, None
+        t0, before = prev
+        dt = now - t0
+        if dt <= 0 or cpu.usage_ns < before.usage_ns or cpu.nr_periods < before.nr_periods:
+            return None, None  # a counter went backwards: the cgroup was recreated
+        periods = cpu.nr_periods - before.nr_periods
+        throttled = cpu.nr_throttled - before.nr_throttled
+        ratio = (min(1.0, throttled / periods) if throttled >= 0 else None) if periods > 0 else 0.0
+        return (cpu.usage_ns - before.usage_ns) / 1e9 / dt, ratio
 
     def _pod(self, meta: PodMeta, pod: PodCgroup, now: float) -> PodSample:
         cores, throttled = self._cpu(pod.path, now)
@@ -224,8 +240,7 @@ class Sampler:
             return
         for cgroup in gone:
             self.reader.forget(cgroup)
-        known = self._known_cgroups
-        self.rates.retain(lambda key: not isinstance(key, tuple) or key[0] in known or key[0] in ("node", "net"))
+            self._prev_cpu.pop(cgroup, None)
         self.windows.retain(lambda key: key[0] != "pod" or key[1] in pods)
 
     def close(self) -> None:

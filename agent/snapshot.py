@@ -1,7 +1,8 @@
 """What one sampling tick measured: the node, its QoS tiers, every pod and container, the network.
 
-A snapshot is immutable once published; the exporter, the JSON API, capacity and enforcement all read the
-same object, so they never see half a pass.
+A snapshot is never changed once published; the exporter, the JSON API, capacity and enforcement all read
+the same object, so they never see half a pass. The per-pod and per-container records are plain slotted
+dataclasses (not frozen): a pass creates a thousand of them, and frozen ones cost twice as much to build.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ class Pressure:
     full_avg10: float | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ContainerSample:
     id: str
     cgroup: str
@@ -49,7 +50,7 @@ class PodMeta:
     container_cpu_limits: dict[str, float | None] = field(default_factory=dict)  # by container ID
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PodSample:
     meta: PodMeta
     qos: str

@@ -1,0 +1,29 @@
+"""`make bench`: every benchmark in turn (root, real cgroups, loopback only)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+BENCHES = ("bench.cgroup_read_pass", "bench.bench_windows", "bench.agent_overhead", "bench.bench_exporter",
+           "bench.bench_controller")  # fmt: skip
+
+
+def main() -> None:
+    for name in BENCHES:
+        print(f"== {name}", flush=True)
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            print(f"   skipped: {exc}")
+            continue
+        saved = sys.argv
+        sys.argv = [name]
+        try:
+            module.main()
+        finally:
+            sys.argv = saved
+
+
+if __name__ == "__main__":
+    main()
