@@ -124,15 +124,13 @@ def main() -> None:
     tree = build(args.pods, args.burners)
     try:
         med, p99 = pass_timing(tree, args.passes)
-        print(
-            f"collection pass ({args.pods} pods x 3 containers, {args.burners} burning): median {med:.2f} ms, p99 {p99:.2f} ms"
-        )
+        where = f"{args.pods} pods x 3 containers, {args.burners} burning"
+        print(f"collection pass ({where}): median {med:.2f} ms, p99 {p99:.2f} ms")
         r = agent_process(tree, args.seconds, args.scrape_every)
+        print(f"colo-agent over {args.seconds:.0f} s at 1 s, one scrape per {args.scrape_every:.0f} s:")
+        print(f"  CPU {100 * r['cpu_share_of_one_core']:.2f}% of one core, RSS {r['rss_mib']:.1f} MiB")
         print(
-            f"colo-agent over {args.seconds:.0f} s at 1 s, one scrape per {args.scrape_every:.0f} s: "
-            f"CPU {100 * r['cpu_share_of_one_core']:.2f}% of one core, RSS {r['rss_mib']:.1f} MiB, "
-            f"{r['series']:.0f} series, scrape median {r['scrape_median_ms']:.2f} ms "
-            f"(max {r['scrape_max_ms']:.2f} ms)"
+            f"  {r['series']:.0f} series, scrape median {r['scrape_median_ms']:.2f} ms, max {r['scrape_max_ms']:.2f} ms"
         )
     finally:
         tree.cleanup()
