@@ -185,3 +185,31 @@ def test_stalled_sampling_publishes_zero(
 
 def test_standalone_without_cluster_config(tmp_path: Path) -> None:
     assert Kube.connect(None) is None or json  # in-cluster env absent here: standalone
+
+
+def test_extended_resources_optional(v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI) -> None:
+    tree = v1tree_cgroupfs
+    cfg = AgentConfig.model_validate(
+        {"interval": 0.2, "cgroup_root": tree.cgroup_root, "cgroup_driver": "cgroupfs", "state_file": "",
+         "node_name": NODE, "enforcement": {"ledger_file": ""},
+         "oversubscription": {"min_history_seconds": 0, "peak_window": "avg_1m", "extended_resources": True}}
+    )  # fmt: skip
+    agent = Agent(cfg, in_cluster=True, layout=tree.layout)
+    agent.services.append(ClusterLink(agent, kube, backoff_initial=0.05, backoff_max=0.5))
+    uid, _, (ctr,) = tree.pod("burstable")
+    kube_api.put("nodes", node(labels={"volcano.sh/oversubscription": "true"}))
+    kube_api.put("pods", pod("web", uid, container_ids=[container_id_of(ctr)], cpu_request="1", memory_request="1Gi"))
+    agent.start()
+    try:
+
+        def batch_cpu() -> int:
+            obj = kube_api.get("nodes", None, NODE)
+            return int(((obj or {}).get("status") or {}).get("allocatable", {}).get("kubernetes.io/batch-cpu", "0"))
+
+        wait_for(lambda: batch_cpu() > 0)
+        status = kube_api.requests_for("PATCH", rf"/api/v1/nodes/{NODE}/status$")
+        assert status and set(status[0].body) == {"status"}
+        obj = kube_api.get("nodes", None, NODE)
+        assert obj is not None and "kubernetes.io/batch-memory" in obj["status"]["capacity"]
+    finally:
+        agent.stop()

@@ -234,3 +234,30 @@ def test_kill_when_api_down_then_report(v1tree_cgroupfs: V1Tree, kube: Kube, kub
         assert any(e["reason"] == "OfflinePodsKilled" for e in kube_api.objects("events"))
     finally:
         ev.stop()
+
+
+def test_optional_taint_follows_the_evicting_state(kube: Kube, kube_api: FakeKubeAPI) -> None:
+    kube_api.put("nodes", node())
+    cfg = EvictionConfig(taint=True)
+    ev = Evictor(kube, NODE, lambda: kube_api.get("nodes", None, NODE), CgroupWriter.__new__(CgroupWriter), cfg)
+    ev.start()
+
+    def taints() -> list[dict[str, Any]]:
+        obj = kube_api.get("nodes", None, NODE)
+        return list(((obj or {}).get("spec") or {}).get("taints") or [])
+
+    try:
+        for i in range(6):
+            ev.on_snapshot(snap([], 15.0, 10 * GI, 1000.0 + i))
+        deadline = time.monotonic() + 5
+        while not taints() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert taints() == [{"key": "volcano.sh/offline-job-evicting", "value": "true", "effect": "NoSchedule"}]
+        for i in range(10):
+            ev.on_snapshot(snap([], 1.0, 10 * GI, 1010.0 + i))
+        deadline = time.monotonic() + 5
+        while taints() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert taints() == []
+    finally:
+        ev.stop()
