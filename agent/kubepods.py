@@ -65,6 +65,13 @@ def pod_meta(pod: dict[str, Any], classifier: Classifier) -> PodMeta:
     )
 
 
+def cgroup_uid(pod: dict[str, Any]) -> str:
+    """The UID kubelet named the pod's cgroup after: a static pod's mirror carries it in an annotation."""
+    meta = pod.get("metadata") or {}
+    mirror = (meta.get("annotations") or {}).get("kubernetes.io/config.mirror")
+    return str(mirror or meta.get("uid") or "")
+
+
 def container_ids(pod: dict[str, Any]) -> tuple[ContainerID, ...]:
     ids = []
     status = pod.get("status") or {}
@@ -121,7 +128,7 @@ class KubePodSource:
             live.add(meta.uid)
             known = self._cgroups.get(meta.uid)
             if known is None or known[0] != cids or (known[1] is None and now - known[2] >= self.retry_seconds):
-                cg = resolve_pod(self.layout, self.model, meta.uid, qos, cids)
+                cg = resolve_pod(self.layout, self.model, cgroup_uid(pod), qos, cids)
                 self._cgroups[meta.uid] = known = (cids, cg, now)
             if known[1] is not None:
                 out.append((meta, known[1]))

@@ -213,3 +213,17 @@ def test_extended_resources_optional(v1tree_cgroupfs: V1Tree, kube: Kube, kube_a
         assert obj is not None and "kubernetes.io/batch-memory" in obj["status"]["capacity"]
     finally:
         agent.stop()
+
+
+def test_static_pod_mirror_maps_to_its_cgroup(v1tree_cgroupfs: V1Tree) -> None:
+    """A mirror pod's UID is not its cgroup's: kubelet names the cgroup after the config hash."""
+    from agent.classify import Classifier
+    from agent.kubepods import KubePodSource
+
+    tree = v1tree_cgroupfs
+    config_hash, pod_path, (ctr,) = tree.pod("burstable")
+    mirror = pod("kube-apiserver", "mirror-uid-1234", container_ids=[container_id_of(ctr)],
+                 annotations={"kubernetes.io/config.mirror": config_hash})  # fmt: skip
+    source = KubePodSource(lambda: [mirror], tree.layout, tree.model, Classifier())
+    ((meta, cg),) = source.pods(0.0)
+    assert meta.uid == "mirror-uid-1234" and cg.path == pod_path and len(cg.containers) == 1
