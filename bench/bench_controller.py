@@ -28,7 +28,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,12 +47,12 @@ WINDOWS = (
 
 def agent_payload(
     node: str | None,
-    usage: float | dict[str, float | None] = 0.3,
+    usage: float | Mapping[str, float | None] = 0.3,
     *,
     oversubscription: tuple[int, int] | None = (1000, 2 << 30),
 ) -> dict[str, Any]:
     """The shape of the agent's GET /api/v1/node, with the same ratio in every window unless given."""
-    per = usage if isinstance(usage, dict) else dict.fromkeys(WINDOWS, usage)
+    per = usage if isinstance(usage, Mapping) else dict.fromkeys(WINDOWS, usage)
     doc: dict[str, Any] = {
         "node_name": node,
         "cpu_cores": 8,
@@ -145,7 +145,7 @@ class AgentFleet:
         self.behaviors: dict[str, AgentBehavior] = {}
         self.stats: dict[str, AgentStats] = {}
         self.addresses: dict[str, tuple[str, int]] = {}
-        self._servers: list[asyncio.AbstractServer] = []
+        self._servers: list[asyncio.Server] = []
         self._lock = threading.Lock()
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="agent-fleet", daemon=True)
@@ -174,7 +174,7 @@ class AgentFleet:
         self.behaviors[key] = AgentBehavior(body)
         self.stats[key] = AgentStats()
 
-        async def start() -> asyncio.AbstractServer:
+        async def start() -> asyncio.Server:
             return await self.loop.create_server(
                 lambda: _AgentProtocol(self, key), host, port, backlog=64, reuse_address=True
             )

@@ -113,4 +113,4 @@ class BindingRecords:
         for entry in self.hot_policy:
             for node, n in self.counts(entry.time_range, now).items():
                 out[node] = out.get(node, 0) + n // entry.count
-        return out
+        return {node: v for node, v in out.items() if v > 0}

@@ -237,7 +237,8 @@ class Controller:
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, *, run_loop: bool = True) -> None:
+        """Start informers, writer and lease campaign; `run_loop=False` leaves cycles to the caller (tests)."""
         for informer in self.informers():
             informer.start()
         self.writer.start()
@@ -245,7 +246,8 @@ class Controller:
             self._spawn("colo-lease", self.elector.run, self._stop)
         else:
             self.metrics.is_leader.set(1)
-        self._spawn("colo-poller", lambda: asyncio.run(self._loop()))
+        if run_loop:
+            self._spawn("colo-poller", lambda: asyncio.run(self._loop()))
 
     def _spawn(self, name: str, target: Callable[..., object], *args: object) -> None:
         t = threading.Thread(target=target, args=args, name=name, daemon=True)

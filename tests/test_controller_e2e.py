@@ -1,0 +1,301 @@
+"""colo-controller against the tests' Kubernetes API server and real agent HTTP servers on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from bench.bench_controller import AgentFleet, agent_payload
+from controller import annotations as ann
+from controller.config import ControllerConfig, build_config
+from controller.policy import API_VERSION, KIND, DynamicSchedulerPolicy, default_policy, parse_policy
+from controller.service import Controller
+from kube import Kube
+from tests.kubeapi.fixtures import kube, kube_api  # noqa: F401
+from tests.kubeapi.server import FakeKubeAPI
+
+T0 = 1795341600.0  # 2026-11-22T10:00:00Z
+NS = "colo-system"
+METRICS = (
+    "cpu_usage_avg_5m",
+    "cpu_usage_max_avg_1h",
+    "cpu_usage_max_avg_1d",
+    "mem_usage_avg_5m",
+    "mem_usage_max_avg_1h",
+    "mem_usage_max_avg_1d",
+)
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def fleet() -> Iterator[AgentFleet]:
+    f = AgentFleet()
+    try:
+        yield f
+    finally:
+        f.close()
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def add_node(api: FakeKubeAPI, name: str, ip: str = "192.0.2.10") -> None:
+    api.put(
+        "nodes",
+        {
+            "metadata": {"name": name, "annotations": {"other.io/keep": "yes"}},
+            "status": {"addresses": [{"type": "InternalIP", "address": ip}]},
+        },
+    )
+
+
+def add_slice(api: FakeKubeAPI, node: str, port: int) -> None:
+    api.put(
+        "endpointslices",
+        {
+            "metadata": {
+                "name": f"colo-agent-{node}",
+                "namespace": NS,
+                "labels": {"kubernetes.io/service-name": "colo-agent"},
+            },
+            "addressType": "IPv4",
+            "ports": [{"name": "api", "port": port, "protocol": "TCP"}],
+            "endpoints": [{"addresses": ["127.0.0.1"], "nodeName": node, "conditions": {"ready": True}}],
+        },
+    )
+
+
+def config(agent_port: int = 9817, **overrides: Any) -> ControllerConfig:
+    doc: dict[str, Any] = {
+        "agent": {"port": agent_port, "namespace": NS},
+        "polling": {"interval": 0.2, "timeout": 1.0, "concurrency": 4},
+        "writer": {"qps": 1000, "burst": 1000, "workers": 2},
+        "leader_election": {"enabled": False, "namespace": NS},
+    }
+    for key, value in overrides.items():
+        doc[key] = {**doc.get(key, {}), **value} if isinstance(value, dict) else value
+    return build_config(doc)
+
+
+def node_annotations(api: FakeKubeAPI, node: str) -> dict[str, str]:
+    obj = api.get("nodes", None, node)
+    assert obj is not None
+    return dict(obj["metadata"].get("annotations") or {})
+
+
+def run_cycle(c: Controller) -> None:
+    asyncio.run(c.cycle())
+    assert c.writer.wait_idle(10)
+
+
+def patches(api: FakeKubeAPI) -> list[Any]:
+    return api.requests_for("PATCH", r"/api/v1/nodes/")
+
+
+def fast_policy(period: str = "1s") -> DynamicSchedulerPolicy:
+    return parse_policy(
+        {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "spec": {
+                "syncPolicy": [{"name": m, "period": period} for m in METRICS],
+                "predicate": [{"name": "cpu_usage_avg_5m", "maxLimitPecent": 0.65}],
+                "priority": [{"name": m, "weight": 1} for m in METRICS],
+                "hotValue": [{"timeRange": "1m", "count": 2}],
+            },
+        }
+    )
+
+
+@pytest.fixture
+def started() -> Iterator[list[Controller]]:
+    controllers: list[Controller] = []
+    yield controllers
+    for c in controllers:
+        c.stop()
+
+
+def test_annotations_byte_for_byte_and_periods(
+    kube_api: FakeKubeAPI,  # noqa: F811
+    kube: Kube,  # noqa: F811
+    fleet: AgentFleet,
+    started: list[Controller],
+) -> None:
+    usage = dict.fromkeys(METRICS, 0.2)
+    usage["cpu_usage_avg_5m"] = 0.352118
+    usage["mem_usage_avg_5m"] = float("nan")
+    usage["mem_usage_max_avg_1d"] = -0.01
+    fallback_port = fleet.add("n3", agent_payload("n3", 0.5, oversubscription=None))
+    for name in ("n1", "n2"):
+        port = fleet.add(name, agent_payload(name, usage, oversubscription=(1500, 1 << 30)))
+        add_slice(kube_api, name, port)
+        add_node(kube_api, name)
+    add_node(kube_api, "n3", ip="127.0.0.1")  # no endpoint: InternalIP + agent port
+    add_node(kube_api, "n4", ip="127.0.0.1")  # its "agent" is n3's: wrong node_name, so it fails
+    clock = Clock(T0)
+    c = Controller(kube, config(fallback_port), default_policy(), clock=clock)
+    started.append(c)
+    c.start(run_loop=False)
+    wait_for(c.synced, what="informers")
+
+    run_cycle(c)
+    a1 = node_annotations(kube_api, "n1")
+    assert a1 == {
+        "other.io/keep": "yes",
+        "cpu_usage_avg_5m": "0.35212,2026-11-22T10:00:00Z",
+        "cpu_usage_max_avg_1h": "0.20000,2026-11-22T10:00:00Z",
+        "cpu_usage_max_avg_1d": "0.20000,2026-11-22T10:00:00Z",
+        "mem_usage_avg_5m": "0.00000,2026-11-22T10:00:00Z",
+        "mem_usage_max_avg_1h": "0.20000,2026-11-22T10:00:00Z",
+        "mem_usage_max_avg_1d": "0.00000,2026-11-22T10:00:00Z",
+        "node_hot_value": "0.00000,2026-11-22T10:00:00Z",
+        "colo.io/oversubscription": "1500,1073741824,2026-11-22T10:00:00Z",
+        # int((0.64788*0.2 + 0.8*0.3 + 0.8*0.5 + 1*0.2 + 0.8*0.3 + 1*0.5) * 100 / 2) = int(85.48)
+        "colo.io/load-score": "85,2026-11-22T10:00:00Z",
+    }
+    assert node_annotations(kube_api, "n3")["cpu_usage_avg_5m"] == "0.50000,2026-11-22T10:00:00Z"
+    assert "cpu_usage_avg_5m" not in node_annotations(kube_api, "n4")
+    sent = patches(kube_api)
+    assert sorted(r.path.rsplit("/", 1)[-1] for r in sent) == ["n1", "n2", "n3", "n4"]  # one patch per node
+    for r in sent:
+        assert r.content_type == "application/merge-patch+json"
+        assert list(r.body) == ["metadata"] and list(r.body["metadata"]) == ["annotations"]
+    n4 = next(r for r in sent if r.path.endswith("/n4")).body["metadata"]["annotations"]
+    assert set(n4) == {"node_hot_value", "colo.io/load-score"}  # failed poll: no load annotations
+
+    def keys_written_at(t: float) -> set[str]:
+        before = len(patches(kube_api))
+        clock.now = t
+        run_cycle(c)
+        bodies = [r.body["metadata"]["annotations"] for r in patches(kube_api)[before:] if r.path.endswith("/n1")]
+        assert len(bodies) <= 1
+        return set(bodies[0]) if bodies else set()
+
+    derived = {"node_hot_value", "colo.io/load-score", "colo.io/oversubscription"}
+    assert keys_written_at(T0 + 60) == set()
+    assert keys_written_at(T0 + 179) == set()
+    assert keys_written_at(T0 + 180) == {"cpu_usage_avg_5m", "mem_usage_avg_5m"} | derived
+    assert keys_written_at(T0 + 300) == set()
+    assert (
+        keys_written_at(T0 + 900)
+        == {
+            "cpu_usage_avg_5m",
+            "mem_usage_avg_5m",
+            "cpu_usage_max_avg_1h",
+            "mem_usage_max_avg_1h",
+        }
+        | derived
+    )
+    fleet.set("n2", mode="status")  # n2's agent breaks: its load annotations are left to age
+    assert keys_written_at(T0 + 10800) == set(METRICS) | derived
+    a1, a2 = node_annotations(kube_api, "n1"), node_annotations(kube_api, "n2")
+    assert a1["cpu_usage_max_avg_1d"] == "0.20000,2026-11-22T13:00:00Z"
+    assert a2["cpu_usage_max_avg_1d"] == "0.20000,2026-11-22T10:00:00Z"
+    assert a2["cpu_usage_avg_5m"] == "0.35212,2026-11-22T10:15:00Z"
+
+
+def test_hot_value_from_bound_pods(
+    kube_api: FakeKubeAPI,  # noqa: F811
+    kube: Kube,  # noqa: F811
+    fleet: AgentFleet,
+    started: list[Controller],
+) -> None:
+    port = fleet.add("n1", agent_payload("n1", 0.2))
+    add_slice(kube_api, "n1", port)
+    add_node(kube_api, "n1")
+    for i in range(7):  # 7 in 5 minutes, 3 of them in the last minute: 7//5 + 3//2 = 2
+        stamp = ann.format_time(T0 - (20 if i < 3 else 200))
+        kube_api.put(
+            "pods",
+            {
+                "metadata": {"name": f"p{i}", "namespace": "default"},
+                "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "x"}]},
+                "status": {"conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": stamp}]},
+            },
+        )
+    kube_api.put("pods", {"metadata": {"name": "pending", "namespace": "default"}, "spec": {}})
+    c = Controller(kube, config(), default_policy(), clock=Clock(T0))
+    started.append(c)
+    c.start(run_loop=False)
+    wait_for(c.synced, what="informers")
+    run_cycle(c)
+    a = node_annotations(kube_api, "n1")
+    assert a["node_hot_value"] == "2.00000,2026-11-22T10:00:00Z"
+    assert a["colo.io/load-score"] == "60,2026-11-22T10:00:00Z"  # 80 - 2 * 10
+
+
+def test_overload_slow_agent_and_overrunning_cycles(
+    kube_api: FakeKubeAPI,  # noqa: F811
+    kube: Kube,  # noqa: F811
+    fleet: AgentFleet,
+    started: list[Controller],
+) -> None:
+    for name in ("ok1", "ok2", "hung"):
+        add_slice(kube_api, name, fleet.add(name, agent_payload(name, 0.1)))
+        add_node(kube_api, name)
+    fleet.set("hung", mode="hang")
+    # Each cycle waits for the hung agent's 0.5 s deadline: longer than the 0.1 s interval.
+    cfg = config(polling={"interval": 0.1, "timeout": 0.5, "concurrency": 2})
+    c = Controller(kube, cfg, fast_policy(), clock=time.time)
+    started.append(c)
+    c.start()
+    wait_for(lambda: c.metrics.cycles._value.get() >= 3, what="three cycles")
+    assert c.metrics.cycle_overruns._value.get() >= 2
+    assert fleet.stats["hung"].peak == 1  # cycles never overlapped
+    assert fleet.stats["hung"].requests >= 3
+    assert "cpu_usage_avg_5m" in node_annotations(kube_api, "ok1")
+    assert "cpu_usage_avg_5m" not in node_annotations(kube_api, "hung")
+    assert c.last_report is not None and c.last_report.failed == {"hung": "timeout"}
+
+
+def test_leader_failover(
+    kube_api: FakeKubeAPI,  # noqa: F811
+    kube: Kube,  # noqa: F811
+    fleet: AgentFleet,
+    started: list[Controller],
+) -> None:
+    add_slice(kube_api, "n1", fleet.add("n1", agent_payload("n1", 0.3)))
+    add_node(kube_api, "n1")
+    le = {"enabled": True, "lease_duration": 1.0, "renew_deadline": 0.6, "retry_period": 0.1}
+    a = Controller(kube, config(leader_election={**le, "identity": "a"}), fast_policy(), clock=time.time)
+    b = Controller(kube, config(leader_election={**le, "identity": "b"}), fast_policy(), clock=time.time)
+    started.extend([a, b])
+    a.start()
+    wait_for(a.is_leader, what="a leads")
+    b.start()
+    wait_for(lambda: b.board.verdict("n1", time.time()) is not None, what="follower sees n1")
+    wait_for(lambda: (b.board.verdict("n1", time.time()) or a.board.verdict("", 0)).score > 0, what="scores")  # type: ignore[union-attr]
+    assert a.is_leader() and not b.is_leader()
+    lease = kube_api.get("leases", NS, "colo-controller")
+    assert lease is not None and lease["spec"]["holderIdentity"] == "a"
+    # The follower answers the extender from the leader's annotations, but never writes.
+    body = b.extender.prioritize({"metadata": {"name": "p"}}, None, ["n1"])
+    assert body == [{"Host": "n1", "Score": 7}]
+    assert b.metrics.patches.labels("ok")._value.get() == 0
+    written_by_a = a.metrics.patches.labels("ok")._value.get()
+    assert written_by_a >= 1
+
+    a.stop()  # releases the lease
+    wait_for(b.is_leader, what="b takes over")
+    fleet.set("n1", payload=agent_payload("n1", 0.9))
+    wait_for(lambda: node_annotations(kube_api, "n1")["cpu_usage_avg_5m"].startswith("0.90000,"), what="b writes")
+    assert b.metrics.patches.labels("ok")._value.get() >= 1
+    assert kube_api.get("leases", NS, "colo-controller")["spec"]["holderIdentity"] == "b"  # type: ignore[index]
+    assert a.metrics.patches.labels("ok")._value.get() == written_by_a
