@@ -257,6 +257,7 @@ class Controller:
     def stop(self, timeout: float = 5.0) -> None:
         """Stop polling and writing, release the lease, stop informers."""
         self._stop.set()
+        self.writer.clear()  # nothing more goes out once we are shutting down
         for t in self._threads:
             t.join(timeout)
         self.writer.stop(timeout)
