@@ -170,7 +170,7 @@ async def serve(agent: Agent, host: str, port: int, ready: threading.Event | Non
     """Serve HTTP until SIGTERM/SIGINT; then stop sampling and save state."""
     from exporter.app import create_app
 
-    app = create_app(agent.view)
+    app = create_app(agent.view, label_keys=agent.config.aggregate_label_keys)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="off")
     server = _Server(config)
     loop = asyncio.get_running_loop()
