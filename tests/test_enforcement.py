@@ -151,8 +151,11 @@ def test_dry_run_decides_and_writes_nothing(colocated: dict[str, Any], kube: Kub
     agent, link = make_agent(tree, kube, tmp_path, dry_run=True, cpu_suppress_threshold=0.9)
     agent.start()
     try:
-        wait_for(lambda: link.enforcer.quotas and max(link.enforcer.quotas.values()) <= 0.2, timeout=8)
+        # decided (the online pod is busy, so offline pods get less than their 0.4 core limit) ...
+        wait_for(lambda: len(link.enforcer.quotas) == 2 and max(link.enforcer.quotas.values()) < 0.4, timeout=8)
         time.sleep(2 * INTERVAL)
+        assert set(agent.view.node_sections["enforcement"]()["offline_cpu_quota_cores"]) == {o["uid"] for o in offline}
+        # ... and nothing written
         for o in offline:
             s = reader.cpu_settings(o["pod"])
             assert (s.shares, s.idle, s.quota_us) == (1024, False, 40_000)
