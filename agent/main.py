@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
 from agent.config import ConfigError, load_config
 from cgroup import CgroupError
+
+
+def wants_cluster(standalone: bool, kubeconfig: str | None) -> bool:
+    """A kubeconfig was given, or we run in a pod (the in-cluster service environment is set)."""
+    return not standalone and bool(kubeconfig or os.environ.get("KUBERNETES_SERVICE_HOST"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -21,10 +27,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     from agent.runtime import Agent, serve
-    from kube import Kube
 
     kube = None
-    if not config.standalone:
+    if wants_cluster(config.standalone, config.kubeconfig):
+        from kube import Kube  # the official client costs ~35 MiB of RSS: only load it when a cluster is there
+
         try:
             kube = Kube.connect(config.kubeconfig)
         except Exception as exc:  # a broken kubeconfig is a configuration error
