@@ -96,4 +96,5 @@ def compute(
 
 
 def as_json(cpu: ResourceCapacity, memory: ResourceCapacity) -> dict[str, Any]:
-    return {"cpu_cores": asdict(cpu), "memory_bytes": asdict(memory)}
+    """The computation behind the published numbers, with its unit named."""
+    return {"cpu": {**asdict(cpu), "unit": "cores"}, "memory": {**asdict(memory), "unit": "bytes"}}

@@ -165,8 +165,8 @@ class OversubscriptionOwner:
         m = GaugeMetricFamily("colo_oversubscription_memory_bytes", "Oversubscribable memory published, bytes")
         m.add_metric([], float(last.get("memory_bytes", 0)))
         out: list[Metric] = [g, m]
-        for res, key in (("cpu", "cpu_cores"), ("memory", "memory_bytes")):
-            d = last.get(key)
+        for res in ("cpu", "memory"):
+            d = last.get(res)
             if isinstance(d, dict):
                 for field_name in ("reclaimable", "headroom", "system_usage", "online_peak"):
                     fam = GaugeMetricFamily(

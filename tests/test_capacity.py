@@ -163,3 +163,31 @@ def test_readme_worked_example() -> None:
     cpu, mem = compute(snap, store, 16.0, 64 * GI, CapacityParams())
     assert int(cpu.oversubscription * 1000) == 5500 and cpu.headroom == pytest.approx(7.3)
     assert int(mem.oversubscription) == 15032385536 and mem.headroom == pytest.approx(18 * GI)
+
+
+def test_oversubscription_metrics_and_section_when_computed() -> None:
+    """The published integers and the computation behind them live side by side and both export."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    from agent.config import OversubscriptionConfig
+    from agent.oversubscription import OversubscriptionOwner
+    from agent.view import AgentView
+
+    now = 10_000.0
+    pods = [sample("a", "online", 4.0, 8 * GI, 1.0, 2 * GI)]
+    store = WindowStore()
+    feed(store, pods, 600, now)
+    view = AgentView(store, 1.0, "n1")
+    view.publish(snapshot(pods, node_cpu=1.5, node_mem=4 * GI, now=now))
+    owner = OversubscriptionOwner(view, OversubscriptionConfig(enabled_on_all_nodes=True))
+    node_obj = {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "8", "memory": "32Gi"}}}
+    changes = owner.changes(node_obj, now)
+    assert changes.annotations == {"volcano.sh/oversubscription-cpu": "3000",
+                                   "volcano.sh/oversubscription-memory": str(6 * GI)}  # fmt: skip
+    section = owner.section()
+    assert section["cpu_millicores"] == 3000 and section["memory_bytes"] == 6 * GI
+    assert section["cpu"]["unit"] == "cores" and section["memory"]["reclaimable"] == 6 * GI
+    families = {m.name: m for m in owner.metrics()}
+    assert isinstance(families["colo_oversubscription_cpu_cores"], GaugeMetricFamily)
+    assert families["colo_oversubscription_cpu_cores"].samples[0].value == 3.0
+    assert families["colo_capacity_reclaimable_bytes"].samples[0].value == 6 * GI

@@ -94,12 +94,12 @@ def test_pods_mapped_classified_and_capacity_published(
     annotations = wait_for(lambda: (a := node_annotations(kube_api)) and int(a.get(CPU_KEY, "0")) > 0 and a)
     section = link.oversubscription.section()
     assert section["reason"] == "computed"
-    reclaimable = section["cpu_cores"]["reclaimable"]
+    reclaimable = section["cpu"]["reclaimable"]
     assert 1.2 <= reclaimable <= 1.36  # 1.5 requested, ~0.2 used
-    mem = section["memory_bytes"]
+    mem = section["memory"]
     assert mem["reclaimable"] == pytest.approx(4 * 2**30 - snap.pods[on_uid].memory_working_set_bytes, rel=0.05)  # type: ignore[union-attr]
     assert int(annotations[CPU_KEY]) == pytest.approx(
-        max(0, min(reclaimable, section["cpu_cores"]["headroom"])) * 1000, abs=150
+        max(0, min(reclaimable, section["cpu"]["headroom"])) * 1000, abs=150
     )
     assert int(annotations[MEM_KEY]) > 2**30
     assert annotations["other.io/keep"] == "yes"  # a merge patch on annotations alone
