@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,19 +17,10 @@ from kube import Kube
 from tests.cgtree import V1Tree
 from tests.k8sobjects import NODE, container_id_of, node, pod
 from tests.kubeapi.server import FakeKubeAPI
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.cgroupv1
 CPU_KEY, MEM_KEY = "volcano.sh/oversubscription-cpu", "volcano.sh/oversubscription-memory"
-
-
-def wait_for(cond: Callable[[], object], timeout: float = 10.0, step: float = 0.05) -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"condition not met within {timeout}s")
 
 
 def node_annotations(api: FakeKubeAPI) -> dict[str, str]:

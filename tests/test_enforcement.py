@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,19 +21,10 @@ from kube import Kube
 from tests.cgtree import V1Tree
 from tests.k8sobjects import NODE, container_id_of, node, pod
 from tests.kubeapi.server import FakeKubeAPI
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.cgroupv1
 INTERVAL = 0.5
-
-
-def wait_for(cond: Callable[[], Any], timeout: float = 10.0, step: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"condition not met within {timeout}s")
 
 
 def cores(reader: CgroupReader, cgroups: list[str], seconds: float) -> float:
