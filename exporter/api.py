@@ -1,0 +1,192 @@
+"""JSON documents for /api/v1/node, /api/v1/pods and /api/v1/units.
+
+Plain dicts and lists built from one snapshot and its windows (`WindowStatsCache`, shared with the
+/metrics render), so the API and the metrics of one snapshot agree. Field names carry their unit where
+it is not obvious (``_cores``, ``_bytes``, ``_ratio``, ``_bytes_per_second``); the node document also has
+a ``units`` object, and ``/api/v1/units`` names the unit of every numeric field of both documents (the pod
+list is the top level of its response, so it has no room for one). Non-finite numbers become null: JSON
+has no NaN.
+
+Node windows are keyed by crane-scheduler's names (``cpu_usage_avg_5m``, ``mem_usage_max_avg_1h``,
+``cpu_usage_p95_5m`` ...) and hold ratios 0..1, not crane's percent. Pod windows are keyed
+``cpu_<window>`` (cores) and ``memory_<window>`` (working-set bytes). Every window is
+``{"value": number or null, "coverage": 0..1}``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+from agent.snapshot import ContainerSample, PodSample, Pressure, Snapshot
+from agent.view import AgentView
+from agent.windows import WINDOW_NAMES, WindowValue
+from exporter.collector import node_label, normalize_qos
+from exporter.stats import WindowSet, WindowStatsCache
+
+log = logging.getLogger(__name__)
+
+#: JSON window key prefix per resource: crane's for the node, plain resource names for pods.
+NODE_WINDOW_PREFIX = {"cpu": "cpu_usage_", "memory": "mem_usage_"}
+POD_WINDOW_PREFIX = {"cpu": "cpu_", "memory": "memory_"}
+
+NODE_UNITS: dict[str, str] = {
+    "cpu_capacity_cores": "cores",
+    "cpu_cores": "cores",
+    "cpu_usage_ratio": "ratio",
+    "memory_total_bytes": "bytes",
+    "memory_used_bytes": "bytes",
+    "memory_usage_ratio": "ratio",
+    "memory_page_cache_bytes": "bytes",
+    "pressure": "ratio",
+    "network": "bytes_per_second",
+    "windows.value": "ratio",
+    "windows.coverage": "ratio",
+    "seq": "count",
+    "timestamp": "rfc3339",
+}
+
+POD_UNITS: dict[str, str] = {
+    "cpu_cores": "cores",
+    "memory_working_set_bytes": "bytes",
+    "memory_anon_bytes": "bytes",
+    "cpu_throttled_ratio": "ratio",
+    "containers.cpu_cores": "cores",
+    "containers.memory_working_set_bytes": "bytes",
+    "containers.memory_anon_bytes": "bytes",
+    "containers.cpu_throttled_ratio": "ratio",
+    "windows.cpu_*.value": "cores",
+    "windows.memory_*.value": "bytes",
+    "windows.*.coverage": "ratio",
+}
+
+
+def num(x: float | None) -> float | None:
+    """A JSON-safe number: None for unknown, NaN or infinite."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def rfc3339(wall: float) -> str:
+    return datetime.fromtimestamp(wall, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _window(wv: WindowValue) -> dict[str, float | None]:
+    return {"value": num(wv.value), "coverage": num(wv.coverage) or 0.0}
+
+
+def _windows(by_resource: dict[str, WindowSet], prefixes: dict[str, str]) -> dict[str, dict[str, float | None]]:
+    out: dict[str, dict[str, float | None]] = {}
+    for res, prefix in prefixes.items():
+        values = by_resource.get(res, {})
+        for name in WINDOW_NAMES:
+            wv = values.get(name)
+            out[prefix + name] = _window(wv) if wv is not None else {"value": None, "coverage": 0.0}
+    return out
+
+
+def _pressure(pressure: dict[str, Pressure]) -> dict[str, dict[str, float | None]]:
+    return {res: {"some": num(p.some_avg10), "full": num(p.full_avg10)} for res, p in sorted(pressure.items())}
+
+
+def node_document(view: AgentView, snap: Snapshot, windows: WindowStatsCache) -> dict[str, Any]:
+    """The /api/v1/node body: node usage, windows, network, units, plus every `view.node_sections` entry."""
+    node = snap.node
+    interfaces = {
+        i.name: {
+            "physical": i.physical,
+            "receive_bytes_per_second": num(i.rx_bytes_per_second),
+            "transmit_bytes_per_second": num(i.tx_bytes_per_second),
+        }
+        for i in snap.interfaces
+    }
+    rx, tx = snap.network_total()
+    doc: dict[str, Any] = {
+        "node_name": node_label(view),
+        "cpu_capacity_cores": num(node.cpu_capacity_cores),
+        "cpu_cores": num(node.cpu_cores),
+        "cpu_usage_ratio": num(node.cpu_usage_ratio),
+        "memory_total_bytes": node.memory_total_bytes,
+        "memory_used_bytes": node.memory_used_bytes,
+        "memory_usage_ratio": num(node.memory_usage_ratio),
+        "memory_page_cache_bytes": node.memory_page_cache_bytes,
+        "pressure": _pressure(node.pressure),
+        "network": {
+            "interfaces": interfaces,
+            "total": {"receive_bytes_per_second": num(rx), "transmit_bytes_per_second": num(tx)},
+        },
+        "windows": _windows(windows.get(snap).node, NODE_WINDOW_PREFIX),
+        "units": dict(NODE_UNITS),
+        "timestamp": rfc3339(snap.wall),
+        "seq": snap.seq,
+    }
+    for name, section in list(view.node_sections.items()):
+        try:
+            doc[name] = section()
+        except Exception as exc:
+            log.exception("node section %r failed", name)
+            doc[name] = {"error": f"{type(exc).__name__}: {exc}"}
+    return doc
+
+
+def _container(c: ContainerSample) -> dict[str, Any]:
+    return {
+        "id": c.id,
+        "cpu_cores": num(c.cpu_cores),
+        "memory_working_set_bytes": c.memory_working_set_bytes,
+        "memory_anon_bytes": c.memory_anon_bytes,
+        "cpu_throttled_ratio": num(c.cpu_throttled_ratio),
+    }
+
+
+def pod_document(view: AgentView, pod: PodSample, windows: dict[str, WindowSet] | None) -> dict[str, Any]:
+    meta = pod.meta
+    doc: dict[str, Any] = {
+        "namespace": meta.namespace,
+        "name": meta.name,
+        "uid": meta.uid,
+        "qos": normalize_qos(pod.qos),
+        "class": meta.pod_class,
+        "cpu_cores": num(pod.cpu_cores),
+        "memory_working_set_bytes": pod.memory_working_set_bytes,
+        "memory_anon_bytes": pod.memory_anon_bytes,
+        "cpu_throttled_ratio": num(pod.cpu_throttled_ratio),
+        "containers": [_container(c) for c in pod.containers],
+        "windows": _windows(windows or {}, POD_WINDOW_PREFIX),
+    }
+    for name, section in list(view.pod_sections.items()):
+        try:
+            extra = section(meta.uid)
+        except Exception as exc:
+            log.exception("pod section %r failed for %s", name, meta.uid)
+            extra = {"error": f"{type(exc).__name__}: {exc}"}
+        if extra is not None:
+            doc[name] = extra
+    return doc
+
+
+def pods_document(view: AgentView, snap: Snapshot, windows: WindowStatsCache) -> list[dict[str, Any]]:
+    """The /api/v1/pods body: one entry per pod of the snapshot, ordered by namespace, name, uid."""
+    win = windows.get(snap)
+    pods = sorted(snap.pods.values(), key=lambda p: (p.meta.namespace or "", p.meta.name or "", p.meta.uid))
+    return [pod_document(view, pod, win.pods.get(pod.uid)) for pod in pods]
+
+
+def units_document() -> dict[str, Any]:
+    """The /api/v1/units body: the unit of every numeric field of the node and pod documents."""
+    return {
+        "node": dict(NODE_UNITS),
+        "pods": dict(POD_UNITS),
+        "units": {
+            "cores": "CPU cores (1.0 = one core busy for the whole interval)",
+            "bytes": "bytes",
+            "ratio": "fraction 0..1",
+            "bytes_per_second": "bytes per second",
+            "count": "plain number",
+            "rfc3339": "RFC 3339 UTC timestamp of the snapshot",
+        },
+    }

@@ -1,0 +1,256 @@
+"""The agent's HTTP face: FastAPI app factory and a uvicorn server the agent's main can run and stop.
+
+Endpoints
+    ``/metrics``        cached Prometheus text 0.0.4, or OpenMetrics 1.0.0 when Accept prefers it; gzip when
+                        Accept-Encoding allows. Served from `RenderCache` (never rendered in the loop).
+    ``/healthz``        200 while the sampling loop ticks (`view.healthy()`), else 503; small JSON body.
+    ``/readyz``         200 once a snapshot exists and the pod list synced (`view.ready()`), else 503.
+    ``/api/v1/node``    node document (see `exporter.api`); 503 before the first snapshot.
+    ``/api/v1/pods``    list of pod documents; 503 before the first snapshot. Units: ``/api/v1/units``,
+                        also linked from the response's ``Link: </api/v1/units>; rel="describedby"``.
+    ``/api/v1/units``   the unit of every numeric field of the two documents.
+
+The JSON endpoints are plain ``def`` so Starlette runs them in its threadpool: they compute windows for
+every pod and must not block the event loop. The health endpoints are ``async``: they are O(1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+from agent.view import AgentView
+from agent.windows import WINDOW_NAMES
+from exporter.api import node_document, pods_document, units_document
+from exporter.collector import DEFAULT_LABEL_KEYS, ColoCollector
+from exporter.render import CONTENT_TYPE_OPENMETRICS, CONTENT_TYPE_TEXT, RenderCache
+from exporter.stats import WindowStatsCache
+
+JSON_TYPE = "application/json"
+
+
+def _media_ranges(header: str) -> Iterator[tuple[str, dict[str, str], float]]:
+    """(type, params, q) of each entry of an Accept or Accept-Encoding header; malformed q counts as 0."""
+    for part in header.split(","):
+        pieces = [p.strip() for p in part.split(";")]
+        if not pieces[0]:
+            continue
+        params: dict[str, str] = {}
+        for p in pieces[1:]:
+            key, _, value = p.partition("=")
+            params[key.strip().lower()] = value.strip().strip('"')
+        try:
+            q = float(params.pop("q", "1"))
+        except ValueError:
+            q = 0.0
+        yield pieces[0].lower(), params, q
+
+
+def wants_openmetrics(accept: str) -> bool:
+    """OpenMetrics when Accept ranks ``application/openmetrics-text`` (1.0.0, 0.0.1 or no version) at least
+    as high as anything that plain text would satisfy. Prometheus' default Accept prefers it."""
+    q_om = q_text = 0.0
+    for media, params, q in _media_ranges(accept):
+        if media == "application/openmetrics-text":
+            if params.get("version", "1.0.0") in ("1.0.0", "0.0.1"):
+                q_om = max(q_om, q)
+        elif media in ("text/plain", "text/*", "*/*"):
+            q_text = max(q_text, q)
+    return q_om > 0 and q_om >= q_text
+
+
+def accepts_gzip(accept_encoding: str) -> bool:
+    """gzip when Accept-Encoding lists ``gzip`` (or ``*``) with q > 0."""
+    gz: float | None = None
+    star: float | None = None
+    for coding, _params, q in _media_ranges(accept_encoding):
+        if coding == "gzip":
+            gz = q
+        elif coding == "*":
+            star = q
+    if gz is not None:
+        return gz > 0
+    return star is not None and star > 0
+
+
+def _json(body: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
+    """Encode here rather than through FastAPI's jsonable_encoder (slow on 250-pod documents)."""
+    content = json.dumps(body, separators=(",", ":"), allow_nan=False, default=str).encode()
+    return Response(content, status_code=status_code, media_type=JSON_TYPE, headers=headers)
+
+
+def create_app(
+    view: AgentView,
+    *,
+    label_keys: Sequence[str] = DEFAULT_LABEL_KEYS,
+    pod_windows: Sequence[str] = WINDOW_NAMES,
+    max_staleness: float | None = None,
+    gzip_level: int = 1,
+) -> FastAPI:
+    """The app for one view. Its render cache (``app.state.render_cache``) starts a worker thread and
+    registers as a seq listener; `close_app` undoes both."""
+    windows = WindowStatsCache(view)
+    collector = ColoCollector(view, label_keys=label_keys, windows=windows, pod_windows=pod_windows)
+    cache = RenderCache(view, collector, max_staleness=max_staleness, gzip_level=gzip_level)
+    app = FastAPI(
+        title="colo-agent",
+        description="Node and pod usage, rolling windows and the agent's state. Units: /api/v1/units.",
+        version="1",
+    )
+    app.state.view = view
+    app.state.windows = windows
+    app.state.collector = collector
+    app.state.render_cache = cache
+
+    @app.get("/metrics", response_class=Response, summary="Prometheus metrics (cached render)")
+    async def metrics(request: Request) -> Response:
+        openmetrics = wants_openmetrics(request.headers.get("accept", ""))
+        compressed = accepts_gzip(request.headers.get("accept-encoding", ""))
+        scraper = request.client.host if request.client else None
+        try:
+            _rendered, body = await cache.get((openmetrics, compressed), scraper)
+        except Exception as exc:  # a failed or timed-out render: say so, the next scrape retries
+            return Response(f"render failed: {type(exc).__name__}\n", status_code=500, media_type="text/plain")
+        headers = {"Vary": "Accept, Accept-Encoding"}
+        if compressed:
+            headers["Content-Encoding"] = "gzip"
+        media = CONTENT_TYPE_OPENMETRICS if openmetrics else CONTENT_TYPE_TEXT
+        return Response(body, media_type=media, headers=headers)
+
+    @app.get("/healthz", summary="200 while the sampling loop ticks, else 503")
+    async def healthz() -> Response:
+        now = time.monotonic()
+        ok = view.healthy(now)
+        last = view.last_tick_mono
+        body = {"status": "ok" if ok else "stalled", "last_tick_age_seconds": None if last is None else now - last}
+        return JSONResponse(body, status_code=200 if ok else 503)
+
+    @app.get("/readyz", summary="200 once a snapshot exists and the pod list synced, else 503")
+    async def readyz() -> Response:
+        ready = view.ready()
+        body = {"status": "ready" if ready else "not ready", "snapshot": view.snapshot is not None}
+        return JSONResponse(body, status_code=200 if ready else 503)
+
+    @app.get("/api/v1/node", summary="Node usage, windows (ratios 0..1), network, units and stage sections")
+    def node() -> Response:
+        snap = view.snapshot
+        if snap is None:
+            return _json({"error": "no snapshot yet"}, 503)
+        return _json(node_document(view, snap, windows))
+
+    @app.get(
+        "/api/v1/pods",
+        summary="Per-pod usage and windows",
+        description=(
+            "A list of pods. Units: cpu_cores and windows.cpu_* in cores, *_bytes and windows.memory_* in "
+            "bytes, *_ratio and coverage 0..1; the full table is at /api/v1/units."
+        ),
+    )
+    def pods() -> Response:
+        snap = view.snapshot
+        if snap is None:
+            return _json({"error": "no snapshot yet"}, 503)
+        return _json(pods_document(view, snap, windows), headers={"Link": '</api/v1/units>; rel="describedby"'})
+
+    @app.get("/api/v1/units", summary="The unit of every numeric field of /api/v1/node and /api/v1/pods")
+    async def units() -> Response:
+        return _json(units_document())
+
+    return app
+
+
+def close_app(app: FastAPI) -> None:
+    """Stop the app's render worker and unregister its listener (tests, or an agent that rebuilds the app)."""
+    cache: RenderCache = app.state.render_cache
+    cache.close()
+
+
+class ExporterServer(uvicorn.Server):
+    """uvicorn.Server that leaves signals to the agent's main (unless asked) and knows its bound port."""
+
+    def __init__(self, config: uvicorn.Config, *, handle_signals: bool = False) -> None:
+        super().__init__(config)
+        self.handle_signals = handle_signals
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # uvicorn would install SIGINT/SIGTERM handlers and re-raise the signal after shutdown; the agent
+        # must instead finish its own shutdown (persist windows) on SIGTERM, so by default it stays out.
+        if self.handle_signals:
+            with super().capture_signals():
+                yield
+        else:
+            yield
+
+    @property
+    def bound_port(self) -> int:
+        """The listening port (useful with port 0); only after startup."""
+        for server in self.servers:
+            for sock in server.sockets:
+                port: int = sock.getsockname()[1]
+                return port
+        raise RuntimeError("server not started")
+
+    def stop(self) -> None:
+        """Ask the server to exit (thread-safe: uvicorn polls the flag)."""
+        self.should_exit = True
+
+    def start_thread(self, timeout: float = 10.0) -> threading.Thread:
+        """Run the server in a daemon thread with its own event loop; returns once it listens."""
+        thread = threading.Thread(target=self.run, name="colo-http", daemon=True)
+        thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.started:
+            if not thread.is_alive():
+                raise RuntimeError("HTTP server failed to start")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimeoutError("HTTP server did not start in time")
+            time.sleep(0.01)
+        return thread
+
+
+def make_server(
+    app: FastAPI, host: str, port: int, *, log_level: str = "warning", handle_signals: bool = False
+) -> ExporterServer:
+    """A server for `app`: no access log (a scrape per 15 s per Prometheus is noise), no lifespan."""
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, lifespan="off")
+    return ExporterServer(config, handle_signals=handle_signals)
+
+
+async def serve(
+    app: FastAPI,
+    host: str,
+    port: int,
+    *,
+    stop: asyncio.Event | None = None,
+    log_level: str = "warning",
+    server: ExporterServer | None = None,
+) -> None:
+    """Serve until `stop` is set (or ``server.stop()`` is called when a server is passed in).
+
+    Runs in the caller's event loop, e.g. the agent's main thread, which handles SIGTERM by setting `stop`.
+    """
+    srv = server if server is not None else make_server(app, host, port, log_level=log_level)
+    watcher: asyncio.Task[None] | None = None
+    if stop is not None:
+
+        async def _watch(event: asyncio.Event) -> None:
+            await event.wait()
+            srv.stop()
+
+        watcher = asyncio.create_task(_watch(stop))
+    try:
+        await srv.serve()
+    finally:
+        if watcher is not None:
+            watcher.cancel()
