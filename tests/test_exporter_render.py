@@ -120,7 +120,6 @@ def test_prerendering_stops_when_the_scraper_goes_away(h: Harness) -> None:
     before = h.cache.renders
     h.tick(until=1300.0)  # no more scrapes: at most _MAX_MISSED (4) more renders, then none
     assert h.cache.renders - before == 4
-    assert h.cache.renders == before + 4
 
 
 def test_prerender_uses_the_variant_the_scraper_asks_for(h: Harness) -> None:
