@@ -12,7 +12,6 @@ All changed keys of one node go into one merge patch.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 
 from controller import annotations as ann
@@ -21,7 +20,12 @@ from controller.scoring import HOT_VALUE_ACTIVE_PERIOD, Scorer
 
 
 class Annotator:
-    """Plans patches; remembers what it wrote so an informer lagging behind cannot cause rewrites."""
+    """Plans patches from a node's current annotations.
+
+    `current` must be the freshest known state of the node, our own latest patch included (see
+    controller.latest): an annotation we have written but the informer has not shown yet would otherwise
+    look missing and be written again.
+    """
 
     def __init__(self, scorer: Scorer) -> None:
         self.scorer = scorer
@@ -29,35 +33,10 @@ class Annotator:
         shortest = min(self.periods.values(), default=180.0)
         # Keep the hot value fresh: crane trusts it for 5 minutes only.
         self.refresh = min(shortest, HOT_VALUE_ACTIVE_PERIOD - 60.0)
-        self._written: dict[str, dict[str, float]] = {}
-        self._lock = threading.Lock()  # writer threads record, the cycle reads
 
-    def forget(self, node: str | None = None) -> None:
-        """Drop local write memory (a node was deleted, or leadership changed hands)."""
-        with self._lock:
-            if node is None:
-                self._written.clear()
-            else:
-                self._written.pop(node, None)
-
-    def record_written(self, node: str, patch: Mapping[str, str]) -> None:
-        """Called after a successful patch with the values actually sent."""
-        stamps = {k: ann.parse_time(v.rsplit(",", 1)[-1]) for k, v in patch.items()}
-        with self._lock:
-            mine = self._written.setdefault(node, {})
-            for key, stamp in stamps.items():
-                if stamp is not None:
-                    mine[key] = stamp
-
-    def _last(self, node: str, key: str, current: str | None) -> float | None:
-        stamp: float | None = None
-        if current is not None:
-            stamp = ann.parse_time(current.rsplit(",", 1)[-1])
-        with self._lock:
-            local = self._written.get(node, {}).get(key)
-        if local is not None and (stamp is None or local > stamp):
-            stamp = local
-        return stamp
+    @staticmethod
+    def _stamp(raw: str | None) -> float | None:
+        return ann.parse_time(raw.rsplit(",", 1)[-1]) if raw is not None else None
 
     def plan(
         self,
@@ -74,13 +53,13 @@ class Annotator:
                 value = sample.windows.get(name)
                 if value is None:
                     continue
-                last = self._last(node, name, current.get(name))
+                last = self._stamp(current.get(name))
                 if last is None or now - last >= period or ann.parse_value(current.get(name, "")) is None:
                     patch[name] = ann.format_value(value, sample.at)
 
         hot_raw = current.get(ann.HOT_VALUE)
         hot_parsed = ann.parse_value(hot_raw) if hot_raw is not None else None
-        hot_last = self._last(node, ann.HOT_VALUE, hot_raw)
+        hot_last = self._stamp(hot_raw)
         if (
             patch
             or hot_parsed is None
@@ -92,7 +71,7 @@ class Annotator:
 
         if sample is not None and sample.oversubscription is not None:
             over_raw = current.get(ann.OVERSUBSCRIPTION)
-            over_last = self._last(node, ann.OVERSUBSCRIPTION, over_raw)
+            over_last = self._stamp(over_raw)
             over_parsed = ann.parse_oversubscription(over_raw) if over_raw is not None else None
             if (
                 any(k in self.periods for k in patch)

@@ -24,6 +24,7 @@ from controller.config import ControllerConfig
 from controller.discovery import discover
 from controller.extender import Extender
 from controller.hotvalue import BindingRecords
+from controller.latest import LatestNodes
 from controller.metrics import ControllerMetrics
 from controller.policy import DynamicSchedulerPolicy
 from controller.poller import AgentPoller
@@ -72,6 +73,9 @@ class Controller:
         self.board = ScoreBoard(self.scorer)
         self.bindings = BindingRecords(policy.spec.hot_value, clock=clock)
         self.annotator = Annotator(self.scorer)
+        # Nodes as the informer shows them, or as our own last patch left them when the watch lags behind
+        # it: planning from the informer alone would rewrite what we wrote a cycle ago.
+        self.latest = LatestNodes(on_change=self.board.update_node)
         self.extender = Extender(self.board, cfg.classify, max_priority=cfg.extender.max_priority, clock=clock)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -142,10 +146,10 @@ class Controller:
         if etype == "DELETED":
             name = node_name(node)
             if name is not None:
+                self.latest.deleted(name)
                 self.board.remove_node(name)
-                self.annotator.forget(name)
         else:
-            self.board.update_node(node)
+            self.latest.observed(node)  # updates the board unless our own patch is newer
 
     def _on_pod(self, etype: str, pod: dict[str, Any]) -> None:
         if etype in ("ADDED", "MODIFIED"):
@@ -155,13 +159,11 @@ class Controller:
         self.metrics.is_leader.set(1 if leading else 0)
         if not leading:
             self.writer.clear()
-        # Either way our memory of past writes may be outdated: trust the node annotations again.
-        self.annotator.forget()
+        # Either way, trust the informer's objects again rather than our memory of past writes.
+        self.latest.reset(self.nodes.items)
 
     def _on_written(self, node: str, patch: Mapping[str, str], updated: dict[str, Any]) -> None:
-        self.annotator.record_written(node, patch)
-        if updated:
-            self.board.update_node(updated)
+        self.latest.wrote(updated)  # the PATCH response: the node as stored, with our annotations
 
     # ---- the cycle -------------------------------------------------------------------------------
 
@@ -181,7 +183,7 @@ class Controller:
             name = node_name(node)
             if name is None:
                 continue
-            anns = (node.get("metadata") or {}).get("annotations") or {}
+            anns = (self.latest.get(node).get("metadata") or {}).get("annotations") or {}
             patch = self.annotator.plan(name, anns, result.samples.get(name), hot.get(name, 0), now)
             if patch:
                 self.writer.submit(name, patch)

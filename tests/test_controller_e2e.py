@@ -192,11 +192,18 @@ def test_annotations_byte_for_byte_and_periods(
         assert len(bodies) <= 1
         return set(bodies[0]) if bodies else set()
 
+    def nothing_written_at(t: float) -> bool:
+        """No node at all is patched (whether or not the informer has seen our previous patches yet)."""
+        before = len(patches(kube_api))
+        clock.now = t
+        run_cycle(c)
+        return len(patches(kube_api)) == before
+
     derived = {"node_hot_value", "colo.io/load-score", "colo.io/oversubscription"}
-    assert keys_written_at(T0 + 60) == set()
-    assert keys_written_at(T0 + 179) == set()
+    assert nothing_written_at(T0 + 60)
+    assert nothing_written_at(T0 + 179)
     assert keys_written_at(T0 + 180) == {"cpu_usage_avg_5m", "mem_usage_avg_5m"} | derived
-    assert keys_written_at(T0 + 300) == set()
+    assert nothing_written_at(T0 + 300)
     assert (
         keys_written_at(T0 + 900)
         == {
@@ -298,13 +305,85 @@ def test_leader_failover(
     body = b.extender.prioritize({"metadata": {"name": "p"}}, None, ["n1"])
     assert body == [{"Host": "n1", "Score": 7}]
     assert ok_patches(b) == 0
-    written_by_a = ok_patches(a)
-    assert written_by_a >= 1
+    # The server stores a patch before it answers: the writer counts it only once the response is back.
+    wait_for(lambda: ok_patches(a) >= 1, what="a counts its patch")
 
-    a.stop()  # releases the lease
+    a.stop()  # releases the lease; a patch in flight is answered (and counted) before it returns
+    written_by_a = ok_patches(a)
     wait_for(b.is_leader, what="b takes over")
     fleet.set("n1", payload=agent_payload("n1", 0.9))
     wait_for(lambda: node_annotations(kube_api, "n1")["cpu_usage_avg_5m"].startswith("0.90000,"), what="b writes")
-    assert ok_patches(b) >= 1
+    wait_for(lambda: ok_patches(b) >= 1, what="b counts its patch")
     assert kube_api.get("leases", NS, "colo-controller")["spec"]["holderIdentity"] == "b"  # type: ignore[index]
     assert ok_patches(a) == written_by_a
+
+
+def test_lagging_node_informer_causes_no_rewrites(
+    kube_api: FakeKubeAPI,  # noqa: F811
+    kube: Kube,  # noqa: F811
+    fleet: AgentFleet,
+    started: list[Controller],
+) -> None:
+    """The planner must not take its own not-yet-watched patch for a missing annotation."""
+    for name in ("n1", "n2"):
+        add_slice(kube_api, name, fleet.add(name, agent_payload(name, 0.2, oversubscription=(1500, 1 << 30))))
+        add_node(kube_api, name)
+    clock = Clock(T0)
+    c = Controller(kube, config(), default_policy(), clock=clock)
+    started.append(c)
+    c.start(run_loop=False)
+    wait_for(c.synced, what="informers")
+
+    # Freeze the node informer: cut its watch and hold its re-watch for a while.
+    lag = 3.0
+    watches = len(kube_api.requests_for("GET", r"^/api/v1/nodes$", watch=True))
+    hold = kube_api.inject("GET", r"^/api/v1/nodes$", status=None, delay=lag, watch=True)
+    kube_api.drop_watches()
+    wait_for(lambda: hold.hits == 1, what="the node informer's delayed re-watch")
+    frozen_at = time.monotonic()
+    assert len(kube_api.requests_for("GET", r"^/api/v1/nodes$", watch=True)) == watches + 1
+
+    run_cycle(c)
+    first = patches(kube_api)
+    assert sorted(r.path.rsplit("/", 1)[-1] for r in first) == ["n1", "n2"]
+    for r in first:
+        assert set(r.body["metadata"]["annotations"]) == set(METRICS) | {
+            "node_hot_value",
+            "colo.io/oversubscription",
+            "colo.io/load-score",
+        }
+    clock.now = T0 + 60  # inside every period
+    run_cycle(c)
+    # The premise: the informer still has not seen the first cycle's patches.
+    assert time.monotonic() - frozen_at < lag
+    for name in ("n1", "n2"):
+        cached = c.nodes.get(name)
+        assert cached is not None and "cpu_usage_avg_5m" not in cached["metadata"]["annotations"]
+    assert len(patches(kube_api)) == 2  # nothing written again
+
+    # Once the informer catches up, its objects are used again: still nothing to write.
+    def caught_up() -> bool:
+        cached = c.nodes.get("n2")
+        return cached is not None and "cpu_usage_avg_5m" in cached["metadata"]["annotations"]
+
+    wait_for(caught_up, timeout=lag + 10, what="the node informer catches up")
+    clock.now = T0 + 120
+    run_cycle(c)
+    assert len(patches(kube_api)) == 2
+    # ...and a change by someone else, newer than our patch, wins over our memory of that patch.
+    assert c.latest.ahead_of_informer() == 0
+    edited = kube_api.get("nodes", None, "n1")
+    assert edited is not None and edited["metadata"]["annotations"].pop("cpu_usage_max_avg_1d")
+    kube_api.put("nodes", edited)
+
+    def removal_seen() -> bool:
+        cached = c.nodes.get("n1")
+        return cached is not None and "cpu_usage_max_avg_1d" not in cached["metadata"]["annotations"]
+
+    wait_for(removal_seen, what="the node informer sees the removal")
+    clock.now = T0 + 150
+    run_cycle(c)
+    sent = patches(kube_api)[2:]
+    assert [r.path.rsplit("/", 1)[-1] for r in sent] == ["n1"]
+    assert "cpu_usage_max_avg_1d" in sent[0].body["metadata"]["annotations"]
+    assert node_annotations(kube_api, "n1")["cpu_usage_max_avg_1d"] == "0.20000,2026-11-22T10:02:30Z"
