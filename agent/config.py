@@ -104,6 +104,7 @@ class AgentConfig(Strict):
     log_level: LogLevel = "info"
     discovery_seconds: float = Field(default=10.0, gt=0)
     aggregate_label_keys: tuple[str, ...] = ("quota.scheduling.koordinator.sh/name",)
+    pod_windows: tuple[str, ...] | None = None  # pod windows exported to Prometheus; None: all (JSON has all)
     kubeconfig: str | None = None
     node_name: str | None = None
     dry_run: bool = False
@@ -129,11 +130,14 @@ class AgentConfig(Strict):
         return v
 
     @model_validator(mode="after")
-    def _peak_window(self) -> AgentConfig:
+    def _window_names(self) -> AgentConfig:
         from agent.windows import WINDOW_NAMES
 
         if self.oversubscription.peak_window not in WINDOW_NAMES:
             raise ValueError(f"oversubscription.peak_window must be one of {', '.join(WINDOW_NAMES)}")
+        unknown = set(self.pod_windows or ()) - set(WINDOW_NAMES)
+        if unknown:
+            raise ValueError(f"pod_windows: {', '.join(sorted(unknown))} not among {', '.join(WINDOW_NAMES)}")
         return self
 
     def listen_address(self, in_cluster: bool) -> tuple[str, int]:

@@ -12,7 +12,6 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from typing import Protocol
 
 import uvicorn
@@ -158,21 +157,14 @@ class Agent:
         self.sampler.close()
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without its own signal capture: the agent saves its state before exiting."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
-async def serve(agent: Agent, host: str, port: int, ready: threading.Event | None = None) -> None:
+async def serve(agent: Agent, host: str, port: int) -> None:
     """Serve HTTP until SIGTERM/SIGINT; then stop sampling and save state."""
-    from exporter.app import create_app
+    from agent.windows import WINDOW_NAMES
+    from exporter.app import close_app, create_app, make_server
 
-    app = create_app(agent.view, label_keys=agent.config.aggregate_label_keys)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="off")
-    server = _Server(config)
+    cfg = agent.config
+    app = create_app(agent.view, label_keys=cfg.aggregate_label_keys, pod_windows=cfg.pod_windows or WINDOW_NAMES)
+    server = make_server(app, host, port, log_level="warning")
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -182,15 +174,13 @@ async def serve(agent: Agent, host: str, port: int, ready: threading.Event | Non
     while not server.started and not task.done():
         await asyncio.sleep(0.02)
     if server.started:
-        bound = server.servers[0].sockets[0].getsockname() if server.servers else (host, port)
-        url_host = f"[{bound[0]}]" if ":" in str(bound[0]) else bound[0]
-        print(f"colo-agent: serving http://{url_host}:{bound[1]}/metrics  ({agent.describe()})", flush=True)
-        if ready is not None:
-            ready.set()
+        url_host = f"[{host}]" if ":" in host else host
+        print(f"colo-agent: serving http://{url_host}:{server.bound_port}/metrics  ({agent.describe()})", flush=True)
     try:
         await task
     finally:
         await asyncio.to_thread(agent.stop)
+        close_app(app)
         log.info("colo-agent stopped; window state saved")
 
 

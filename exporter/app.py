@@ -220,10 +220,20 @@ class ExporterServer(uvicorn.Server):
 
 
 def make_server(
-    app: FastAPI, host: str, port: int, *, log_level: str = "warning", handle_signals: bool = False
+    app: FastAPI,
+    host: str,
+    port: int,
+    *,
+    log_level: str = "warning",
+    handle_signals: bool = False,
+    keep_alive_seconds: int = 75,
 ) -> ExporterServer:
-    """A server for `app`: no access log (a scrape per 15 s per Prometheus is noise), no lifespan."""
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, lifespan="off")
+    """A server for `app`: no access log (a scrape per 15 s per Prometheus is noise), no lifespan, and
+    connections kept open longer than a scrape interval so Prometheus does not reconnect every time."""
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level=log_level, access_log=False, lifespan="off",
+        timeout_keep_alive=keep_alive_seconds,
+    )  # fmt: skip
     return ExporterServer(config, handle_signals=handle_signals)
 
 
