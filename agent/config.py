@@ -103,6 +103,7 @@ class AgentConfig(Strict):
     state_save_seconds: float = Field(default=60.0, ge=1)
     log_level: LogLevel = "info"
     discovery_seconds: float = Field(default=10.0, gt=0)
+    container_memory_detail_every: int = Field(default=5, ge=1)  # passes between containers' memory.stat reads
     aggregate_label_keys: tuple[str, ...] = ("quota.scheduling.koordinator.sh/name",)
     pod_windows: tuple[str, ...] | None = None  # pod windows exported to Prometheus; None: all (JSON has all)
     kubeconfig: str | None = None

@@ -97,8 +97,10 @@ class Agent:
         self.view = AgentView(self.windows, config.interval, self.node_name)
         self.reader = CgroupReader(self.layout)
         self.source: PodSource = CgroupPodSource(self.layout, self.model, config.discovery_seconds)
-        self.sampler = Sampler(self.layout, self.model, self.source, self.windows, host_root=config.host_root,
-                               reader=self.reader)  # fmt: skip
+        self.sampler = Sampler(
+            self.layout, self.model, self.source, self.windows, host_root=config.host_root, reader=self.reader,
+            container_stat_every=config.container_memory_detail_every,
+        )  # fmt: skip
         self.stages: list[Stage] = []
         self.services: list[Service] = []
         self.loop = SamplingLoop(self)

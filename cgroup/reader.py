@@ -124,6 +124,7 @@ class CgroupReader:
         self.layout = layout
         self.files = files if files is not None else FileCache()
         self._counters: dict[str, _Counters] = {}
+        self._v2 = layout.is_v2
 
     # -- helpers -----------------------------------------------------------------------------------
     def _read(self, controller: str, cgroup: str, name: str) -> tuple[str, bytes]:
@@ -153,7 +154,7 @@ class CgroupReader:
     def cpu(self, cgroup: str) -> CpuUsage:
         p = self._counters.get(cgroup) or self._paths(cgroup)
         read = self.files.read
-        if self.layout.is_v2:
+        if self._v2:
             data = read(p.cpu_stat)
             st = parse_keyed(p.cpu_stat, data)
             try:
@@ -180,12 +181,21 @@ class CgroupReader:
             keyed_value(p.cpu_stat, data, b"throttled_time"),
         )
 
-    def memory(self, cgroup: str) -> MemoryUsage:
+    def memory(self, cgroup: str, previous: MemoryUsage | None = None) -> MemoryUsage:
+        """Usage, working set, anon and file pages.
+
+        With `previous`, memory.stat (the costliest file: the kernel flushes per-CPU counters to print it)
+        is not read: the working set is the new usage minus the previous inactive file pages, floored at 0,
+        and anon/file are carried over — how a caller refreshes detail less often than usage.
+        """
         p = self._counters.get(cgroup) or self._paths(cgroup)
         read = self.files.read
         usage = parse_int(p.mem_usage, read(p.mem_usage))
+        if previous is not None:
+            inactive = previous.inactive_file_bytes
+            return MemoryUsage(usage, max(0, usage - inactive), previous.anon_bytes, previous.file_bytes, inactive)
         data = read(p.mem_stat)
-        if self.layout.is_v2:
+        if self._v2:
             inactive = keyed_value(p.mem_stat, data, b"inactive_file")
             anon = keyed_value(p.mem_stat, data, b"anon")
             file = keyed_value(p.mem_stat, data, b"file")

@@ -100,3 +100,25 @@ def test_recreated_cgroup_gives_no_negative_rate(v1tree_cgroupfs: V1Tree) -> Non
     time.sleep(0.2)
     again = sampler.sample().pods[uid].cpu_cores
     assert again is not None and again >= 0
+
+
+@pytest.mark.cgroupv1
+def test_container_memory_detail_every_n_passes(v1tree_cgroupfs: V1Tree) -> None:
+    """Between full readings a container's working set follows its usage; the detail refreshes every N passes."""
+    tree = v1tree_cgroupfs
+    uid, _, (ctr,) = tree.pod("burstable")
+    windows = WindowStore()
+    sampler = Sampler(tree.layout, tree.model, CgroupPodSource(tree.layout, tree.model, 0.0), windows,
+                      container_stat_every=3)  # fmt: skip
+    sampler.sample()  # seq 0: full
+    full_reads = sum(1 for p in sampler.reader.files._fds if p.endswith(f"{ctr}/memory.stat"))
+    assert full_reads == 1
+    tree.allocate(ctr, 48)
+    snap = sampler.sample()  # usage only: the new anonymous memory shows in the working set at once
+    (c,) = snap.pods[uid].containers
+    assert c.memory_working_set_bytes >= 48 << 20 and c.memory_anon_bytes < 48 << 20  # anon is the old detail
+    assert snap.pods[uid].memory_anon_bytes >= 46 << 20  # the pod itself is read in full every pass
+    sampler.sample()
+    snap = sampler.sample()  # seq 3: full again
+    (c,) = snap.pods[uid].containers
+    assert c.memory_anon_bytes >= 46 << 20
