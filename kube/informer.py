@@ -73,6 +73,9 @@ class Informer:
         self._jitter = jitter
         self.synced = threading.Event()
         self.last_error: str | None = None
+        #: HTTP status of the last failed list/watch (0: no answer, connection error or timeout); None after
+        #: a success. Callers tell "API server unreachable" (0, >= 500) from "refused" (4xx) with it.
+        self.last_status: int | None = None
         self._cache: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -206,6 +209,7 @@ class Informer:
                     delivered = True
                     self._failures = 0
                     self.last_error = None
+                    self.last_status = None
                 self._apply(etype, obj)
             return delivered or time.monotonic() - started >= _SHORT_WATCH
         finally:
@@ -223,6 +227,7 @@ class Informer:
                     need_list = False
                     self._failures = 0
                     self.last_error = None
+                    self.last_status = None
                 if self._watch():
                     self._failures = 0
                     continue
@@ -236,6 +241,7 @@ class Informer:
                     continue
                 self._failures += 1
                 self.last_error = str(e)
+                self.last_status = e.status
                 retry_after = e.retry_after
                 log.warning("informer %s: %s (attempt %d)", self.kind, e, self._failures)
             except Exception as e:  # keep the cache alive whatever happens; the error is visible
