@@ -64,6 +64,8 @@ def classify_os_error(path: str, exc: OSError, *, cgroup_dir: str | None = None)
         return CgroupPermissionError(path, os.strerror(exc.errno))
     if exc.errno == errno.ENODEV:
         return CgroupGone(path, "cgroup removed")
+    if exc.errno in (errno.EOPNOTSUPP, errno.ENOTSUP):
+        return Unsupported(path, "the kernel does not support this file here (e.g. booted with psi=0)")
     if exc.errno == errno.ENOENT:
         if cgroup_dir is not None and os.path.isdir(cgroup_dir):
             return CgroupFileMissing(path, "no such file in an existing cgroup")

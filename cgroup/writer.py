@@ -4,12 +4,20 @@ changes so no intermediate state is rejected (loosen parents before children, ti
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from cgroup.errors import CgroupFileMissing, CgroupGone, CgroupValueError, CgroupWriteError, Unsupported
+from cgroup.errors import (
+    CgroupError,
+    CgroupFileMissing,
+    CgroupGone,
+    CgroupValueError,
+    CgroupWriteError,
+    Unsupported,
+)
 from cgroup.files import format_cpuset, read_once, write_value
 from cgroup.layout import Layout
 from cgroup.reader import CgroupReader
@@ -59,11 +67,21 @@ class CgroupWriter:
             return
         period_path = self._file("cpu", cgroup, "cpu.cfs_period_us")
         current_period = int(read_once(period_path))
-        if current_period != period_us:
-            # the period change must not make the current quota invalid: lift the quota first
+        if current_period == period_us:
+            write_value(path, "-1" if quota_us is None else str(quota_us))
+            return
+        # a new period must not make the current quota invalid: lift the quota, change the period, set the
+        # quota; if any step is refused, put the old pair back so a failed write never leaves it unlimited
+        old_quota = read_once(path).decode().strip()
+        try:
             write_value(path, "-1")
             write_value(period_path, str(period_us))
-        write_value(path, "-1" if quota_us is None else str(quota_us))
+            write_value(path, "-1" if quota_us is None else str(quota_us))
+        except CgroupWriteError:
+            with contextlib.suppress(CgroupError):
+                write_value(period_path, str(current_period))
+                write_value(path, old_quota)
+            raise
 
     def set_cpu_shares(self, cgroup: str, shares: int) -> None:
         """v1 cpu.shares; on v2 the equivalent cpu.weight."""
@@ -94,10 +112,14 @@ class CgroupWriter:
 
     # -- memory ------------------------------------------------------------------------------------
     def set_memory_limit(self, cgroup: str, limit_bytes: int | None) -> None:
-        """Hard limit; None removes it. Never below current usage: that would trigger the OOM killer."""
+        """Hard limit; None removes it. Refused below current usage: v2 would OOM-kill to get there and v1
+        reclaims at length before failing with EBUSY."""
         path = self._file("memory", cgroup, "memory.max" if self.layout.is_v2 else "memory.limit_in_bytes")
         if limit_bytes is not None:
             _check_range(path, limit_bytes, 4096, 1 << 62, "memory limit (bytes)")
+            usage = self.reader.memory(cgroup).usage_bytes
+            if limit_bytes < usage:
+                raise CgroupValueError(path, limit_bytes, f"a limit must not be below current usage {usage}")
         value = ("max" if self.layout.is_v2 else "-1") if limit_bytes is None else str(limit_bytes)
         write_value(path, value)
 

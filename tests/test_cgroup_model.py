@@ -198,13 +198,26 @@ def test_v1_memory_stat_fast_path_and_fallback() -> None:
 
     kernel = (
         b"cache 1\nrss 2\ninactive_anon 3\nhierarchical_memory_limit 9223372036854771712\ntotal_cache 100\n"
-        b"total_rss 200\ntotal_pgmajfault 0\ntotal_inactive_anon 30\ntotal_active_anon 40\ntotal_inactive_file 50\n"
-        b"total_active_file 60\ntotal_unevictable 0\n"
+        b"total_rss 70\ntotal_shmem 30\ntotal_pgmajfault 0\ntotal_inactive_anon 60\ntotal_active_anon 40\n"
+        b"total_inactive_file 50\ntotal_active_file 20\ntotal_unevictable 0\n"
     )
+    # anon is total_rss: shmem (counted as cache by v1, as file by v2) stays out, as in v2's anon
     assert _v1_memory_stat("p", kernel) == (50, 70, 100)
-    reordered = b"total_inactive_file 50\ntotal_active_anon 40\ntotal_cache 100\ntotal_inactive_anon 30\n"
+    reordered = b"total_inactive_file 50\ntotal_rss 70\ntotal_cache 100\n"
     assert _v1_memory_stat("p", reordered) == (50, 70, 100)
     with pytest.raises(CgroupParseError):
-        _v1_memory_stat("p", b"total_cache 100\ntotal_inactive_anon x\n")
+        _v1_memory_stat("p", b"total_cache 100\ntotal_rss x\n")
     with pytest.raises(CgroupParseError):
         _v1_memory_stat("p", b"cache 1\n")
+
+
+def test_psi_avg10_fast_path() -> None:
+    from cgroup.files import parse_psi_avg10
+
+    text = b"some avg10=1.25 avg60=0.50 avg300=0.10 total=123\nfull avg10=0.75 avg60=0.00 avg300=0.00 total=9\n"
+    assert parse_psi_avg10("p", text) == (1.25, 0.75)
+    assert parse_psi_avg10("p", b"some avg10=2.00 avg60=0.00 avg300=0.00 total=1\n") == (2.0, None)
+    with pytest.raises(CgroupParseError):
+        parse_psi_avg10("p", b"some avg10=x avg60=0.00\n")
+    with pytest.raises(CgroupParseError):
+        parse_psi_avg10("p", b"nothing\n")

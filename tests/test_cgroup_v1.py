@@ -141,10 +141,20 @@ def test_rejected_writes_raise_typed_errors_and_keep_the_old_value(v1tree_cgroup
 
     tree.allocate(ctr, 64)
     writer.set_memory_limit(ctr, 512 * MIB)
-    with pytest.raises(CgroupWriteError) as info:
-        writer.set_memory_limit(ctr, 8 * MIB)  # below usage, no swap: the kernel gives up with EBUSY
-    assert info.value.errno == errno.EBUSY and "8388608" in str(info.value)
+    with pytest.raises(CgroupValueError) as value_info:
+        writer.set_memory_limit(ctr, 8 * MIB)  # below usage: refused before the kernel reclaims or OOM-kills
+    assert "8388608" in str(value_info.value) and "usage" in str(value_info.value)
     assert reader.memory_limit(ctr) == 512 * MIB
+    # the kernel's own refusal arrives typed too: a v1 parent quota below its child's is EINVAL
+    _, parent, (child,) = tree.pod("burstable")
+    writer.set_cpu_quota(parent, 50_000, 50_000)
+    writer.set_cpu_quota(child, 40_000, 100_000)
+    with pytest.raises(CgroupWriteError) as write_info:
+        writer.set_cpu_quota(parent, 10_000, 100_000)  # a new period and a quota under the child's
+    assert write_info.value.errno == errno.EINVAL
+    # the failed period change rolled back: still 50000 per 50000, not unlimited
+    s = reader.cpu_settings(parent)
+    assert (s.quota_us, s.period_us) == (50_000, 50_000)
 
 
 def test_safe_order_for_nested_quotas(v1tree_cgroupfs: V1Tree) -> None:
