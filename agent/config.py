@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -157,13 +158,26 @@ def _set_nested(target: dict[str, Any], dotted: Sequence[str], value: Any) -> No
     target[dotted[-1]] = value
 
 
+_SERVICE_LINK = re.compile(r".*_(SERVICE_HOST|SERVICE_PORT(_.+)?|PORT(_\d+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)?)$")
+
+
+def _env_value(key: str, value: str) -> Any:
+    """Plain strings stay strings (pydantic converts numbers and booleans); `[a, b]` and `{k: v}` are YAML."""
+    if value[:1] in ("[", "{"):
+        try:
+            return yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{key}: not a YAML list or mapping: {exc}") from None
+    return value
+
+
 def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in env.items():
-        if key.startswith("COLO_") and key != "COLO_CONFIG":
-            parts = key[5:].lower().split("__")
-            parsed = yaml.safe_load(value) if value else value
-            _set_nested(out, parts, parsed)
+        # Kubernetes' service links (COLO_AGENT_SERVICE_HOST, COLO_AGENT_PORT_9817_TCP...) are not settings
+        if not key.startswith("COLO_") or key == "COLO_CONFIG" or _SERVICE_LINK.match(key):
+            continue
+        _set_nested(out, key[5:].lower().split("__"), _env_value(key, value))
     return out
 
 

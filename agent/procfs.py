@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import psutil
 
 from cgroup.errors import CgroupError
-from cgroup.files import FileCache, parse_psi
+from cgroup.files import FileCache, parse_psi_avg10
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,13 +49,22 @@ class HostProc:
         return CpuTimes(total - t.idle - t.iowait - t.steal, total)
 
     def meminfo(self) -> MemInfo:
-        m = psutil.virtual_memory()
-        return MemInfo(int(m.total), int(m.available), int(m.cached))
+        """MemTotal, MemAvailable and Cached from /proc/meminfo (psutil's `cached` adds reclaimable slab,
+        which is not page cache)."""
+        path = os.path.join(self.proc, "meminfo")
+        fields: dict[bytes, int] = {}
+        for line in self._files.read(path).splitlines():
+            key, _, rest = line.partition(b":")
+            if key in (b"MemTotal", b"MemAvailable", b"Cached"):
+                fields[key] = int(rest.split()[0]) * 1024
+        if b"MemTotal" not in fields or b"MemAvailable" not in fields:
+            raise CgroupError(path, "no MemTotal/MemAvailable (kernel older than 3.14?)")
+        return MemInfo(fields[b"MemTotal"], fields[b"MemAvailable"], fields.get(b"Cached", 0))
 
-    def pressure(self, resource: str) -> dict[str, dict[str, float]] | None:
-        """The node's PSI (percent averages); None on kernels without it."""
+    def pressure(self, resource: str) -> tuple[float, float | None] | None:
+        """The node's PSI 'some'/'full' avg10 (percent); None on kernels without it."""
         path = os.path.join(self.proc, "pressure", resource)
         try:
-            return parse_psi(path, self._files.read(path))
+            return parse_psi_avg10(path, self._files.read(path))
         except CgroupError:
             return None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 
 
 class CounterRates:
@@ -27,21 +27,6 @@ class CounterRates:
         if dv < 0 or dt <= 0:
             return None
         return dv / dt
-
-    def delta(self, key: Hashable, value: float, t: float) -> float | None:
-        """The raw increase since the previous sample (None on the first sample or a reset)."""
-        prev = self._last.get(key)
-        self._last[key] = (value, t)
-        if prev is None or value < prev[0] or t <= prev[1]:
-            return None
-        return value - prev[0]
-
-    def retain(self, keep: Callable[[Hashable], bool]) -> int:
-        """Forget counters for which `keep` is false (vanished pods); returns how many were dropped."""
-        stale = [k for k in self._last if not keep(k)]
-        for k in stale:
-            del self._last[k]
-        return len(stale)
 
     def __len__(self) -> int:
         return len(self._last)

@@ -99,7 +99,7 @@ class Agent:
         self.source: PodSource = CgroupPodSource(self.layout, self.model, config.discovery_seconds)
         self.sampler = Sampler(
             self.layout, self.model, self.source, self.windows, host_root=config.host_root, reader=self.reader,
-            container_stat_every=config.container_memory_detail_every,
+            container_stat_every=config.container_memory_detail_every, windows_lock=self.view.windows_lock,
         )  # fmt: skip
         self.stages: list[Stage] = []
         self.services: list[Service] = []
@@ -107,7 +107,7 @@ class Agent:
 
     def _load_windows(self) -> WindowStore:
         """Windows from the state file, or new ones whose minute grid sits on whole wall-clock minutes."""
-        max_gap = max(5.0, 5 * self.config.interval)  # a missed tick or two is not a gap
+        max_gap = min(60.0, max(5.0, 5 * self.config.interval))  # a missed tick or two is not a gap
         mono, wall = time.monotonic(), time.time()
         if not self.config.state_file:
             return WindowStore(phase=wall_aligned_phase(mono, wall), max_gap=max_gap)
@@ -125,8 +125,7 @@ class Agent:
             log.warning("cannot save window state to %s: %s", path, exc)
 
     def tick(self) -> Snapshot:
-        with self.view.windows_lock:
-            snap = self.sampler.sample()
+        snap = self.sampler.sample()  # takes the windows lock itself, only to feed and sweep the windows
         self.view.publish(snap)
         for stage in self.stages:
             try:
@@ -145,6 +144,9 @@ class Agent:
 
     def stop(self) -> None:
         self.loop.stop()
+        sampling = self.loop.thread.is_alive()
+        if sampling:
+            log.warning("the sampling pass did not end within the stop timeout; leaving its descriptors open")
         for service in reversed(self.services):
             try:
                 service.stop()
@@ -156,7 +158,8 @@ class Agent:
             except Exception:
                 log.exception("stage %s failed to stop", stage.name)
         self.save_state()
-        self.sampler.close()
+        if not sampling:
+            self.sampler.close()
 
 
 async def serve(agent: Agent, host: str, port: int) -> None:

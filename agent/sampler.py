@@ -4,6 +4,7 @@ network from netlink; counters become rates over the real elapsed monotonic time
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -32,11 +33,13 @@ from cgroup import (
     MemoryUsage,
     PathModel,
     PodCgroup,
+    QoS,
     discover_pods,
 )
+from cgroup.reader import PSI_RESOURCES
 
 log = logging.getLogger(__name__)
-PSI_RESOURCES = ("cpu", "memory", "io")
+RETAIN_PASSES = 60
 
 
 class PodSource(Protocol):
@@ -66,11 +69,12 @@ class CgroupPodSource:
         self._scanned = None
 
 
-def _pressure(psi: dict[str, dict[str, float]] | None) -> Pressure | None:
-    if psi is None:
+def _pressure(avg10: tuple[float, float | None] | None) -> Pressure | None:
+    """PSI avg10 percentages as ratios."""
+    if avg10 is None:
         return None
-    full = psi.get("full")
-    return Pressure(psi["some"]["avg10"] / 100.0, full["avg10"] / 100.0 if full else None)
+    some, full = avg10
+    return Pressure(some / 100.0, None if full is None else full / 100.0)
 
 
 class Sampler:
@@ -93,6 +97,7 @@ class Sampler:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         container_stat_every: int = 1,
+        windows_lock: threading.Lock | None = None,
     ) -> None:
         self.layout, self.model, self.source, self.windows = layout, model, source, windows
         self.reader = reader or CgroupReader(layout)
@@ -101,20 +106,26 @@ class Sampler:
         self.rates = CounterRates()
         self.clock, self.wall_clock = clock, wall_clock
         self.seq = 0
+        self._prev_node_cpu: tuple[float, float] | None = None
         self._prev_cpu: dict[str, tuple[float, CpuUsage]] = {}  # cgroup -> (time, counters) of the last pass
         self._container_mem: dict[str, MemoryUsage] = {}  # container cgroup -> last full memory reading
         self.container_stat_every = max(1, container_stat_every)
         self._known_cgroups: set[str] = set()
         self._previous_cgroups: set[str] = set()
-        self.psi_enabled = layout.unified is not None
+        self.windows_lock = windows_lock or threading.Lock()
+        # pod PSI only for resources the kernel reports at all (psi=0 kernels have no /proc/pressure)
+        self.psi_resources = tuple(r for r in PSI_RESOURCES if self.proc.pressure(r) is not None)
+        self.psi_enabled = layout.unified is not None and bool(self.psi_resources)
 
     # -- parts of a pass -------------------------------------------------------------------------
     def _node(self, now: float) -> NodeSample:
         cpu = self.proc.cpu_times()
         mem = self.proc.meminfo()
-        busy = self.rates.rate(("node", "busy"), cpu.busy_seconds, now)
+        # /proc/stat's idle and iowait may step backwards on tickless kernels: clamp instead of dropping
+        prev, self._prev_node_cpu = self._prev_node_cpu, (now, cpu.busy_seconds)
+        busy = None if prev is None or now <= prev[0] else max(0.0, cpu.busy_seconds - prev[1]) / (now - prev[0])
         pressure: dict[str, Pressure] = {}
-        for res in PSI_RESOURCES:
+        for res in self.psi_resources:
             p = _pressure(self.proc.pressure(res))
             if p is not None:
                 pressure[res] = p
@@ -166,14 +177,12 @@ class Sampler:
             )
         pressure: dict[str, Pressure] = {}
         if self.psi_enabled:
-            for res in PSI_RESOURCES:
-                psi = self.reader.psi(pod.path, res)
-                if psi is not None:
-                    pressure[res] = Pressure(
-                        psi.some.avg10 / 100.0, psi.full.avg10 / 100.0 if psi.full is not None else None
-                    )
-            if not pressure:
-                self.psi_enabled = self.layout.is_v2  # hybrid host without pod dirs on the unified tree
+            for res in self.psi_resources:
+                p = _pressure(self.reader.psi_avg10(pod.path, res))
+                if p is not None:
+                    pressure[res] = p
+            if not pressure and not self.layout.is_v2:
+                self.psi_enabled = False  # hybrid host whose pods have no directory on the unified tree
         return PodSample(
             meta=meta,
             qos=pod.qos,
@@ -189,17 +198,25 @@ class Sampler:
         )
 
     def _tiers(self, now: float) -> dict[str, TierSample]:
-        tiers: dict[str, TierSample] = {}
+        """The QoS tiers. Guaranteed pods live in kubepods itself, which also holds the other two tiers:
+        the guaranteed figures are kubepods minus those, floored at zero."""
+        read: dict[QoS, tuple[float | None, int]] = {}
         for qos in QOS_CLASSES:
             path = self.model.tier(qos)
             try:
                 cores, _ = self._cpu(path, now)
-                ws = self.reader.memory(path).working_set_bytes
+                read[qos] = (cores, self.reader.memory(path).working_set_bytes)
             except CgroupError:
                 continue  # no kubelet on this machine, or the tier is not there yet
             self._known_cgroups.add(path)
-            tiers[qos] = TierSample(qos, path, cores, ws)
-        return tiers
+        if "guaranteed" in read:
+            cores, ws = read["guaranteed"]
+            for sub in QOS_CLASSES[1:]:
+                sub_cores, sub_ws = read.get(sub, (0.0, 0))
+                cores = None if cores is None or sub_cores is None else cores - sub_cores
+                ws -= sub_ws
+            read["guaranteed"] = (None if cores is None else max(0.0, cores), max(0, ws))
+        return {qos: TierSample(qos, self.model.tier(qos), c, w) for qos, (c, w) in read.items()}
 
     def _interfaces(self, now: float) -> tuple[InterfaceSample, ...]:
         out = []
@@ -242,19 +259,22 @@ class Sampler:
             if p.cpu_cores is not None:
                 batch.append((("pod", uid, "cpu"), p.cpu_cores))
             batch.append((("pod", uid, "memory"), float(p.memory_working_set_bytes)))
-        self.windows.add_many(now, batch)
+        with self.windows_lock:
+            self.windows.add_many(now, batch)
 
     def _forget_vanished(self, pods: dict[str, PodSample]) -> None:
-        """Vanished pods leave the windows, the rate memory and the open descriptors."""
+        """Vanished pods leave the windows, the rate memory and the open descriptors. The windows are also
+        swept on the first pass and every RETAIN_PASSES passes: series restored from the state file for pods
+        that ended while the agent was down have no cgroup to vanish."""
         gone = self._previous_cgroups - self._known_cgroups
         self._previous_cgroups = self._known_cgroups
-        if not gone:
-            return
         for cgroup in gone:
             self.reader.forget(cgroup)
             self._prev_cpu.pop(cgroup, None)
             self._container_mem.pop(cgroup, None)
-        self.windows.retain(lambda key: key[0] != "pod" or key[1] in pods)
+        if gone or self.seq % RETAIN_PASSES == 0:
+            with self.windows_lock:
+                self.windows.retain(lambda key: key[0] != "pod" or key[1] in pods)
 
     def close(self) -> None:
         self.net.close()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -13,6 +14,7 @@ from prometheus_client.metrics_core import Metric
 from agent.snapshot import Snapshot
 from agent.windows import WindowStore
 
+log = logging.getLogger(__name__)
 MetricSource = Callable[[], Iterable[Metric]]
 
 
@@ -42,7 +44,10 @@ class AgentView:
         self._snapshot = snap
         self.last_tick_mono = snap.mono
         for listener in self.seq_listeners:
-            listener(snap)
+            try:
+                listener(snap)
+            except Exception:  # a listener's bug must not cost the node its protection for this snapshot
+                log.exception("snapshot listener %r failed", listener)
 
     def healthy(self, now: float | None = None) -> bool:
         """The sampling loop ticked recently (within 3 intervals + 5 s, or still starting)."""

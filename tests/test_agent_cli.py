@@ -97,3 +97,24 @@ def test_standalone_serves_and_saves_state_on_sigterm(tmp_path: Path) -> None:
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert state.exists() and state.stat().st_size > 0
+
+
+def test_environment_ignores_service_links_and_keeps_strings() -> None:
+    env = {
+        "COLO_AGENT_SERVICE_HOST": "10.0.0.1",  # a Service named colo-agent in the namespace
+        "COLO_AGENT_SERVICE_PORT": "9817",
+        "COLO_AGENT_SERVICE_PORT_METRICS": "9817",
+        "COLO_AGENT_PORT": "tcp://10.0.0.1:9817",
+        "COLO_AGENT_PORT_9817_TCP": "tcp://10.0.0.1:9817",
+        "COLO_AGENT_PORT_9817_TCP_PROTO": "tcp",
+        "COLO_AGENT_PORT_9817_TCP_PORT": "9817",
+        "COLO_AGENT_PORT_9817_TCP_ADDR": "10.0.0.1",
+        "COLO_NODE_NAME": "on",  # stays the string "on", not YAML's True
+        "COLO_AGGREGATE_LABEL_KEYS": "[team, quota.scheduling.koordinator.sh/name]",
+        "COLO_STATE_FILE": "",
+    }
+    c = load_config([], env)
+    assert c.node_name == "on" and c.state_file == ""
+    assert c.aggregate_label_keys == ("team", "quota.scheduling.koordinator.sh/name")
+    with pytest.raises(ConfigError, match="COLO_AGGREGATE_LABEL_KEYS"):
+        load_config([], {"COLO_AGGREGATE_LABEL_KEYS": "[a, b"})

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 
 import pytest
 
 from agent.rates import CounterRates
 from agent.sampler import CgroupPodSource, Sampler
 from agent.windows import WindowStore
-from cgroup import CgroupWriter
+from cgroup import CgroupWriter, PathModel
 from tests.cgtree import V1Tree
 
 
@@ -21,8 +23,7 @@ def test_counter_rates_rules() -> None:
     assert r.rate("a", 10.0, 14.0) is None  # went backwards: reset, no negative rate
     assert r.rate("a", 30.0, 15.0) == 20.0  # and restarts from the new value
     assert r.rate("a", 40.0, 15.0) is None  # no time passed
-    assert r.delta("b", 5, 1.0) is None and r.delta("b", 8, 2.0) == 3
-    assert r.retain(lambda k: k == "a") == 1 and len(r) == 1
+    assert len(r) == 1
 
 
 def make_sampler(tree: V1Tree) -> tuple[Sampler, WindowStore]:
@@ -78,6 +79,7 @@ def test_vanished_pod_leaves_windows_and_descriptors(v1tree_cgroupfs: V1Tree) ->
     sampler.sample()
     assert windows.get(("pod", uid, "cpu")) is None and windows.get(("pod", uid, "memory")) is None
     assert len(sampler.reader.files) < held
+    assert not [p for p in sampler.reader.files._fds if uid in p]  # no descriptor of the pod is left
 
 
 @pytest.mark.cgroupv1
@@ -122,3 +124,82 @@ def test_container_memory_detail_every_n_passes(v1tree_cgroupfs: V1Tree) -> None
     snap = sampler.sample()  # seq 3: full again
     (c,) = snap.pods[uid].containers
     assert c.memory_anon_bytes >= 46 << 20
+
+
+@pytest.mark.cgroupv1
+def test_guaranteed_tier_is_kubepods_without_the_other_tiers(v1tree_cgroupfs: V1Tree) -> None:
+    tree = v1tree_cgroupfs
+    _, _, (ctr,) = tree.pod("burstable")
+    tree.pod("guaranteed")
+    CgroupWriter(tree.layout).set_cpu_quota(ctr, 30_000)
+    tree.start(ctr)
+    sampler, _ = make_sampler(tree)
+    sampler.sample()
+    time.sleep(1.0)
+    tiers = sampler.sample().tiers
+    assert tiers["burstable"].cpu_cores is not None and tiers["burstable"].cpu_cores >= 0.2
+    assert tiers["guaranteed"].cpu_cores is not None and tiers["guaranteed"].cpu_cores < 0.1  # not counted twice
+
+
+@pytest.mark.cgroupv1
+def test_restored_series_of_pods_gone_meanwhile_are_swept(v1tree_cgroupfs: V1Tree) -> None:
+    tree = v1tree_cgroupfs
+    uid, _, _ = tree.pod("burstable")
+    sampler, windows = make_sampler(tree)
+    windows.add(("pod", "ended-while-down", "cpu"), 1.0, 0.5)  # as if loaded from the state file
+    sampler.sample()
+    assert windows.get(("pod", "ended-while-down", "cpu")) is None
+    assert windows.get(("pod", uid, "memory")) is not None
+
+
+@pytest.mark.cgroupv1
+def test_pod_pressure_on_a_hybrid_host_from_the_unified_tree(v1tree: V1Tree) -> None:
+    """On hybrid systemd hosts the pod slices exist on the unified tree too: PSI is read there, for real."""
+    tree = v1tree
+    unified = tree.layout.unified
+    if unified is None or not os.path.exists(f"{unified.path}/cpu.pressure"):
+        pytest.skip("no unified hierarchy with PSI on this host")
+    uid, pod_path, _ = tree.pod("burstable")
+    made = []
+    for part in range(1, len(pod_path.strip("/").split("/")) + 1):
+        d = unified.path + "/" + "/".join(pod_path.strip("/").split("/")[:part])
+        if not os.path.isdir(d):
+            os.mkdir(d)
+            made.append(d)
+    try:
+        sampler, _ = make_sampler(tree)
+        snap = sampler.sample()
+        pressure = snap.pods[uid].pressure
+        assert set(pressure) == set(sampler.psi_resources) and pressure["cpu"].some_avg10 >= 0.0
+        for d in reversed(made):
+            os.rmdir(d)
+        made.clear()
+        assert sampler.sample().pods[uid].pressure == {}  # its unified directory went away: no PSI, no error
+    finally:
+        for d in reversed(made):
+            os.rmdir(d)
+
+
+def test_a_pass_on_cgroup_v2(tmp_path: Path) -> None:
+    """The same pass on a kernel-format v2 tree: usage_usec, memory.current/stat, PSI from the pod's files."""
+    from tests.v2tree import V2Cgroup, V2Tree
+
+    t = V2Tree(str(tmp_path))
+    model = PathModel("systemd")
+    uid = "0a0b0c0d-1111-2222-3333-444455556666"
+    pod = model.pod("burstable", uid)
+    state = V2Cgroup(usage_usec=1_000_000, memory_current=100 << 20,
+                     memory_stat={"anon": 60 << 20, "file": 40 << 20, "inactive_file": 30 << 20},
+                     cpu_pressure=(12.5, 1.0, 0.5, 10), memory_pressure=(3.0, 0.0, 0.0, 5))  # fmt: skip
+    t.put(model.tier("burstable"), V2Cgroup())
+    t.put(pod, state)
+    sampler = Sampler(t.layout, model, CgroupPodSource(t.layout, model, 0.0), WindowStore())
+    sampler.sample()
+    state.usage_usec += 500_000  # half a core for the next second
+    t.put(pod, state)
+    time.sleep(1.0)
+    p = sampler.sample().pods[uid]
+    assert p.cpu_cores is not None and 0.4 <= p.cpu_cores <= 0.5
+    assert p.memory_working_set_bytes == 70 << 20 and p.memory_anon_bytes == 60 << 20
+    if "cpu" in sampler.psi_resources:
+        assert p.pressure["cpu"].some_avg10 == pytest.approx(0.125)
