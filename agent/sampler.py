@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -159,11 +160,13 @@ class Sampler:
         mem = self.reader.memory(pod.path)
         self._known_cgroups.add(pod.path)
         containers: list[ContainerSample] = []
-        detail = self.seq % self.container_stat_every == 0
+        every = self.container_stat_every
         for c in pod.containers:
             try:
                 c_cores, c_throttled = self._cpu(c.path, now)
-                previous = None if detail else self._container_mem.get(c.path)
+                # each container on its own turn (spread by its cgroup path), so no pass reads them all
+                turn = (self.seq + zlib.crc32(c.path.encode())) % every == 0
+                previous = None if turn else self._container_mem.get(c.path)
                 c_mem = self.reader.memory(c.path, previous)
                 self._container_mem[c.path] = c_mem
             except CgroupGone:
