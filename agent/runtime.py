@@ -95,6 +95,10 @@ class Agent:
         self.node_name = config.node_name or socket.gethostname()
         self.windows = self._load_windows()
         self.view = AgentView(self.windows, config.interval, self.node_name)
+        # the JSON contract has these keys everywhere; in a cluster ClusterLink replaces them
+        standalone = {"enabled": False, "reason": "standalone: no cluster, nothing published or enforced"}
+        self.view.node_sections["oversubscription"] = lambda: dict(standalone)
+        self.view.node_sections["enforcement"] = lambda: dict(standalone)
         self.reader = CgroupReader(self.layout)
         self.source: PodSource = CgroupPodSource(self.layout, self.model, config.discovery_seconds)
         self.sampler = Sampler(

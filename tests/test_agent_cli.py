@@ -87,6 +87,7 @@ def test_standalone_serves_and_saves_state_on_sigterm(tmp_path: Path) -> None:
         assert node["cpu_cores"] is not None and 0 <= node["cpu_usage_ratio"] <= 1
         assert 0 < node["memory_usage_ratio"] < 1 and node["memory_used_bytes"] > 0
         assert "cpu_usage_avg_5m" in node["windows"] and "coverage" in node["windows"]["cpu_usage_avg_5m"]
+        assert node["oversubscription"]["enabled"] is False and node["enforcement"]["enabled"] is False
         with urllib.request.urlopen(base + "/api/v1/pods", timeout=5) as r:
             assert isinstance(json.loads(r.read()), list)
         with urllib.request.urlopen(base + "/metrics", timeout=5) as r:
