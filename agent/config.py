@@ -82,6 +82,8 @@ class EnforcementConfig(Strict):
     cpu_min_offline_cores: float = Field(default=0.1, ge=0.01)
     cpu_growth_per_interval: float = Field(default=0.1, gt=0, le=1)
     cpu_change_threshold: float = Field(default=0.01, ge=0, lt=1)
+    # online + system CPU below this share of allocatable releases offline pods to their own limits; 0: never
+    cpu_release_below: float = Field(default=0.3, ge=0, le=0.9)
     besteffort_share: float = Field(default=0.1, gt=0, le=1)
     cpu_period_us: int = Field(default=100_000, ge=1000, le=1_000_000)
     memory_high: bool = True
