@@ -8,9 +8,10 @@ list is the top level of its response, so it has no room for one). Non-finite nu
 has no NaN.
 
 Node windows are keyed by crane-scheduler's names (``cpu_usage_avg_5m``, ``mem_usage_max_avg_1h``,
-``cpu_usage_p95_5m`` ...) and hold ratios 0..1, not crane's percent. Pod windows are keyed
-``cpu_<window>`` (cores) and ``memory_<window>`` (working-set bytes). Every window is
-``{"value": number or null, "coverage": 0..1}``.
+``cpu_usage_p95_5m`` ...) and hold ratios 0..1, not crane's percent. Pod windows are keyed by window name
+(every name of `WINDOW_NAMES`), each holding the pod's own field names: ``{"avg_5m": {"cpu_cores": w,
+"memory_working_set_bytes": w}, ...}``, so a window reads like the pod's current usage. Every window value
+``w`` is ``{"value": number or null, "coverage": 0..1}``.
 """
 
 from __future__ import annotations
@@ -23,14 +24,15 @@ from typing import Any
 from agent.snapshot import ContainerSample, PodSample, Pressure, Snapshot
 from agent.view import AgentView
 from agent.windows import WINDOW_NAMES, WindowValue
-from exporter.collector import node_label, normalize_qos
+from exporter.collector import node_label, normalize_qos, pod_order
 from exporter.stats import WindowSet, WindowStatsCache
 
 log = logging.getLogger(__name__)
 
-#: JSON window key prefix per resource: crane's for the node, plain resource names for pods.
+#: Node window key prefix per resource: crane-scheduler's gauge names, so crane users recognise them.
 NODE_WINDOW_PREFIX = {"cpu": "cpu_usage_", "memory": "mem_usage_"}
-POD_WINDOW_PREFIX = {"cpu": "cpu_", "memory": "memory_"}
+#: Pod window field per resource: the pod document's own field for the current value, so units match.
+POD_WINDOW_FIELD = {"cpu": "cpu_cores", "memory": "memory_working_set_bytes"}
 
 NODE_UNITS: dict[str, str] = {
     "cpu_capacity_cores": "cores",
@@ -57,9 +59,9 @@ POD_UNITS: dict[str, str] = {
     "containers.memory_working_set_bytes": "bytes",
     "containers.memory_anon_bytes": "bytes",
     "containers.cpu_throttled_ratio": "ratio",
-    "windows.cpu_*.value": "cores",
-    "windows.memory_*.value": "bytes",
-    "windows.*.coverage": "ratio",
+    "windows.*.cpu_cores.value": "cores",
+    "windows.*.memory_working_set_bytes.value": "bytes",
+    "windows.*.*.coverage": "ratio",
 }
 
 
@@ -75,18 +77,29 @@ def rfc3339(wall: float) -> str:
     return datetime.fromtimestamp(wall, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _window(wv: WindowValue) -> dict[str, float | None]:
+def _window(wv: WindowValue | None) -> dict[str, float | None]:
+    """One window; a missing one (no samples yet) is unknown with zero coverage, never absent."""
+    if wv is None:
+        return {"value": None, "coverage": 0.0}
     return {"value": num(wv.value), "coverage": num(wv.coverage) or 0.0}
 
 
-def _windows(by_resource: dict[str, WindowSet], prefixes: dict[str, str]) -> dict[str, dict[str, float | None]]:
+def _node_windows(by_resource: dict[str, WindowSet]) -> dict[str, dict[str, float | None]]:
+    """Flat, crane-named: ``{"cpu_usage_avg_5m": w, "mem_usage_avg_5m": w, ...}``."""
     out: dict[str, dict[str, float | None]] = {}
-    for res, prefix in prefixes.items():
+    for res, prefix in NODE_WINDOW_PREFIX.items():
         values = by_resource.get(res, {})
         for name in WINDOW_NAMES:
-            wv = values.get(name)
-            out[prefix + name] = _window(wv) if wv is not None else {"value": None, "coverage": 0.0}
+            out[prefix + name] = _window(values.get(name))
     return out
+
+
+def _pod_windows(by_resource: dict[str, WindowSet]) -> dict[str, dict[str, dict[str, float | None]]]:
+    """Keyed by window name, then by the pod's field: ``{"avg_5m": {"cpu_cores": w, ...}, ...}``."""
+    return {
+        name: {field: _window(by_resource.get(res, {}).get(name)) for res, field in POD_WINDOW_FIELD.items()}
+        for name in WINDOW_NAMES
+    }
 
 
 def _pressure(pressure: dict[str, Pressure]) -> dict[str, dict[str, float | None]]:
@@ -119,7 +132,7 @@ def node_document(view: AgentView, snap: Snapshot, windows: WindowStatsCache) ->
             "interfaces": interfaces,
             "total": {"receive_bytes_per_second": num(rx), "transmit_bytes_per_second": num(tx)},
         },
-        "windows": _windows(windows.get(snap).node, NODE_WINDOW_PREFIX),
+        "windows": _node_windows(windows.get(snap).node),
         "units": dict(NODE_UNITS),
         "timestamp": rfc3339(snap.wall),
         "seq": snap.seq,
@@ -156,7 +169,7 @@ def pod_document(view: AgentView, pod: PodSample, windows: dict[str, WindowSet] 
         "memory_anon_bytes": pod.memory_anon_bytes,
         "cpu_throttled_ratio": num(pod.cpu_throttled_ratio),
         "containers": [_container(c) for c in pod.containers],
-        "windows": _windows(windows or {}, POD_WINDOW_PREFIX),
+        "windows": _pod_windows(windows or {}),
     }
     for name, section in list(view.pod_sections.items()):
         try:
@@ -172,7 +185,7 @@ def pod_document(view: AgentView, pod: PodSample, windows: dict[str, WindowSet] 
 def pods_document(view: AgentView, snap: Snapshot, windows: WindowStatsCache) -> list[dict[str, Any]]:
     """The /api/v1/pods body: one entry per pod of the snapshot, ordered by namespace, name, uid."""
     win = windows.get(snap)
-    pods = sorted(snap.pods.values(), key=lambda p: (p.meta.namespace or "", p.meta.name or "", p.meta.uid))
+    pods = sorted(snap.pods.values(), key=pod_order)
     return [pod_document(view, pod, win.pods.get(pod.uid)) for pod in pods]
 
 

@@ -151,8 +151,10 @@ def create_app(
         "/api/v1/pods",
         summary="Per-pod usage and windows",
         description=(
-            "A list of pods. Units: cpu_cores and windows.cpu_* in cores, *_bytes and windows.memory_* in "
-            "bytes, *_ratio and coverage 0..1; the full table is at /api/v1/units."
+            f"A list of pods. `windows` is keyed by window name ({', '.join(WINDOW_NAMES)}), each "
+            'holding `cpu_cores` and `memory_working_set_bytes` as {"value": number or null, "coverage": 0..1}. '
+            "Units: *_cores in cores, *_bytes in bytes, *_ratio and coverage 0..1; the full table is at "
+            "/api/v1/units."
         ),
     )
     def pods() -> Response:

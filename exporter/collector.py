@@ -69,7 +69,8 @@ def pod_labels(pod: PodSample) -> dict[str, str]:
     }
 
 
-def _pod_order(pod: PodSample) -> tuple[str, str, str]:
+def pod_order(pod: PodSample) -> tuple[str, str, str]:
+    """Sort key of pods in /metrics and /api/v1/pods (standalone pods, namespace "", first): one order for both."""
     return (pod.meta.namespace or "", pod.meta.name or "", pod.meta.uid)
 
 
@@ -201,7 +202,7 @@ class ColoCollector(Collector):
         ns_mem: dict[str, float] = {}
         lab_cpu: dict[tuple[str, str], float] = {}
         lab_mem: dict[tuple[str, str], float] = {}
-        for pod in sorted(snap.pods.values(), key=_pod_order):
+        for pod in sorted(snap.pods.values(), key=pod_order):
             pl = pod_labels(pod)
             f.add("colo_pod_cpu_usage_cores", "CPU cores used by a pod.", pl, pod.cpu_cores)
             f.add("colo_pod_memory_working_set_bytes", "Working set of a pod.", pl, pod.memory_working_set_bytes)

@@ -319,25 +319,6 @@ class RenderCache:
             body = await self._await(self._request_encode(rendered, variant))
         return rendered, body
 
-    def get_blocking(self, variant: Variant = TEXT, scraper: str | None = None) -> tuple[Rendered, bytes]:
-        """`get` for callers outside an event loop (tests, a thread-based server)."""
-        with self._cond:
-            self._note_scrape(scraper, variant)
-            rendered = self._fresh_locked()
-            body = None if rendered is None else rendered.body(variant)
-            if rendered is not None and body is not None:
-                self.hits += 1
-                return rendered, body
-            self.waits += 1
-            render_future = self._request_render_locked(variant) if rendered is None else None
-        if render_future is not None:
-            rendered = render_future.result(self.wait_timeout)
-        assert rendered is not None
-        body = rendered.body(variant)
-        if body is None:
-            body = self._request_encode(rendered, variant).result(self.wait_timeout)
-        return rendered, body
-
     @property
     def current(self) -> Rendered | None:
         return self._current

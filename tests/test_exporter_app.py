@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import gzip
 import threading
 import time
@@ -17,6 +18,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 
 from agent.view import AgentView
 from agent.windows import WINDOW_NAMES
+from exporter.api import pod_document
 from exporter.app import accepts_gzip, close_app, create_app, make_server, serve, wants_openmetrics
 from exporter.render import RenderCache
 from tests.test_exporter_fixtures import QUOTA, container, feed, make_view, parse, pod, snapshot
@@ -256,7 +258,7 @@ def test_node_json_survives_a_failing_section(client: TestClient, view: AgentVie
 def test_pods_json(client: TestClient, view: AgentView) -> None:
     assert client.get("/api/v1/pods").status_code == 503
     view.pod_sections["enforcement"] = lambda uid: {"throttled": True} if uid == "u2" else None
-    populate(view)
+    populate(view, start=0.0)  # samples at t = 1..90 on the store's grid (phase 0): minute boundary 60 is complete
     resp = client.get("/api/v1/pods")
     assert resp.status_code == 200
     assert "/api/v1/units" in resp.headers["link"]
@@ -277,20 +279,57 @@ def test_pods_json(client: TestClient, view: AgentView) -> None:
         "cpu_throttled_ratio": 0.05,
     }
     assert standalone["containers"][0]["cpu_cores"] is None
-    assert set(web["windows"]) == {f"{r}_{w}" for r in ("cpu", "memory") for w in WINDOW_NAMES}
-    assert web["windows"]["cpu_avg_1m"]["value"] == pytest.approx(1.0)  # cores
-    assert web["windows"]["memory_avg_1m"]["value"] == pytest.approx(2000)  # bytes
-    hour = web["windows"]["memory_max_avg_1h"]
-    assert hour["value"] is None or hour["value"] == pytest.approx(2000)  # None until a 5-minute boundary
-    assert 0 < hour["coverage"] < 0.05  # 90 s of an hour
+    assert list(web["windows"]) == list(WINDOW_NAMES)  # keyed by window name, in WINDOW_NAMES order
+    for name in WINDOW_NAMES:
+        assert set(web["windows"][name]) == {"cpu_cores", "memory_working_set_bytes"}
+    assert web["windows"]["avg_1m"] == {
+        "cpu_cores": {"value": pytest.approx(1.0), "coverage": pytest.approx(1.0)},  # cores
+        "memory_working_set_bytes": {"value": pytest.approx(2000), "coverage": pytest.approx(1.0)},  # bytes
+    }
+    assert standalone["windows"]["avg_1m"]["cpu_cores"]["value"] == pytest.approx(0.5)
+    assert standalone["windows"]["avg_1m"]["memory_working_set_bytes"]["value"] == pytest.approx(1000)
+    # max_avg_1h: the 5-minute average at the one completed boundary (t=60) covers samples 1..60: the first
+    # counts max_gap (5 s), the other 59 one second each, over the hour's 3600 s.
+    hour = web["windows"]["max_avg_1h"]["memory_working_set_bytes"]
+    assert hour == {"value": pytest.approx(2000), "coverage": pytest.approx(64 / 3600)}
     assert standalone["enforcement"] == {"throttled": True} and "enforcement" not in web
 
 
 def test_units_endpoint(client: TestClient) -> None:
     doc = client.get("/api/v1/units").json()
     assert doc["pods"]["cpu_cores"] == "cores"
-    assert doc["pods"]["windows.memory_*.value"] == "bytes"
+    assert doc["pods"]["windows.*.memory_working_set_bytes.value"] == "bytes"
+    assert doc["pods"]["windows.*.cpu_cores.value"] == "cores"
+    assert doc["pods"]["windows.*.*.coverage"] == "ratio"
     assert doc["node"]["windows.value"] == "ratio"
+
+
+def _numeric_paths(doc: object, prefix: str = "") -> Iterator[str]:
+    """Dotted paths of the numeric leaves of a JSON document; list indexes are left out."""
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            yield from _numeric_paths(value, f"{prefix}.{key}" if prefix else key)
+    elif isinstance(doc, list):
+        for value in doc:
+            yield from _numeric_paths(value, prefix)
+    elif isinstance(doc, int | float) and not isinstance(doc, bool):
+        yield prefix
+
+
+def test_units_name_every_numeric_field_of_a_pod(client: TestClient, view: AgentView) -> None:
+    populate(view, seconds=5)
+    units = client.get("/api/v1/units").json()["pods"]
+    paths = set(_numeric_paths(client.get("/api/v1/pods").json()))
+    assert "windows.p95_5m.memory_working_set_bytes.value" in paths
+    unnamed = {p for p in paths if not any(fnmatch.fnmatchcase(p, pattern) for pattern in units)}
+    assert unnamed == set()
+
+
+def test_pod_without_windows_has_every_window_unknown(view: AgentView) -> None:
+    doc = pod_document(view, pod("u9"), None)
+    assert list(doc["windows"]) == list(WINDOW_NAMES)
+    unknown = {"value": None, "coverage": 0.0}
+    assert doc["windows"]["max_avg_1d"] == {"cpu_cores": unknown, "memory_working_set_bytes": unknown}
 
 
 def test_window_stats_are_computed_once_per_snapshot(client: TestClient, app: FastAPI, view: AgentView) -> None:

@@ -42,7 +42,8 @@ class Harness:
             t += 1.0
 
     def scrape(self, variant: Variant = TEXT, scraper: str = "prom-a") -> bytes:
-        _, body = self.cache.get_blocking(variant, scraper)
+        """One scrape through `RenderCache.get`, the coroutine /metrics awaits (in a fresh event loop)."""
+        _, body = asyncio.run(self.cache.get(variant, scraper))
         return body
 
     def seq_in(self, body: bytes) -> float:
