@@ -30,8 +30,8 @@ from prometheus_client.parser import text_string_to_metric_families
 import kube.permissions as kp
 from agent.config import AgentConfig, EnforcementConfig, EvictionConfig, OversubscriptionConfig, load_config
 from agent.enforcer import Enforcer
-from agent.eviction import Evictor
-from agent.oversubscription import OversubscriptionOwner
+from agent.eviction import EVICTING_ANNOTATION, EVICTING_TAINT, Evictor
+from agent.oversubscription import ANNOTATION_CPU, ANNOTATION_MEMORY, BATCH_CPU, BATCH_MEMORY, OversubscriptionOwner
 from agent.snapshot import (
     ContainerSample,
     InterfaceSample,
@@ -52,9 +52,9 @@ from controller.config import load_config as load_controller_config
 from controller.main import main as controller_main
 from controller.metrics import ControllerMetrics
 from controller.policy import default_policy, load_policy
-from exporter.collector import ColoCollector
+from exporter.collector import POD_LABELS, ColoCollector
 from exporter.render import encode_families
-from kube import Kube
+from kube import ApiError, Kube
 from kube.permissions import Permission
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,7 +67,10 @@ OPTIONAL_FILES = {
     "servicemonitor.yaml": "needs prometheus-operator's CRDs",
     "kube-scheduler-config.yaml": "kube-scheduler's own configuration file, not a cluster object",
     "grafana-dashboard.json": "imported into Grafana",
+    "agent-admission-policy.yaml": "hardening that needs Kubernetes >= 1.30 (node claim in service-account tokens)",
 }
+#: Optional files that are plain Kubernetes objects: validated against the schema like the base.
+OPTIONAL_MANIFESTS = ("agent-admission-policy.yaml",)
 #: Sub-folders of deploy/daemonset that are kustomize components (opt-in).
 OPTIONAL_COMPONENTS = {"extended-resources"}
 NAMESPACE = "colo-system"
@@ -143,18 +146,38 @@ def container_port(container: Obj, port: int | str) -> int:
 
 
 def apply_json_patch(doc: Obj, ops: list[Obj]) -> Obj:
-    """RFC 6902 `add` (the only op the components use), on a copy."""
+    """RFC 6902 `add`, `remove` and `test` (what the components and the agent's taint patch use), on a copy;
+    a failed `test` raises ValueError."""
     out = copy.deepcopy(doc)
     for op in ops:
-        assert op["op"] == "add", op
+        assert op["op"] in ("add", "remove", "test"), op
         *parents, last = [t.replace("~1", "/").replace("~0", "~") for t in op["path"].split("/")[1:]]
         target: Any = out
         for token in parents:
             target = target[int(token)] if isinstance(target, list) else target[token]
-        if isinstance(target, list):
+        if op["op"] == "test":
+            current = target[int(last)] if isinstance(target, list) else target.get(last)
+            if current != op["value"]:
+                raise ValueError(f"test {op['path']}: {current!r} != {op['value']!r}")
+        elif op["op"] == "remove":
+            del target[int(last) if isinstance(target, list) else last]
+        elif isinstance(target, list):
             target.insert(len(target) if last == "-" else int(last), op["value"])
         else:
             target[last] = op["value"]
+    return out
+
+
+def apply_merge_patch(doc: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch, on a copy: null removes a key."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = copy.deepcopy(doc) if isinstance(doc, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = apply_merge_patch(out.get(key), value)
     return out
 
 
@@ -174,7 +197,7 @@ def component_daemonset(component: str) -> Obj:
 
 
 def schema_cases() -> Iterator[tuple[str, Obj]]:
-    for name in kustomization(BASE)["resources"]:
+    for name in [*kustomization(BASE)["resources"], *OPTIONAL_MANIFESTS]:
         for i, doc in enumerate(load_docs(BASE / name)):
             yield f"{name}#{i}:{doc.get('kind')}", doc
     for component in sorted(OPTIONAL_COMPONENTS):
@@ -224,7 +247,7 @@ def test_servicemonitors_have_the_minimal_structure() -> None:
     objs = base_objects()
     monitors = load_docs(BASE / "servicemonitor.yaml")
     assert {m["metadata"]["name"] for m in monitors} == {"colo-agent", "colo-controller"}
-    allowed_endpoint_keys = {"port", "path", "interval", "scrapeTimeout", "scheme", "relabelings"}
+    allowed_endpoint_keys = {"port", "path", "interval", "scrapeTimeout", "scheme", "relabelings", "honorLabels"}
     for m in monitors:
         assert m["apiVersion"] == "monitoring.coreos.com/v1" and m["kind"] == "ServiceMonitor"
         assert set(m) == {"apiVersion", "kind", "metadata", "spec"}
@@ -240,6 +263,16 @@ def test_servicemonitors_have_the_minimal_structure() -> None:
             assert set(ep) <= allowed_endpoint_keys, set(ep) - allowed_endpoint_keys
             assert ep["port"] in port_names and ep["path"] == "/metrics"
             assert re.fullmatch(r"\d+[smh]", ep["interval"])
+            assert ep.get("honorLabels", False) in (True, False)
+
+
+def test_the_agent_servicemonitor_honors_the_agents_pod_labels() -> None:
+    """The agent labels pod series with the measured pod's namespace/pod/container: they must beat the
+    target's own labels, which prometheus-operator would otherwise keep (renaming the agent's exported_*)."""
+    agent = find(load_docs(BASE / "servicemonitor.yaml"), "ServiceMonitor", "colo-agent")
+    assert [ep.get("honorLabels") for ep in agent["spec"]["endpoints"]] == [True]
+    # the clash is real: the agent's pod families use labels prometheus-operator sets on every target
+    assert {"namespace", "pod"} <= set(POD_LABELS)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -493,6 +526,32 @@ def test_daemonset_uses_minimal_capabilities_instead_of_privileged() -> None:
     assert sc["capabilities"]["drop"] == ["ALL"]
     assert sorted(sc["capabilities"]["add"]) == ["DAC_OVERRIDE", "KILL"]
     assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+
+
+def service_link_variables(service: Obj) -> set[str]:
+    """The variables Kubernetes injects per Service into pods of its namespace unless enableServiceLinks is
+    false (docker-links style: <NAME>_SERVICE_HOST, <NAME>_PORT_<port>_<PROTO> ...)."""
+    name = service["metadata"]["name"].upper().replace("-", "_")
+    out = {f"{name}_SERVICE_HOST", f"{name}_PORT"}
+    for p in service["spec"]["ports"]:
+        out.add(f"{name}_PORT_{p['port']}_{p.get('protocol', 'TCP')}")
+        if "name" in p:
+            out.add(f"{name}_SERVICE_PORT_{p['name'].upper().replace('-', '_')}")
+    return out
+
+
+def test_no_workload_gets_service_link_variables() -> None:
+    """Colo's Services' names start with colo-, so their link variables would carry the COLO_ prefix the
+    agent reads configuration from: every pod template must switch service links off."""
+    objs = base_objects()
+    services = [o for o in objs if o["kind"] == "Service" and o["metadata"]["namespace"] == NAMESPACE]
+    links = set().union(*(service_link_variables(s) for s in services))
+    assert "COLO_AGENT_SERVICE_HOST" in links and all(v.startswith("COLO_") for v in links)
+    workloads = [o for o in objs if o["kind"] in ("DaemonSet", "Deployment", "StatefulSet", "Job")]
+    workloads += [component_daemonset(c) for c in sorted(OPTIONAL_COMPONENTS)]
+    assert {w["metadata"]["name"] for w in workloads} == {"colo-agent", "colo-controller"}
+    for w in workloads:
+        assert w["spec"]["template"]["spec"].get("enableServiceLinks") is False, w["metadata"]["name"]
 
 
 def test_agent_service_is_the_headless_service_the_controller_discovers(tmp_path: Path) -> None:
@@ -1092,6 +1151,300 @@ def test_the_rbac_check_fails_on_a_missing_or_extra_grant() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------
+# the optional admission policy (agent-admission-policy.yaml)
+
+NODE_CLAIM = "authentication.kubernetes.io/node-name"
+#: Verbs that reach admission (reads never do).
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+
+
+def admission_policy() -> tuple[Obj, Obj]:
+    """The ValidatingAdmissionPolicy and its binding."""
+    docs = load_docs(BASE / "agent-admission-policy.yaml")
+    assert [d["kind"] for d in docs] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+    return docs[0], docs[1]
+
+
+def agent_identity() -> tuple[str, str]:
+    """(namespace, service account) the agent's pods run as."""
+    ds = find(base_objects(), "DaemonSet", "colo-agent")
+    return ds["metadata"]["namespace"], ds["spec"]["template"]["spec"]["serviceAccountName"]
+
+
+def agent_username() -> str:
+    namespace, service_account = agent_identity()
+    return f"system:serviceaccount:{namespace}:{service_account}"
+
+
+def test_the_admission_policy_covers_every_node_write_of_the_agents_service_account() -> None:
+    policy, binding = admission_policy()
+    spec = policy["spec"]
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    assert spec["failurePolicy"] == "Fail", "an expression that errors must refuse, never admit"
+    (condition,) = spec["matchConditions"]
+    assert condition["expression"] == f"request.userInfo.username == '{agent_username()}'"
+    # every node resource any of the agent's roles (base and components) lets it write is matched
+    objs = base_objects()
+    for component in OPTIONAL_COMPONENTS:
+        for name in kustomization(BASE / component).get("resources", []):
+            objs += load_docs(BASE / component / name)
+    grants = grants_for(objs, *reversed(agent_identity()))
+    writes = {
+        p.resource for p in grants.cluster if p.group == "" and p.resource.startswith("nodes") and p.verb in WRITE_VERBS
+    }
+    assert writes == {"nodes", "nodes/status"}
+    (rule,) = spec["matchConstraints"]["resourceRules"]
+    assert rule["apiGroups"] == [""] and set(rule["resources"]) == writes
+    assert set(rule["operations"]) == {"CREATE", "UPDATE", "DELETE"}
+
+
+class AdmissionPolicy:
+    """A ValidatingAdmissionPolicy evaluated as kube-apiserver does, so its CEL is tested, not just parsed:
+    resource rules and matchConditions select the request (a condition that errors denies); variables are
+    evaluated in order (one that errors fails only the expressions that use it, as lazy evaluation would); a
+    validation that is false denies with its message, one that errors denies (failurePolicy Fail). object and
+    oldObject are plain JSON maps, as at admission time (kube-apiserver declares them dyn)."""
+
+    def __init__(self, celpy: Any, policy: Obj) -> None:
+        self._celpy = celpy
+        env = celpy.Environment()
+        spec = policy["spec"]
+        assert spec["failurePolicy"] == "Fail"
+        self._rules = spec["matchConstraints"]["resourceRules"]
+
+        def compile_(expr: str) -> Any:
+            return env.program(env.compile(expr))
+
+        self._conditions = [compile_(c["expression"]) for c in spec.get("matchConditions", [])]
+        self._variables = [(v["name"], compile_(v["expression"])) for v in spec.get("variables", [])]
+        self._validations = [
+            (compile_(v["expression"]), compile_(v["messageExpression"]) if "messageExpression" in v else None,
+             v.get("message", v["expression"]))
+            for v in spec["validations"]
+        ]  # fmt: skip
+
+    def review(self, request: Obj, old: Obj | None, new: Obj | None) -> list[str] | None:
+        """None when the policy does not apply, else the denials (empty: admitted)."""
+        celpy, types = self._celpy, self._celpy.celtypes
+        resource = request["resource"]["resource"] + (
+            f"/{request['subResource']}" if request.get("subResource") else ""
+        )
+        if not any(
+            request["resource"]["group"] in r["apiGroups"] and resource in r["resources"]
+            and request["operation"] in r["operations"]
+            for r in self._rules
+        ):  # fmt: skip
+            return None
+        act: dict[str, Any] = {
+            "request": celpy.json_to_cel(request),
+            "object": celpy.json_to_cel(new),
+            "oldObject": celpy.json_to_cel(old),
+        }
+
+        def run(program: Any) -> Any:
+            try:
+                return program.evaluate(act)
+            except celpy.CELEvalError as exc:
+                return exc
+
+        matched = [run(c) for c in self._conditions]
+        if any(isinstance(m, celpy.CELEvalError) for m in matched):
+            return [f"error: {m}" for m in matched if isinstance(m, celpy.CELEvalError)]  # failurePolicy Fail
+        if not all(matched):
+            return None
+        variables = types.MapType()
+        act["variables"] = variables
+        for name, program in self._variables:
+            variables[types.StringType(name)] = run(program)
+        denials: list[str] = []
+        for program, message_program, message in self._validations:
+            result = run(program)
+            if isinstance(result, celpy.CELEvalError):
+                denials.append(f"error: {result}")
+            elif not result:
+                custom = run(message_program) if message_program is not None else None
+                denials.append(str(custom) if isinstance(custom, str) else message)
+        return denials
+
+
+@pytest.fixture(scope="module")
+def agent_admission() -> AdmissionPolicy:
+    celpy = pytest.importorskip("celpy", reason="cel-python (pip install cel-python) evaluates the policy's CEL")
+    return AdmissionPolicy(celpy, admission_policy()[0])
+
+
+def cluster_node(name: str) -> Obj:
+    """A Node as the API server stores it, with what other writers (kubelet, admins) put there."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "resourceVersion": "100",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "labels": {"kubernetes.io/hostname": name, "volcano.sh/oversubscription": "true"},
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0", "volcano.sh/evicting-cpu-high-watermark": "80"},
+            "managedFields": [{"manager": "kubelet", "operation": "Update", "apiVersion": "v1"}],
+        },
+        "spec": {
+            "podCIDR": "10.0.1.0/24",
+            "providerID": f"kind://docker/{name}",
+            "taints": [{"key": "dedicated", "value": "db", "effect": "NoSchedule"}],
+        },
+        "status": {
+            "capacity": {"cpu": "8", "memory": "16Gi", "pods": "110"},
+            "allocatable": {"cpu": "7800m", "memory": "15Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+            "nodeInfo": {"kubeletVersion": "v1.37.0"},
+        },
+    }
+
+
+class NodeApiWithPolicy:
+    """Stands in for kubernetes.client.ApiClient in front of an API server with the policy installed: GET and
+    PATCH of nodes. A patch is applied as the API server does (merge or JSON patch, then the main resource
+    keeps the stored status and the status subresource the stored spec; the field manager touches
+    managedFields), reviewed by the policy as ``user`` with the token's node claim, and refused with 403."""
+
+    def __init__(self, policy: AdmissionPolicy, user: str, node_claim: str | None) -> None:
+        self.policy, self.user, self.node_claim = policy, user, node_claim
+        self.nodes = {name: cluster_node(name) for name in ("n1", "n2")}
+        self.denials: list[str] = []
+
+    def param_serialize(self, *, method: str, resource_path: str, header_params: dict[str, str], body: Any = None,
+                        **_: object) -> tuple[str, str, dict[str, str], Any]:  # fmt: skip
+        return method, resource_path, header_params, body
+
+    def call_api(self, method: str, path: str, headers: dict[str, str], body: Any, **_: object) -> SimpleNamespace:
+        m = _PATH.match(path)
+        assert m is not None and m["plural"] == "nodes" and m["name"] in self.nodes, path
+        name, sub = m["name"], m["sub"] or ""
+        old = self.nodes[name]
+        if method == "GET":
+            return self._answer(200, old)
+        assert method == "PATCH", method
+        try:
+            if headers["Content-Type"] == "application/merge-patch+json":
+                new = apply_merge_patch(old, body)
+            else:
+                new = apply_json_patch(old, body)
+        except ValueError as exc:
+            return self._answer(409, {"kind": "Status", "reason": "Conflict", "message": str(exc)})
+        if sub == "status":
+            new["spec"] = copy.deepcopy(old["spec"])
+        else:
+            new["status"] = copy.deepcopy(old["status"])
+        new["metadata"]["managedFields"] = [
+            *old["metadata"]["managedFields"],
+            {"manager": "colo-agent", "operation": "Update"},
+        ]
+        extra = {} if self.node_claim is None else {NODE_CLAIM: [self.node_claim]}
+        request = {
+            "operation": "UPDATE",
+            "name": name,
+            "resource": {"group": "", "version": "v1", "resource": "nodes"},
+            "subResource": sub,
+            "userInfo": {"username": self.user, **({"extra": extra} if extra else {})},
+        }
+        denials = self.policy.review(request, old, new)
+        if denials:
+            self.denials += denials
+            return self._answer(403, {"kind": "Status", "reason": "Forbidden", "message": "; ".join(denials)})
+        new["metadata"]["resourceVersion"] = str(int(old["metadata"]["resourceVersion"]) + 1)
+        self.nodes[name] = new
+        return self._answer(200, new)
+
+    @staticmethod
+    def _answer(status: int, body: Obj) -> SimpleNamespace:
+        data = json.dumps(body).encode()
+        response = SimpleNamespace(status=status, reason="", headers={}, data=data, release_conn=lambda: None)
+        return SimpleNamespace(response=response)
+
+
+def test_the_admission_policy_admits_what_the_agent_writes_to_its_own_node(agent_admission: AdmissionPolicy) -> None:
+    api = NodeApiWithPolicy(agent_admission, agent_username(), node_claim="n1")
+    kube = Kube(cast(Any, api))
+    kube.patch_node_annotations(
+        "n1", {ANNOTATION_CPU: "2000", ANNOTATION_MEMORY: "1073741824", EVICTING_ANNOTATION: "true"}
+    )
+    kube.set_node_taint("n1", EVICTING_TAINT, "true", "NoSchedule", True)
+    kube.patch_node_extended_resources("n1", {BATCH_CPU: "2000m", BATCH_MEMORY: "1Gi"})
+    node = api.nodes["n1"]
+    assert node["metadata"]["annotations"][ANNOTATION_CPU] == "2000"
+    assert [t["key"] for t in node["spec"]["taints"]] == ["dedicated", EVICTING_TAINT]
+    assert node["status"]["allocatable"][BATCH_MEMORY] == "1Gi" and node["status"]["capacity"]["cpu"] == "8"
+    # and back
+    kube.set_node_taint("n1", EVICTING_TAINT, "true", "NoSchedule", False)
+    kube.patch_node_annotations("n1", {EVICTING_ANNOTATION: None})
+    kube.patch_node_extended_resources("n1", {BATCH_CPU: None, BATCH_MEMORY: None})
+    assert api.denials == []
+    fresh = cluster_node("n1")
+    assert api.nodes["n1"]["spec"] == fresh["spec"] and api.nodes["n1"]["status"] == fresh["status"]
+    assert api.nodes["n1"]["metadata"]["annotations"] == {**fresh["metadata"]["annotations"], ANNOTATION_CPU: "2000",
+                                                          ANNOTATION_MEMORY: "1073741824"}  # fmt: skip
+
+
+#: Writes the agent never makes, each refused by the policy (run as the agent on node n1).
+FORBIDDEN_WRITES: dict[str, Callable[[Kube], object]] = {
+    "another node's annotation": lambda k: k.patch_node_annotations("n2", {EVICTING_ANNOTATION: "true"}),
+    "another node's taint": lambda k: k.set_node_taint("n2", EVICTING_TAINT, "true", "NoSchedule", True),
+    "another node's batch capacity": lambda k: k.patch_node_extended_resources("n2", {BATCH_CPU: "2"}),
+    "a foreign annotation": lambda k: k.patch_node_annotations("n1", {"node.alpha.kubernetes.io/ttl": "30"}),
+    "removing a foreign annotation": lambda k: k.patch_node_annotations("n1", {"node.alpha.kubernetes.io/ttl": None}),
+    "a label, even volcano.sh/": lambda k: k.patch_node_labels("n1", {"volcano.sh/oversubscription": "false"}),
+    "removing a foreign taint": lambda k: k.set_node_taint("n1", "dedicated", "db", "NoSchedule", False),
+    "adding a foreign taint": lambda k: k.set_node_taint(
+        "n1", "node.kubernetes.io/out-of-service", "x", "NoExecute", True
+    ),
+    "cordoning": lambda k: k._merge_patch_node("n1", {"spec": {"unschedulable": True}}),
+    "a finalizer": lambda k: k._merge_patch_node("n1", {"metadata": {"finalizers": ["example.com/keep"]}}),
+    "a foreign extended resource": lambda k: k.patch_node_extended_resources("n1", {"nvidia.com/gpu": "8"}),
+    "the node's cpu capacity": lambda k: k.patch_node_extended_resources("n1", {"cpu": "64"}),
+    "a condition": lambda k: k._merge_patch_node(
+        "n1", {"status": {"conditions": [{"type": "Ready", "status": "False"}]}}, sub="status"
+    ),
+}
+
+
+@pytest.mark.parametrize("write", FORBIDDEN_WRITES, ids=list(FORBIDDEN_WRITES))
+def test_the_admission_policy_refuses_other_writes(agent_admission: AdmissionPolicy, write: str) -> None:
+    api = NodeApiWithPolicy(agent_admission, agent_username(), node_claim="n1")
+    with pytest.raises(ApiError) as refused:
+        FORBIDDEN_WRITES[write](Kube(cast(Any, api)))
+    assert refused.value.status == 403 and "colo-agent" in str(refused.value)
+    assert not any(d.startswith("error:") for d in api.denials), api.denials  # refused by a rule, not an error
+    assert api.nodes == NodeApiWithPolicy(agent_admission, "x", None).nodes
+
+
+def test_the_admission_policy_needs_the_tokens_node_claim(agent_admission: AdmissionPolicy) -> None:
+    api = NodeApiWithPolicy(agent_admission, agent_username(), node_claim=None)
+    with pytest.raises(ApiError, match="names none"):
+        Kube(cast(Any, api)).patch_node_annotations("n1", {EVICTING_ANNOTATION: "true"})
+
+
+def test_the_admission_policy_leaves_other_users_alone(agent_admission: AdmissionPolicy) -> None:
+    namespace, _ = agent_identity()
+    for user in (f"system:serviceaccount:{namespace}:colo-controller", "system:node:n2", "kubernetes-admin"):
+        api = NodeApiWithPolicy(agent_admission, user, node_claim=None)
+        Kube(cast(Any, api)).patch_node_labels("n2", {"example.com/role": "db"})
+        assert api.denials == [] and api.nodes["n2"]["metadata"]["labels"]["example.com/role"] == "db"
+
+
+def test_the_admission_policy_refuses_creating_or_deleting_even_its_own_node(agent_admission: AdmissionPolicy) -> None:
+    user = {"username": agent_username(), "extra": {NODE_CLAIM: ["n1"]}}
+    resource = {"group": "", "version": "v1", "resource": "nodes"}
+    node = cluster_node("n1")
+    for operation, old, new in (("DELETE", node, None), ("CREATE", None, node)):
+        request = {"operation": operation, "name": "n1", "resource": resource, "subResource": "", "userInfo": user}
+        assert agent_admission.review(request, old, new) == ["colo-agent may patch nodes, never create or delete them"]
+    # Evictions are not matched: CEL sees the Eviction, not the pod's node (deploy/README.md)
+    eviction = {**request, "operation": "CREATE", "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "subResource": "eviction"}  # fmt: skip
+    assert agent_admission.review(eviction, None, {"kind": "Eviction"}) is None
+
+
+# ---------------------------------------------------------------------------------------------------------
 # the dashboard against the metrics emitted
 
 PROMQL_FUNCTIONS = {
@@ -1243,8 +1596,17 @@ def controller_metric_names() -> set[str]:
     return sample_names(metrics.render().decode())
 
 
+#: OversubscriptionOwner.metrics()'s capacity computation families (only once the owner has computed).
+CAPACITY_COMPUTATION = {
+    f"colo_capacity_{field_name}_{unit}"
+    for field_name in ("reclaimable", "headroom", "system_usage", "online_peak")
+    for unit in ("cores", "bytes")
+}
+
+
 def test_dashboard_queries_only_metrics_that_are_emitted(tmp_path: Path) -> None:
     emitted = agent_metric_names(tmp_path) | controller_metric_names()
+    assert emitted >= CAPACITY_COMPUTATION, "the synthetic view's capacity owner must have computed"
     queried: dict[str, set[str]] = {}
     for expr in dashboard_queries(dashboard()):
         for name in promql_metric_names(expr):
@@ -1259,6 +1621,7 @@ def test_dashboard_queries_only_metrics_that_are_emitted(tmp_path: Path) -> None
         "colo_pod_memory_working_set_bytes",
         "colo_oversubscription_cpu_cores",  # oversubscribable capacity
         "colo_oversubscription_memory_bytes",
+        *CAPACITY_COMPUTATION,  # and the computation behind it
         "colo_offline_cpu_budget_cores",  # offline budget and quotas
         "colo_offline_pod_cpu_quota_cores",
         "colo_node_evicting",  # evicting state and evictions
