@@ -1,12 +1,14 @@
 """Benchmark of colo-controller against 5000 simulated agents on loopback (127.0.0.0/8 only).
 
-    python -m bench.bench_controller [--nodes 5000] [--requests 300]
+    python -m bench.bench_controller [--nodes 5000] [--requests 300] [--pods 0]
 
-Runs three processes besides this one: the tests' fake Kubernetes API server holding N nodes, a fleet of
-N tiny agent HTTP servers (one listener per node on 127.1.x.y, same port), and the real `colo-controller`
-console script pointed at them. Prints the duration of full polling cycles (from the controller's own
-metrics), how long writing every node's annotations took, and the latency of `prioritize` over all N
-nodes measured at the client (p50/p99). Everything stops by itself within a hard deadline.
+Runs three processes besides this one: the tests' fake Kubernetes API server holding N nodes (and, with
+--pods, that many bound pods of about 5 KB of JSON each, a twelfth of them bound within the last five
+minutes), a fleet of N tiny agent HTTP servers (one listener per node on 127.1.x.y, same port), and the
+real `colo-controller` console script pointed at them. Prints the duration of full polling cycles (from
+the controller's own metrics), how long writing every node's annotations took, the latency of
+`prioritize` over all N nodes measured at the client (p50/p99), and the controller's resident memory
+(peak and at the end). Everything stops by itself within a hard deadline.
 
 `AgentFleet` (the simulated agents) is also what the controller tests use: each agent can be slowed
 down, broken or hung, and the fleet records per-agent request counts and peak concurrency.
@@ -30,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -238,12 +241,84 @@ def _run_fleet(n: int, port: int, ready: Any, stop: Any) -> None:
     fleet.close()
 
 
-def _run_kube(n: int, url_queue: Any, stop: Any) -> None:
+def pod_object(i: int, nodes: int, now: float) -> dict[str, Any]:
+    """A bound pod shaped like a real one (managedFields, env, volumes, statuses): about 5 KB of JSON."""
+    name = f"web-{i:06d}"
+    bound = datetime.fromtimestamp(now - (i % 3600), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    container = {
+        "name": "app",
+        "image": "registry.example.com/team/web-frontend:v1.42.7",
+        "args": ["--listen=:8080", "--log-level=info", "--config=/etc/app/config.yaml"],
+        "env": [{"name": f"SETTING_{k}", "value": f"value-{k}-{'x' * 24}"} for k in range(30)],
+        "ports": [{"containerPort": 8080, "name": "http", "protocol": "TCP"}],
+        "resources": {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "250m", "memory": "512Mi"}},
+        "volumeMounts": [{"mountPath": f"/etc/app/{v}", "name": v, "readOnly": True} for v in ("config", "certs")],
+        "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 10},
+    }
+    conditions = [
+        {"type": t, "status": "True", "lastTransitionTime": bound}
+        for t in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
+    ]
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": f"team-{i % 40}",
+            "labels": {"app": "web", "pod-template-hash": "7d9c8b6f5", "team": f"team-{i % 40}"},
+            "annotations": {"kubectl.kubernetes.io/restartedAt": bound, "prometheus.io/scrape": "true"},
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d9c8b6f5", "uid": "0" * 36}
+            ],
+            "managedFields": [
+                {
+                    "manager": m,
+                    "operation": "Update",
+                    "apiVersion": "v1",
+                    "time": bound,
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {f"f:{k}": {} for k in ("metadata", "spec", "status", "labels", "conditions")},
+                }
+                for m in ("kube-controller-manager", "kubelet")
+            ],
+        },
+        "spec": {
+            "nodeName": f"node-{i % nodes:05d}",
+            "containers": [container],
+            "volumes": [{"name": v, "configMap": {"name": f"web-{v}"}} for v in ("config", "certs")],
+            "serviceAccountName": "web",
+            "tolerations": [
+                {"key": k, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+                for k in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+            ],
+        },
+        "status": {
+            "phase": "Running",
+            "conditions": conditions,
+            "podIP": f"10.{i // 65536 % 256}.{i // 256 % 256}.{i % 256}",
+            "startTime": bound,
+            "containerStatuses": [
+                {
+                    "name": "app",
+                    "ready": True,
+                    "restartCount": 0,
+                    "image": container["image"],
+                    "imageID": "registry.example.com/team/web-frontend@sha256:" + "ab" * 32,
+                    "containerID": "containerd://" + "cd" * 32,
+                    "state": {"running": {"startedAt": bound}},
+                }
+            ],
+        },
+    }
+
+
+def _run_kube(n: int, pods: int, url_queue: Any, stop: Any) -> None:
     from tests.kubeapi.server import FakeKubeAPI
 
     api = FakeKubeAPI(bookmark_interval=5.0).start()
     for i in range(n):
         api.put("nodes", node_object(i))
+    now = time.time()
+    for i in range(pods):
+        api.put("pods", pod_object(i, n, now))
     url_queue.put(api.url)
     stop.wait(600)
     api.stop()
@@ -273,7 +348,7 @@ def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 @contextlib.contextmanager
-def _processes(n: int) -> Iterator[tuple[str, int, Any]]:
+def _processes(n: int, pods: int) -> Iterator[tuple[str, int, Any]]:
     ctx = mp.get_context("spawn")
     stop = ctx.Event()
     ready = ctx.Event()
@@ -281,7 +356,7 @@ def _processes(n: int) -> Iterator[tuple[str, int, Any]]:
     port = _free_port()
     procs = [
         ctx.Process(target=_run_fleet, args=(n, port, ready, stop), daemon=True),
-        ctx.Process(target=_run_kube, args=(n, urls, stop), daemon=True),
+        ctx.Process(target=_run_kube, args=(n, pods, urls, stop), daemon=True),
     ]
     for p in procs:
         p.start()
@@ -302,11 +377,22 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
 
 
-def run(n: int, requests: int, interval: float) -> dict[str, float]:
+def _rss_mib(pid: int) -> dict[str, float]:
+    """Resident memory of a process (Linux): now and its peak."""
+    out: dict[str, float] = {}
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(value.split()[0]) / 1024
+    return out
+
+
+def run(n: int, requests: int, interval: float, pods: int = 0) -> dict[str, float]:
     import httpx
 
     results: dict[str, float] = {}
-    with _processes(n) as (kube_url, agent_port, _stop), tempfile.TemporaryDirectory() as tmp:
+    with _processes(n, pods) as (kube_url, agent_port, _stop), tempfile.TemporaryDirectory() as tmp:
         kubeconfig = Path(tmp) / "kubeconfig"
         kubeconfig.write_text(
             json.dumps(
@@ -376,6 +462,9 @@ def run(n: int, requests: int, interval: float) -> dict[str, float]:
                 s = m.get(f'colo_controller_extender_request_duration_seconds_sum{{verb="{verb}"}}', 0)
                 c = m.get(f'colo_controller_extender_request_duration_seconds_count{{verb="{verb}"}}', 1)
                 results[f"{verb}_server_mean_ms"] = s / c * 1000
+            rss = _rss_mib(proc.pid)
+            results["controller_peak_rss_mib"] = rss.get("VmHWM", math.nan)
+            results["controller_rss_mib"] = rss.get("VmRSS", math.nan)
         finally:
             proc.terminate()
             try:
@@ -390,10 +479,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nodes", type=int, default=5000)
     p.add_argument("--requests", type=int, default=300)
     p.add_argument("--interval", type=float, default=20.0, help="polling interval of the controller (s)")
+    p.add_argument("--pods", type=int, default=0, help="bound pods (about 5 KB of JSON each) in the API server")
     args = p.parse_args(argv)
     started = time.monotonic()
-    results = run(args.nodes, args.requests, args.interval)
-    print(f"colo-controller benchmark: {args.nodes} simulated agents on 127.1.0.0/16, {os.cpu_count()} CPUs")
+    results = run(args.nodes, args.requests, args.interval, args.pods)
+    print(
+        f"colo-controller benchmark: {args.nodes} simulated agents on 127.1.0.0/16, {args.pods} pods, "
+        f"{os.cpu_count()} CPUs"
+    )
     for key, value in results.items():
         print(f"  {key:28s} {value:10.3f}")
     ok = results["mean_cycle_seconds"] <= 15.0 and results["prioritize_p99_ms"] <= 50.0

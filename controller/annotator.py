@@ -3,7 +3,8 @@
 - each syncPolicy metric is written when its annotation is missing, unreadable, or at least its own
   period old, and only from a sample polled in this cycle (a failing node keeps its last value, which
   ages out as crane expects);
-- `node_hot_value` is written with any metric, when it changed, or before it could go stale;
+- `node_hot_value` is written with any metric, when it changed, or early enough that the next chance to
+  rewrite it (one cycle gap later, plus polling and writing) still comes before crane's 5 minutes are up;
 - `colo.io/oversubscription` rides along with metric writes (or when missing/stale);
 - `colo.io/load-score` is written when the node's score (computed on the annotations after this patch)
   differs from the published one, and rides along with any other write.
@@ -18,6 +19,12 @@ from controller import annotations as ann
 from controller.poller import AgentSample
 from controller.scoring import HOT_VALUE_ACTIVE_PERIOD, Scorer
 
+#: What a rewrite needs on top of the gap between two cycles before crane reads it: the next cycle's own
+#: polling and the wait in the writer's rate-limited queue (5000 nodes at 100 qps: 50 s).
+REFRESH_MARGIN = 60.0
+#: A longer polling interval cannot keep `node_hot_value` fresh at all (the config refuses it).
+MAX_POLLING_INTERVAL = HOT_VALUE_ACTIVE_PERIOD - REFRESH_MARGIN
+
 
 class Annotator:
     """Plans patches from a node's current annotations.
@@ -27,12 +34,21 @@ class Annotator:
     look missing and be written again.
     """
 
-    def __init__(self, scorer: Scorer) -> None:
+    def __init__(self, scorer: Scorer, *, interval: float = 30.0) -> None:
         self.scorer = scorer
+        self.interval = interval
         self.periods = {s.name: s.period for s in scorer.spec.sync_policy}
-        shortest = min(self.periods.values(), default=180.0)
-        # Keep the hot value fresh: crane trusts it for 5 minutes only.
-        self.refresh = min(shortest, HOT_VALUE_ACTIVE_PERIOD - 60.0)
+        self.shortest = min(self.periods.values(), default=180.0)
+
+    def refresh(self, gap: float | None = None) -> float:
+        """Age at which the hot value and oversubscription are rewritten, given `gap` seconds to the next cycle.
+
+        crane trusts `node_hot_value` for 5 minutes only, and we see the node again only a cycle later
+        (the polling interval, or longer when cycles overrun), so the value is rewritten once it is older
+        than 5 minutes minus that gap minus REFRESH_MARGIN; never later than the shortest sync period.
+        """
+        gap = self.interval if gap is None else max(gap, self.interval)
+        return max(0.0, min(self.shortest, HOT_VALUE_ACTIVE_PERIOD - gap - REFRESH_MARGIN))
 
     @staticmethod
     def _stamp(raw: str | None) -> float | None:
@@ -45,8 +61,11 @@ class Annotator:
         sample: AgentSample | None,
         hot_value: int,
         now: float,
+        *,
+        gap: float | None = None,
     ) -> dict[str, str]:
-        """The annotations to patch on `node` now (empty: nothing to do)."""
+        """The annotations to patch on `node` now (empty: nothing to do); `gap`: see `refresh`."""
+        refresh = self.refresh(gap)
         patch: dict[str, str] = {}
         if sample is not None:
             for name, period in self.periods.items():
@@ -65,7 +84,7 @@ class Annotator:
             or hot_parsed is None
             or hot_parsed[0] != float(hot_value)
             or hot_last is None
-            or now - hot_last >= self.refresh
+            or now - hot_last >= refresh
         ):
             patch[ann.HOT_VALUE] = ann.format_value(float(hot_value), now)
 
@@ -77,7 +96,7 @@ class Annotator:
                 any(k in self.periods for k in patch)
                 or over_parsed is None
                 or over_last is None
-                or now - over_last >= self.refresh
+                or now - over_last >= refresh
             ):
                 patch[ann.OVERSUBSCRIPTION] = ann.format_oversubscription(sample.oversubscription, sample.at)
 

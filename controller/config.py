@@ -13,8 +13,10 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from controller.annotator import MAX_POLLING_INTERVAL
 from controller.durations import to_seconds
 from controller.errors import ConfigError, from_validation_error
+from controller.scoring import MAX_EXTENDER_PRIORITY
 
 
 def _positive_seconds(v: object) -> float:
@@ -56,6 +58,16 @@ class PollingSettings(_Section):
     timeout: Seconds = 2.0
     concurrency: int = Field(default=128, ge=1, le=4096)
     max_response_bytes: int = Field(default=1 << 20, ge=1024)
+
+    @field_validator("interval")
+    @classmethod
+    def _keeps_hot_value_fresh(cls, v: float) -> float:
+        if v >= MAX_POLLING_INTERVAL:
+            raise ValueError(
+                f"must be below {MAX_POLLING_INTERVAL:g}s: crane trusts node_hot_value for 300s and it is "
+                "rewritten at most once per cycle, with time left for polling and writing"
+            )
+        return v
 
 
 class WriterSettings(_Section):
@@ -101,8 +113,20 @@ class ClassifySettings(_Section):
 class ExtenderSettings(_Section):
     """kube-scheduler HTTP extender."""
 
-    max_priority: int = Field(default=10, ge=1)
+    #: Not a knob: kube-scheduler scales extender scores assuming 0..10. Accepted (only as 10) so that
+    #: existing config files keep loading.
+    max_priority: int = MAX_EXTENDER_PRIORITY
     max_body_bytes: int = Field(default=64 << 20, ge=1024)
+
+    @field_validator("max_priority")
+    @classmethod
+    def _pinned(cls, v: int) -> int:
+        if v != MAX_EXTENDER_PRIORITY:
+            raise ValueError(
+                f"must be {MAX_EXTENDER_PRIORITY}: kube-scheduler scales extender scores assuming "
+                f"MaxExtenderPriority = {MAX_EXTENDER_PRIORITY} (leave the key out)"
+            )
+        return v
 
 
 class ControllerConfig(_Section):

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from controller.config import AgentSettings
+from controller.nodes import node_name
 
 
 def _host(address: str) -> str:
@@ -76,9 +77,8 @@ def discover(
     from_slices = endpoints_by_node(slices, settings) if settings.use_endpointslices else {}
     out: dict[str, str] = {}
     for node in nodes:
-        meta = node.get("metadata")
-        name = meta.get("name") if isinstance(meta, Mapping) else None
-        if not isinstance(name, str) or not name:
+        name = node_name(node)
+        if name is None:
             continue
         url = from_slices.get(name)
         if url is None:

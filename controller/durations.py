@@ -61,12 +61,3 @@ def to_seconds(value: object) -> float:
     if not math.isfinite(seconds):
         raise ValueError("duration must be finite")
     return seconds
-
-
-def format_duration(seconds: float) -> str:
-    """Render seconds compactly for logs and error messages."""
-    if seconds >= 3600 and seconds % 3600 == 0:
-        return f"{int(seconds // 3600)}h"
-    if seconds >= 60 and seconds % 60 == 0:
-        return f"{int(seconds // 60)}m"
-    return f"{seconds:g}s"

@@ -23,7 +23,8 @@ from controller.annotations import Oversubscription
 from controller.classify import PodClassifier
 from controller.config import ClassifySettings
 from controller.metrics import ControllerMetrics
-from controller.scoring import ScoreBoard, node_name
+from controller.nodes import node_name
+from controller.scoring import MAX_EXTENDER_PRIORITY, ScoreBoard
 
 
 class BadRequest(Exception):
@@ -90,16 +91,16 @@ class Extender:
         board: ScoreBoard,
         classify_settings: ClassifySettings,
         *,
-        max_priority: int = 10,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.board = board
         self.classify = PodClassifier(classify_settings)
-        self.max_priority = max_priority
         self.clock = clock
 
-    def _scale(self, score: int) -> int:
-        return (score * self.max_priority + 50) // 100
+    @staticmethod
+    def _scale(score: int) -> int:
+        """crane's 0..100 to the extender's 0..MaxExtenderPriority, rounded."""
+        return (score * MAX_EXTENDER_PRIORITY + 50) // 100
 
     def filter(
         self, pod: Mapping[str, Any], nodes: list[dict[str, Any]] | None, names: list[str] | None
@@ -177,9 +178,15 @@ def create_app(
     metrics: ControllerMetrics,
     *,
     ready: Callable[[], bool] = lambda: True,
+    unhealthy: Callable[[], str | None] = lambda: None,
     max_body_bytes: int = 64 << 20,
 ) -> FastAPI:
-    """The HTTP surface: /filter, /prioritize, /healthz, /readyz, /metrics, /api/v1/scores."""
+    """The HTTP surface: /filter, /prioritize, /healthz, /readyz, /metrics, /api/v1/scores.
+
+    /healthz (liveness) fails with `unhealthy()`'s reason, for what a restart cures (a dead thread, a
+    stuck polling loop); /readyz (readiness) fails until `ready()`, i.e. while the node cache is not
+    synced, which a restart would only prolong.
+    """
     app = FastAPI(title="colo-controller", docs_url=None, redoc_url=None, openapi_url=None)
     latency = metrics.extender_latency
 
@@ -218,7 +225,10 @@ def create_app(
 
     @app.get("/healthz")
     def healthz() -> PlainTextResponse:
-        return PlainTextResponse("ok")
+        reason = unhealthy()
+        if reason is None:
+            return PlainTextResponse("ok")
+        return PlainTextResponse(reason, status_code=503)
 
     @app.get("/readyz")
     def readyz() -> PlainTextResponse:

@@ -3,11 +3,15 @@
 crane counts "Scheduled" events; we watch Pods instead: a pod that has `spec.nodeName` is bound, and its
 `PodScheduled` condition says when. That survives event TTLs and leader failover (a new leader's initial
 list reproduces the recent bindings). Memory is bounded: records older than the longest hotValue
-timeRange are dropped, and at most `max_records` are kept.
+timeRange are dropped, and at most `max_records` are kept. The pod informer caches `BindingRecords.keep`'s
+stub (well under 1 KB) instead of the Pod (tens of KB parsed), and only for pods bound within that range
+when it last saw them: older pods are not cached at all, and a stub whose binding aged out goes at the
+pod's next event or the next relist.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -26,18 +30,27 @@ def _rfc3339(text: object) -> float | None:
         return None
 
 
-def binding_time(pod: Mapping[str, Any]) -> float | None:
-    """When the pod was bound: PodScheduled=True's lastTransitionTime, else its creation time."""
+def _scheduled(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The pod's PodScheduled=True condition, if any."""
     status = pod.get("status")
     conditions = status.get("conditions") if isinstance(status, Mapping) else None
-    if isinstance(conditions, list):
-        for cond in conditions:
-            if isinstance(cond, Mapping) and cond.get("type") == "PodScheduled" and cond.get("status") == "True":
-                stamp = _rfc3339(cond.get("lastTransitionTime"))
-                if stamp is not None:
-                    return stamp
+    for cond in conditions if isinstance(conditions, list) else ():
+        if isinstance(cond, Mapping) and cond.get("type") == "PodScheduled" and cond.get("status") == "True":
+            return cond
+    return None
+
+
+def binding_time(pod: Mapping[str, Any]) -> float | None:
+    """When the pod was bound: PodScheduled=True's lastTransitionTime, else its creation time."""
+    cond = _scheduled(pod)
+    stamp = _rfc3339(cond.get("lastTransitionTime")) if cond is not None else None
+    if stamp is not None:
+        return stamp
     meta = pod.get("metadata")
     return _rfc3339(meta.get("creationTimestamp")) if isinstance(meta, Mapping) else None
+
+
+_KEPT_META = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
 
 
 class BindingRecords:
@@ -56,6 +69,36 @@ class BindingRecords:
         self.clock = clock
         self._by_uid: dict[str, tuple[str, float]] = {}
         self._lock = threading.Lock()
+
+    def keep(self, pod: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The pod informer's transform: a bound pod cut down to what `observe` reads.
+
+        None (not cached at all) for an unbound pod or one bound before the longest time range: it can
+        never count again. Such a pod that the informer already held is dropped at its next event.
+        """
+        spec = pod.get("spec")
+        meta = pod.get("metadata")
+        if not isinstance(spec, Mapping) or not isinstance(meta, Mapping) or not spec.get("nodeName"):
+            return None
+        stamp = binding_time(pod)
+        if stamp is not None and stamp <= self.clock() - self.horizon:
+            return None
+        kept_meta = {k: meta[k] for k in _KEPT_META if k in meta}
+        if isinstance(kept_meta.get("namespace"), str):
+            kept_meta["namespace"] = sys.intern(kept_meta["namespace"])  # shared by many pods
+        node = spec["nodeName"]
+        out: dict[str, Any] = {
+            "metadata": kept_meta,
+            "spec": {"nodeName": sys.intern(node) if isinstance(node, str) else node},
+        }
+        cond = _scheduled(pod)
+        if cond is not None:
+            scheduled = {"type": "PodScheduled", "status": "True"}
+            if "lastTransitionTime" in cond:
+                scheduled["lastTransitionTime"] = cond["lastTransitionTime"]
+            out["status"] = {"conditions": [scheduled]}
+            kept_meta.pop("creationTimestamp", None)  # only a fallback for a pod without the condition
+        return out
 
     def observe(self, pod: Mapping[str, Any]) -> None:
         """Record a pod's binding once (ADDED or MODIFIED events of a bound pod)."""

@@ -26,15 +26,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from controller.scoring import node_name
+from controller.nodes import node_name
+from kube import resource_version
 
 Node = dict[str, Any]
-
-
-def resource_version(node: Node) -> str:
-    meta = node.get("metadata")
-    rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
-    return rv if isinstance(rv, str) else ""
 
 
 def newer(a: str, b: str) -> bool | None:

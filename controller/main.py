@@ -84,7 +84,11 @@ def serve(cfg: ControllerConfig, policy: DynamicSchedulerPolicy) -> int:
         return EXIT_RUNTIME
     controller = Controller(kube, cfg, policy)
     app = create_app(
-        controller.extender, controller.metrics, ready=controller.ready, max_body_bytes=cfg.extender.max_body_bytes
+        controller.extender,
+        controller.metrics,
+        ready=controller.ready,
+        unhealthy=controller.unhealthy,
+        max_body_bytes=cfg.extender.max_body_bytes,
     )
     host, port = parse_listen(cfg.listen)
     server = uvicorn.Server(

@@ -15,26 +15,17 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from agent.windows import WINDOW_NAMES
 from controller.durations import parse_go_duration
 from controller.errors import ConfigError, from_validation_error
+from exporter.api import NODE_WINDOW_PREFIX
 
 API_VERSION = "scheduler.policy.crane.io/v1alpha1"
 KIND = "DynamicSchedulerPolicy"
 
-# The windows the Colo agent serves under crane's metric names (GET /api/v1/node -> windows).
-AGENT_WINDOWS = frozenset(
-    {
-        "cpu_usage_avg_1m",
-        "cpu_usage_avg_5m",
-        "cpu_usage_max_avg_1h",
-        "cpu_usage_max_avg_1d",
-        "mem_usage_avg_1m",
-        "mem_usage_avg_5m",
-        "mem_usage_max_avg_1h",
-        "mem_usage_max_avg_1d",
-    }
-)
-_NAME = re.compile(r"[a-z0-9]([a-z0-9_.-]*[a-z0-9])?")
+#: The windows the Colo agent serves under crane's metric names (GET /api/v1/node -> windows), built from
+#: the agent's own lists so that every window it serves can be synced and nothing else.
+AGENT_WINDOWS = frozenset(prefix + window for prefix in NODE_WINDOW_PREFIX.values() for window in WINDOW_NAMES)
 
 
 def _go_duration(value: object) -> float:

@@ -15,17 +15,21 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from controller import annotations as ann
+from controller.nodes import node_annotations, node_name
 from controller.policy import PolicySpec
 
 EXTRA_ACTIVE_PERIOD = 300.0  # crane's ExtraActivePeriod
 HOT_VALUE_ACTIVE_PERIOD = 300.0  # crane's DefautlHotVauleActivePeriod
 MAX_SCORE = 100
 MIN_SCORE = 0
+#: kube-scheduler's extenderv1.MaxExtenderPriority: it multiplies extender scores by MaxNodeScore / 10,
+#: so an extender must answer in 0..10 whatever its own scale.
+MAX_EXTENDER_PRIORITY = 10
 _NEVER = math.inf
 
 
@@ -76,6 +80,8 @@ class Scorer:
             oversubscription_active if oversubscription_active is not None else shortest + EXTRA_ACTIVE_PERIOD
         )
         self._keys = (*self.metric_names, ann.HOT_VALUE, ann.OVERSUBSCRIPTION)
+        #: Every annotation the controller reads on a node (scoring, and the planner's published score).
+        self.annotation_keys: tuple[str, ...] = (*self._keys, ann.LOAD_SCORE)
 
     def relevant(self, annotations: Mapping[str, str]) -> tuple[str | None, ...]:
         """The raw strings scoring depends on: equal tuples mean an unchanged verdict input."""
@@ -96,18 +102,25 @@ class Scorer:
         over = ann.parse_oversubscription(raw_over) if raw_over is not None else None
         return NodeLoad(metrics, hot, over)
 
+    @staticmethod
+    def _fresh(load: NodeLoad, name: str, active: float, now: float) -> tuple[float, float] | None:
+        """(usage, expiry) of a metric annotation crane still trusts at `now`; None if missing or stale."""
+        got = load.metrics.get(name)
+        if got is None:
+            return None
+        usage, stamp = got
+        expiry = stamp + active
+        return (usage, expiry) if now < expiry else None
+
     def evaluate(self, node: str, load: NodeLoad, now: float) -> Verdict:
         """Filter and score exactly as crane's Dynamic plugin would at time `now`."""
         valid_until = _NEVER
         overloaded: str | None = None
         for name, limit, active in self._predicates:
-            got = load.metrics.get(name)
-            if got is None:
+            fresh = self._fresh(load, name, active, now)
+            if fresh is None:
                 continue
-            usage, stamp = got
-            expiry = stamp + active
-            if not now < expiry:
-                continue
+            usage, expiry = fresh
             valid_until = min(valid_until, expiry)
             if limit != 0 and usage > limit and overloaded is None:
                 overloaded = f"Load[{name}] of node[{node}] is too high"
@@ -115,13 +128,10 @@ class Scorer:
         if self._priorities:
             total = 0.0
             for name, weight, active in self._priorities:
-                got = load.metrics.get(name)
-                if got is None:
+                fresh = self._fresh(load, name, active, now)
+                if fresh is None:
                     continue
-                usage, stamp = got
-                expiry = stamp + active
-                if not now < expiry:
-                    continue
+                usage, expiry = fresh
                 valid_until = min(valid_until, expiry)
                 total += (1.0 - usage) * weight * float(MAX_SCORE)
             base = _go_int(total / self._weight_sum)
@@ -152,21 +162,6 @@ class _Entry:
         self.verdict: Verdict | None = None
 
 
-def _annotations(node: Mapping[str, Any]) -> Mapping[str, str]:
-    meta = node.get("metadata")
-    if not isinstance(meta, Mapping):
-        return {}
-    anns = meta.get("annotations")
-    return anns if isinstance(anns, Mapping) else {}
-
-
-def node_name(node: Mapping[str, Any]) -> str | None:
-    """metadata.name of a Node dict, or None."""
-    meta = node.get("metadata")
-    name = meta.get("name") if isinstance(meta, Mapping) else None
-    return name if isinstance(name, str) and name else None
-
-
 class ScoreBoard:
     """Thread-safe cache of every node's parsed annotations and current verdict."""
 
@@ -180,7 +175,7 @@ class ScoreBoard:
         name = node_name(node)
         if name is None:
             return
-        anns = _annotations(node)
+        anns = node_annotations(node)
         key = self.scorer.relevant(anns)
         with self._lock:
             old = self._entries.get(name)
@@ -191,18 +186,6 @@ class ScoreBoard:
     def remove_node(self, name: str) -> None:
         with self._lock:
             self._entries.pop(name, None)
-
-    def replace_all(self, nodes: Iterable[Mapping[str, Any]]) -> None:
-        """Resynchronise with a full node list (drops nodes that disappeared)."""
-        seen: set[str] = set()
-        for node in nodes:
-            name = node_name(node)
-            if name is not None:
-                seen.add(name)
-                self.update_node(node)
-        with self._lock:
-            for gone in set(self._entries) - seen:
-                del self._entries[gone]
 
     def names(self) -> list[str]:
         with self._lock:
@@ -232,4 +215,4 @@ class ScoreBoard:
         cached = self.verdict(name, now)
         if cached is not None:
             return cached
-        return self.scorer.evaluate(name, self.scorer.parse(_annotations(node)), now)
+        return self.scorer.evaluate(name, self.scorer.parse(node_annotations(node)), now)

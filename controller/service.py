@@ -4,6 +4,10 @@ Threads: one per informer (kube/), the lease campaign, the writer workers, and o
 polling cycles back to back (a cycle that overruns its interval is followed at once by the next, never
 overlapped). Only the leader polls and writes; every replica keeps its ScoreBoard current from the node
 informer, so every replica can answer the scheduler extender.
+
+Memory: the informers keep slim objects only (controller.nodes.slim_node, BindingRecords.keep), so what a
+replica holds grows with the number of nodes and of recent bindings, not with whole Node and Pod objects.
+Liveness (`unhealthy`) covers what a restart can cure: a dead thread or a polling loop that stopped.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import socket
 import threading
 import time
@@ -26,9 +31,10 @@ from controller.extender import Extender
 from controller.hotvalue import BindingRecords
 from controller.latest import LatestNodes
 from controller.metrics import ControllerMetrics
+from controller.nodes import node_annotations, node_name, slim_node
 from controller.policy import DynamicSchedulerPolicy
 from controller.poller import AgentPoller
-from controller.scoring import ScoreBoard, Scorer, node_name
+from controller.scoring import ScoreBoard, Scorer
 from controller.writer import AnnotationWriter
 from kube import Informer, Kube, LeaderElector
 
@@ -62,27 +68,32 @@ class Controller:
         policy: DynamicSchedulerPolicy,
         *,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
         metrics: ControllerMetrics | None = None,
     ) -> None:
+        """`clock`: wall time (annotation stamps, freshness); `monotonic`: the liveness bookkeeping."""
         self.kube = kube
         self.cfg = cfg
         self.policy = policy
         self.clock = clock
+        self._monotonic = monotonic
         self.metrics = metrics or ControllerMetrics()
         self.scorer = Scorer(policy.spec)
         self.board = ScoreBoard(self.scorer)
         self.bindings = BindingRecords(policy.spec.hot_value, clock=clock)
-        self.annotator = Annotator(self.scorer)
+        self.annotator = Annotator(self.scorer, interval=cfg.polling.interval)
         # Nodes as the informer shows them, or as our own last patch left them when the watch lags behind
         # it: planning from the informer alone would rewrite what we wrote a cycle ago.
         self.latest = LatestNodes(on_change=self.board.update_node)
-        self.extender = Extender(self.board, cfg.classify, max_priority=cfg.extender.max_priority, clock=clock)
+        self.extender = Extender(self.board, cfg.classify, clock=clock)
         self._stop = threading.Event()
+        self._started = False
         self._threads: list[threading.Thread] = []
         self._gauge_nodes: set[str] = set()
+        self._loop_progress: float | None = None  # monotonic end of the polling loop's last complete pass
         self.last_report: CycleReport | None = None
 
-        self.nodes = Informer(kube, "nodes", on_event=self._on_node)
+        self.nodes = Informer(kube, "nodes", on_event=self._on_node, transform=self._slim)
         self.slices: Informer | None = None
         if cfg.agent.use_endpointslices:
             self.slices = Informer(
@@ -93,7 +104,9 @@ class Controller:
             )
         self.pods: Informer | None = None
         if policy.spec.hot_value:
-            self.pods = Informer(kube, "pods", field_selector="spec.nodeName!=", on_event=self._on_pod)
+            self.pods = Informer(
+                kube, "pods", field_selector="spec.nodeName!=", on_event=self._on_pod, transform=self.bindings.keep
+            )
 
         le = cfg.leader_election
         self.elector: LeaderElector | None = None
@@ -114,7 +127,8 @@ class Controller:
             burst=cfg.writer.burst,
             workers=cfg.writer.workers,
             metrics=self.metrics,
-            is_leader=self.is_leader,
+            lease_time_left=self.lease_time_left,
+            request_timeout=cfg.kube_request_timeout,
             on_written=self._on_written,
         )
         self.poller = AgentPoller(
@@ -130,6 +144,10 @@ class Controller:
     def is_leader(self) -> bool:
         return self.elector.is_leader if self.elector is not None else True
 
+    def lease_time_left(self) -> float:
+        """How long a write started now may take and still land while we lead (inf without election)."""
+        return self.elector.lease_time_left() if self.elector is not None else math.inf
+
     def informers(self) -> list[Informer]:
         return [i for i in (self.nodes, self.slices, self.pods) if i is not None]
 
@@ -140,7 +158,37 @@ class Controller:
     def synced(self) -> bool:
         return all(i.synced.is_set() for i in self.informers())
 
+    def stall_limit(self) -> float:
+        """The longest one pass of the polling loop may take: three intervals plus the slowest possible poll
+        (every agent running into the timeout, `concurrency` at a time)."""
+        polling = self.cfg.polling
+        rounds = max(1, math.ceil(len(self.board) / polling.concurrency))
+        return 3 * polling.interval + rounds * polling.timeout
+
+    def unhealthy(self) -> str | None:
+        """Why this replica needs a restart (liveness), or None: a thread that must run died, or the
+        polling loop completed no pass (a cycle, or a follower's check) within `stall_limit()`."""
+        if not self._started or self._stop.is_set():
+            return None
+        dead = [t.name for t in self._threads if not t.is_alive()]
+        dead += [f"informer-{i.kind}" for i in self.informers() if not i.is_alive()]
+        if not self.writer.alive():
+            dead.append("colo-writer")
+        if dead:
+            return f"thread(s) died: {', '.join(dead)}"
+        progress = self._loop_progress
+        if progress is not None:
+            idle = self._monotonic() - progress
+            limit = self.stall_limit()
+            if idle > limit:
+                return f"polling loop completed no pass for {idle:.0f}s (limit {limit:.0f}s)"
+        return None
+
     # ---- event handlers (informer / lease / writer threads) --------------------------------------
+
+    def _slim(self, node: dict[str, Any]) -> dict[str, Any]:
+        """The node informer's transform (and our PATCH responses'): only what the controller reads."""
+        return slim_node(node, self.scorer.annotation_keys)
 
     def _on_node(self, etype: str, node: dict[str, Any]) -> None:
         if etype == "DELETED":
@@ -163,7 +211,7 @@ class Controller:
         self.latest.reset(self.nodes.items)
 
     def _on_written(self, node: str, patch: Mapping[str, str], updated: dict[str, Any]) -> None:
-        self.latest.wrote(updated)  # the PATCH response: the node as stored, with our annotations
+        self.latest.wrote(self._slim(updated))  # the PATCH response: the node as stored, with our annotations
 
     # ---- the cycle -------------------------------------------------------------------------------
 
@@ -178,13 +226,15 @@ class Controller:
         now = self.clock()
         self.bindings.gc()
         hot = self.bindings.hot_values(now)
+        # Until each node is planned again: at least an interval, longer while cycles overrun.
+        gap = max(poll_seconds, self.last_report.seconds if self.last_report is not None else 0.0)
         patches = 0
         for node in nodes:
             name = node_name(node)
             if name is None:
                 continue
-            anns = (self.latest.get(node).get("metadata") or {}).get("annotations") or {}
-            patch = self.annotator.plan(name, anns, result.samples.get(name), hot.get(name, 0), now)
+            anns = node_annotations(self.latest.get(node))
+            patch = self.annotator.plan(name, anns, result.samples.get(name), hot.get(name, 0), now, gap=gap)
             if patch:
                 self.writer.submit(name, patch)
                 patches += 1
@@ -230,6 +280,7 @@ class Controller:
                         log.warning("cycle took %.1fs, longer than the %.1fs interval", report.seconds, interval)
                 if self.ready():
                     self.refresh_gauges()
+                self._loop_progress = self._monotonic()
             except Exception:
                 log.exception("polling cycle failed")
             remaining = interval - (time.monotonic() - started)
@@ -241,6 +292,7 @@ class Controller:
 
     def start(self, *, run_loop: bool = True) -> None:
         """Start informers, writer and lease campaign; `run_loop=False` leaves cycles to the caller (tests)."""
+        self._started = True
         for informer in self.informers():
             informer.start()
         self.writer.start()
@@ -249,6 +301,7 @@ class Controller:
         else:
             self.metrics.is_leader.set(1)
         if run_loop:
+            self._loop_progress = self._monotonic()
             self._spawn("colo-poller", lambda: asyncio.run(self._loop()))
 
     def _spawn(self, name: str, target: Callable[..., object], *args: object) -> None:

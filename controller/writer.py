@@ -4,22 +4,41 @@ Pending work is a map node -> patch, so a newer plan for a node replaces the old
 by the number of nodes however slow the API server is, and we never send outdated values. A failed patch
 is dropped, not retried: the next cycle plans it again from the node's real annotations, which is a
 natural backoff of one polling interval.
+
+Leader-gated means more than "checked when queued": a patch may wait in the queue and then on a slow API
+server, and one that lands after the lease passed to another replica would overwrite the new leader's
+values. So leadership is asked right before sending, as the time the lease is still ours
+(`LeaderElector.lease_time_left`), and the patch gets a deadline inside that time: it is applied before
+a successor could take over, or not at all (see `Kube.patch_node_annotations`).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from controller.metrics import ControllerMetrics
 
 log = logging.getLogger(__name__)
 
-PatchFn = Callable[[str, Mapping[str, str | None]], dict[str, Any]]
+#: Share of the lease time left that one write may use; the rest absorbs connection-retry backoff and
+#: the moments between reading the clock and the request leaving.
+LEASE_SHARE = 0.8
+#: Below this much time a write is not attempted (it would only time out).
+MIN_WRITE_SECONDS = 0.05
+
+
+class PatchFn(Protocol):
+    """`Kube.patch_node_annotations`: applied within `timeout` seconds or not at all."""
+
+    def __call__(
+        self, name: str, annotations: Mapping[str, str | None], *, timeout: float | None = None
+    ) -> dict[str, Any]: ...
 
 
 class TokenBucket:
@@ -58,14 +77,18 @@ class AnnotationWriter:
         burst: int,
         workers: int,
         metrics: ControllerMetrics,
-        is_leader: Callable[[], bool],
+        lease_time_left: Callable[[], float] = lambda: math.inf,
+        request_timeout: float = 10.0,
         on_written: Callable[[str, Mapping[str, str], dict[str, Any]], None] | None = None,
     ) -> None:
+        """`lease_time_left`: seconds a write started now may take and still land while we lead (0: we do
+        not lead; inf without leader election). `request_timeout` caps the deadline of a leader's write."""
         self._patch = patch
         self._bucket = TokenBucket(qps, burst)
         self._n_workers = workers
         self._metrics = metrics
-        self._is_leader = is_leader
+        self._lease_time_left = lease_time_left
+        self._request_timeout = request_timeout
         self._on_written = on_written
         self._pending: OrderedDict[str, dict[str, str]] = OrderedDict()
         self._in_flight = 0
@@ -78,6 +101,10 @@ class AnnotationWriter:
             t = threading.Thread(target=self._run, name=f"colo-writer-{i}", daemon=True)
             t.start()
             self._threads.append(t)
+
+    def alive(self) -> bool:
+        """Every worker thread runs (False before start() and after stop())."""
+        return bool(self._threads) and all(t.is_alive() for t in self._threads)
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
@@ -104,10 +131,6 @@ class AnnotationWriter:
     def pending(self) -> int:
         with self._cond:
             return len(self._pending) + self._in_flight
-
-    def is_pending(self, node: str) -> bool:
-        with self._cond:
-            return node in self._pending
 
     def wait_idle(self, timeout: float) -> bool:
         """Block until nothing is pending or in flight (tests, shutdown)."""
@@ -145,11 +168,16 @@ class AnnotationWriter:
             try:
                 if not self._bucket.take(self._stop):
                     return
-                if not self._is_leader():
-                    self._metrics.patches.labels("not_leader").inc()
-                    continue
+                # Asked only now, after any wait for a token: the lease may have moved on meanwhile.
+                left = self._lease_time_left()
+                timeout: float | None = None  # no lease to outlive: the client's own request timeout
+                if math.isfinite(left):
+                    timeout = min(self._request_timeout, LEASE_SHARE * left)
+                    if timeout < MIN_WRITE_SECONDS:
+                        self._metrics.patches.labels("not_leader").inc()
+                        continue
                 try:
-                    updated = self._patch(node, patch)
+                    updated = self._patch(node, patch, timeout=timeout)
                 except Exception as err:
                     self._metrics.patches.labels("error").inc()
                     log.warning("patching annotations of node %s failed: %s", node, err)

@@ -1,7 +1,7 @@
 """Colo's only door to the Kubernetes API: a dict-based client, informers and leader election."""
 
 from kube.client import RESOURCES, ApiError, EvictionResult, Kind, Kube, WatchStream
-from kube.informer import Informer, object_key
+from kube.informer import Informer, Transform, object_key, resource_version
 from kube.lease import LeaderElector
 
 __all__ = [
@@ -12,6 +12,8 @@ __all__ = [
     "Kind",
     "Kube",
     "LeaderElector",
+    "Transform",
     "WatchStream",
     "object_key",
+    "resource_version",
 ]

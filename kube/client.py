@@ -14,7 +14,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, cast
@@ -48,6 +48,9 @@ TRANSPORT_RETRIES = urllib3.Retry(
 
 #: Attempts for read-modify-write cycles (taints) before giving up with the last 409/422.
 CONFLICT_RETRIES = 5
+
+#: Objects per list request: the API server and we never hold one huge response (client-go pages by 500).
+LIST_PAGE_SIZE = 500
 
 
 @dataclass(frozen=True)
@@ -176,6 +179,24 @@ def _now_rfc3339(clock: float | None = None) -> str:
     """A metav1.Time (second precision, what core/v1 Event timestamps use)."""
     t = time.time() if clock is None else clock
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _max_sends(retries: object) -> int:
+    """How many times urllib3 may send one request that is not idempotent (PATCH, POST).
+
+    Only connection failures are retried for those (the request never left), so the bound is one send plus
+    the connect retries; urllib3's default (``retries`` None) is Retry(3).
+    """
+    if retries is None:
+        return 4
+    if isinstance(retries, bool) or not isinstance(retries, int | urllib3.Retry):
+        return 1
+    if isinstance(retries, int):
+        return 1 + max(0, retries)
+    if retries.total is False:
+        return 1
+    limits = [n for n in (retries.total, retries.connect) if isinstance(n, int) and not isinstance(n, bool)]
+    return 1 + max(0, min(limits)) if limits else 4
 
 
 def _json_pointer(*tokens: str) -> str:
@@ -347,9 +368,21 @@ class Kube:
         query: list[tuple[str, str]] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        timeout: float | None = None,
     ) -> dict[str, Any]:
-        """A non-streaming call whose answer is one JSON object."""
-        response = self._send(method, path, query=query, body=body, content_type=content_type)
+        """A non-streaming call whose answer is one JSON object.
+
+        ``timeout`` (seconds) bounds the whole call: it is shared out among the sends urllib3 may make
+        (connection retries; only their short backoff comes on top), and each send's share also goes to
+        the server as the ``timeout`` query parameter, so the API server abandons a request it could not
+        finish in time (504) instead of applying it after we stopped waiting.
+        """
+        attempt_timeout: float | None = None
+        if timeout is not None:
+            sends = _max_sends(getattr(getattr(self.api_client, "configuration", None), "retries", None))
+            attempt_timeout = timeout / sends
+            query = [*(query or []), ("timeout", f"{max(1, int(attempt_timeout * 1000))}ms")]
+        response = self._send(method, path, query=query, body=body, content_type=content_type, timeout=attempt_timeout)
         try:
             data = response.data
         except (urllib3.exceptions.HTTPError, OSError) as e:
@@ -383,23 +416,48 @@ class Kube:
         field_selector: str | None = None,
         label_selector: str | None = None,
         resource_version: str | None = None,
+        page_size: int = LIST_PAGE_SIZE,
+        transform: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
     ) -> tuple[list[dict[str, Any]], str]:
         """Items and the list's resourceVersion (where a following watch must start).
 
         Items get ``kind``/``apiVersion`` filled in (the server leaves them out of list items) so list
         and watch objects look the same to callers. ``resource_version="0"`` allows a cached read.
+
+        Fetched in pages of ``page_size`` (``limit``/``continue``; 0: one request) that the server serves
+        from one snapshot, so the result is one consistent list however long paging takes, and neither
+        side holds the whole collection as one response. ``transform`` runs on each item as its page
+        arrives (None drops the item): a caller keeping little of each object holds at most one page of
+        whole objects. A continue token the server no longer honours (410 after compaction) raises
+        ApiError(410): list again from the start.
         """
         res = RESOURCES[kind]
-        query = self._selectors(field_selector, label_selector)
-        if resource_version is not None:
-            query.append(("resourceVersion", resource_version))
-        result = self._call("GET", res.path(namespace), query=query)
-        items = result.get("items") or []
-        for item in items:
-            item.setdefault("kind", res.kind)
-            item.setdefault("apiVersion", res.api_version)
-        rv = str((result.get("metadata") or {}).get("resourceVersion") or "")
-        return items, rv
+        selectors = self._selectors(field_selector, label_selector)
+        items: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            query = list(selectors)
+            if page_size > 0:
+                query.append(("limit", str(page_size)))
+            if token:
+                query.append(("continue", token))  # the token pins the snapshot: no resourceVersion with it
+            elif resource_version is not None:
+                query.append(("resourceVersion", resource_version))
+            result = self._call("GET", res.path(namespace), query=query)
+            for item in result.get("items") or []:
+                item.setdefault("kind", res.kind)
+                item.setdefault("apiVersion", res.api_version)
+                kept = transform(item) if transform is not None else item
+                if kept is not None:
+                    items.append(kept)
+            meta = result.get("metadata") or {}
+            rv = str(meta.get("resourceVersion") or "")
+            following = str(meta.get("continue") or "")
+            if not following:
+                return items, rv
+            if following == token:
+                raise ApiError(0, "MalformedResponse", "the server repeated the same continue token")
+            token = following
 
     def watch(
         self,
@@ -435,17 +493,26 @@ class Kube:
     def get_node(self, name: str) -> dict[str, Any]:
         return self._call("GET", RESOURCES["nodes"].path(name=name))
 
-    def _merge_patch_node(self, name: str, patch: dict[str, Any], sub: str | None = None) -> dict[str, Any]:
+    def _merge_patch_node(
+        self, name: str, patch: dict[str, Any], sub: str | None = None, timeout: float | None = None
+    ) -> dict[str, Any]:
         return self._call(
             "PATCH",
             RESOURCES["nodes"].path(name=name, sub=sub),
             body=patch,
             content_type="application/merge-patch+json",
+            timeout=timeout,
         )
 
-    def patch_node_annotations(self, name: str, annotations: Mapping[str, str | None]) -> dict[str, Any]:
-        """Set (or, with None, remove) only these annotations; others' annotations are untouched."""
-        return self._merge_patch_node(name, {"metadata": {"annotations": dict(annotations)}})
+    def patch_node_annotations(
+        self, name: str, annotations: Mapping[str, str | None], *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Set (or, with None, remove) only these annotations; others' annotations are untouched.
+
+        ``timeout``: the patch is applied within this many seconds or not at all (see ``_call``); a
+        leader uses it so that its write cannot land after the lease could have passed to a successor.
+        """
+        return self._merge_patch_node(name, {"metadata": {"annotations": dict(annotations)}}, timeout=timeout)
 
     def patch_node_labels(self, name: str, labels: Mapping[str, str | None]) -> dict[str, Any]:
         """Set (or, with None, remove) only these labels."""

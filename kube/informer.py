@@ -13,7 +13,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kube.client import ApiError, Kind, Kube, WatchStream
@@ -21,6 +21,8 @@ from kube.client import ApiError, Kind, Kube, WatchStream
 log = logging.getLogger(__name__)
 
 EventHandler = Callable[[str, dict[str, Any]], None]
+#: What an informer keeps of each object (None: nothing, as if a selector had excluded it).
+Transform = Callable[[dict[str, Any]], dict[str, Any] | None]
 
 #: A watch that ends cleanly this quickly without delivering anything counts as a failure (backoff),
 #: so a misbehaving proxy that closes every watch at once cannot make us spin.
@@ -35,8 +37,11 @@ def object_key(obj: dict[str, Any]) -> str:
     return f"{ns}/{name}" if ns else name
 
 
-def _rv_of(obj: dict[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+def resource_version(obj: Mapping[str, Any]) -> str:
+    """``metadata.resourceVersion``, or "" when the object has none."""
+    meta = obj.get("metadata")
+    rv = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+    return rv if isinstance(rv, str) else ""
 
 
 class Informer:
@@ -45,6 +50,14 @@ class Informer:
     ``on_event`` runs on the informer thread with ("ADDED"|"MODIFIED"|"DELETED", obj); after a relist it
     also gets synthesized DELETED events for objects that vanished meanwhile. Cached objects are shared,
     not copied: treat what ``items()``/``get()``/``on_event`` hand out as read-only.
+
+    ``transform`` (optional) runs on every listed or watched object before it is cached or handed to
+    ``on_event``, so a caller that reads a few fields of a large kind need not hold whole objects: the
+    cache keeps only what it returns (pages of a list are transformed as they arrive). It must keep
+    ``metadata.name``, ``metadata.namespace`` and ``metadata.resourceVersion`` (the cache is keyed and
+    diffed on them). Returning None leaves the object out, as a selector would: it is not cached, a cached
+    version is dropped with a DELETED event, and a later version may bring it back as ADDED. A transform
+    that raises is logged and counts as None. Without ``transform`` whole objects are kept.
     """
 
     def __init__(
@@ -56,6 +69,7 @@ class Informer:
         field_selector: str | None = None,
         label_selector: str | None = None,
         on_event: EventHandler | None = None,
+        transform: Transform | None = None,
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
         watch_timeout: int = 300,
@@ -67,6 +81,7 @@ class Informer:
         self.field_selector = field_selector
         self.label_selector = label_selector
         self.on_event = on_event
+        self.transform = transform
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self.watch_timeout = watch_timeout
@@ -104,8 +119,9 @@ class Informer:
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def wait_synced(self, timeout: float | None = None) -> bool:
-        return self.synced.wait(timeout)
+    def is_alive(self) -> bool:
+        """True while the background thread runs (from start() until stop())."""
+        return self._thread is not None and self._thread.is_alive()
 
     def items(self) -> list[dict[str, Any]]:
         """A snapshot list of the cached objects."""
@@ -140,6 +156,15 @@ class Informer:
         except Exception:
             log.exception("informer %s: on_event handler failed for %s %s", self.kind, etype, object_key(obj))
 
+    def _keep(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        if self.transform is None:
+            return obj
+        try:
+            return self.transform(obj)
+        except Exception:
+            log.exception("informer %s: transform failed for %s; leaving it out", self.kind, object_key(obj))
+            return None
+
     def _replace(self, items: list[dict[str, Any]]) -> None:
         """Swap in a fresh list and tell the handler what changed since the previous cache."""
         fresh = {object_key(o): o for o in items}
@@ -149,30 +174,36 @@ class Informer:
             prev = old.get(key)
             if prev is None:
                 self._emit("ADDED", obj)
-            elif _rv_of(prev) != _rv_of(obj):
+            elif resource_version(prev) != resource_version(obj):
                 self._emit("MODIFIED", obj)
         for key, obj in old.items():
             if key not in fresh:
                 self._emit("DELETED", obj)
 
-    def _apply(self, etype: str, obj: dict[str, Any]) -> None:
-        rv = _rv_of(obj)
+    def _apply(self, etype: str, raw: dict[str, Any]) -> None:
+        rv = resource_version(raw)
         if rv:
             self._rv = rv
         if etype == "BOOKMARK":
             return
-        key = object_key(obj)
+        if etype not in ("ADDED", "MODIFIED", "DELETED"):
+            log.warning("informer %s: ignoring unknown watch event type %r", self.kind, etype)
+            return
+        key = object_key(raw)
+        obj = self._keep(raw)
         with self._lock:
-            known = key in self._cache
-            if etype == "DELETED":
-                self._cache.pop(key, None)
-            elif etype in ("ADDED", "MODIFIED"):
+            prev = self._cache.pop(key, None) if etype == "DELETED" or obj is None else self._cache.get(key)
+            if etype != "DELETED" and obj is not None:
                 self._cache[key] = obj
-                etype = "MODIFIED" if known else "ADDED"
-            else:
-                log.warning("informer %s: ignoring unknown watch event type %r", self.kind, etype)
-                return
-        self._emit(etype, obj)
+        if etype == "DELETED":
+            gone = obj if obj is not None else prev
+        elif obj is None:
+            gone = prev  # no longer of interest: gone as far as the handler is concerned
+        else:
+            self._emit("MODIFIED" if prev is not None else "ADDED", obj)
+            return
+        if gone is not None:
+            self._emit("DELETED", gone)
 
     def _list(self) -> None:
         items, rv = self.kube.list(
@@ -180,6 +211,7 @@ class Informer:
             namespace=self.namespace,
             field_selector=self.field_selector,
             label_selector=self.label_selector,
+            transform=self._keep if self.transform is not None else None,
         )
         self.lists += 1
         self._replace(items)

@@ -2,9 +2,12 @@
 
 Only one colo-controller replica may act at a time. The Lease's resourceVersion gives us compare-and-swap,
 so two candidates can never both win a round. Expiry is judged by when *we* last saw the lease record
-change (local clock), never by the timestamps inside it, so clock skew between nodes cannot make a live
-leader look expired. A leader that cannot renew for ``renew_deadline`` stops claiming leadership before
-``lease_duration`` lets anyone else take over.
+change, never by the timestamps inside it, so clock skew between nodes cannot make a live leader look
+expired. That local bookkeeping runs on the monotonic clock: a wall clock stepped back (NTP, a VM
+resumed) would keep a leader that no longer renews, and one stepped forward would let a candidate take
+over a live lease. Wall time only goes into the record's ``acquireTime``/``renewTime`` for humans. A leader
+that cannot renew for ``renew_deadline`` stops claiming leadership before ``lease_duration`` lets anyone
+else take over, and ``lease_time_left()`` tells its writers how long an operation may still take.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class LeaderElector:
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
         on_change: Callable[[bool], None] | None = None,
     ) -> None:
         if not identity:
@@ -57,10 +61,11 @@ class LeaderElector:
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
         self.on_change = on_change
-        self._clock = clock
+        self._clock = clock  # wall time: only for the timestamps written into the Lease
+        self._monotonic = monotonic  # everything we judge locally: expiry, renew deadline
         self._observed_spec: dict[str, Any] | None = None
-        self._observed_at = 0.0
-        self._renewed_at: float | None = None
+        self._observed_at = 0.0  # monotonic
+        self._renewed_at: float | None = None  # monotonic, when the round that last renewed began
         self._leading = False
         self._reported = False
         self._lock = threading.Lock()
@@ -68,7 +73,23 @@ class LeaderElector:
     @property
     def is_leader(self) -> bool:
         """True while we hold the lease and renewed it within ``renew_deadline``."""
-        return self._leading and self._renewed_at is not None and self._clock() - self._renewed_at < self.renew_deadline
+        return self.lease_time_left() > 0
+
+    def lease_time_left(self) -> float:
+        """Seconds an operation started now may take and still finish while nobody else can hold the lease.
+
+        0 when we are not the leader (or missed the renew deadline). Otherwise the time until the lease
+        could expire for another candidate: they count ``lease_duration`` from when *they* saw our last
+        renewal, which is after the moment we started it (``_renewed_at``), so this errs on the safe side.
+        It is at least ``lease_duration - renew_deadline`` while ``is_leader`` holds.
+        """
+        renewed = self._renewed_at
+        if not self._leading or renewed is None:
+            return 0.0
+        elapsed = self._monotonic() - renewed
+        if elapsed >= self.renew_deadline:
+            return 0.0
+        return self.lease_duration - elapsed
 
     @property
     def observed_holder(self) -> str:
@@ -94,15 +115,15 @@ class LeaderElector:
             except Exception:
                 log.exception("leader election on_change handler failed")
 
-    def _spec(self, now: float, prior: dict[str, Any]) -> dict[str, Any]:
+    def _spec(self, wall: float, prior: dict[str, Any]) -> dict[str, Any]:
         """The record we write: renewal keeps acquireTime/transitions, a takeover bumps transitions."""
         ours = prior.get("holderIdentity") == self.identity
         transitions = int(prior.get("leaseTransitions") or 0)
         return {
             "holderIdentity": self.identity,
             "leaseDurationSeconds": max(1, math.ceil(self.lease_duration)),
-            "acquireTime": prior.get("acquireTime") if ours and prior.get("acquireTime") else _micro_time(now),
-            "renewTime": _micro_time(now),
+            "acquireTime": prior.get("acquireTime") if ours and prior.get("acquireTime") else _micro_time(wall),
+            "renewTime": _micro_time(wall),
             "leaseTransitions": transitions if ours or not prior else transitions + 1,
         }
 
@@ -119,7 +140,8 @@ class LeaderElector:
                 self._notify()
 
     def _step(self) -> bool:
-        now = self._clock()
+        now = self._monotonic()
+        wall = self._clock()
         try:
             lease = self.kube.get_lease(self.namespace, self.name)
             if lease is None:
@@ -127,7 +149,7 @@ class LeaderElector:
                     "apiVersion": "coordination.k8s.io/v1",
                     "kind": "Lease",
                     "metadata": {"name": self.name, "namespace": self.namespace},
-                    "spec": self._spec(now, {}),
+                    "spec": self._spec(wall, {}),
                 }
                 created = self.kube.create_lease(self.namespace, body)
                 self._won(created, now)
@@ -140,7 +162,7 @@ class LeaderElector:
                 self._leading = False
                 return False
             body = dict(lease)
-            body["spec"] = self._spec(now, spec)
+            body["spec"] = self._spec(wall, spec)
             updated = self.kube.replace_lease(self.namespace, self.name, body)
             self._won(updated, now)
             return True
@@ -173,16 +195,16 @@ class LeaderElector:
                 spec: dict[str, Any] = (lease or {}).get("spec") or {}
                 if lease is None or spec.get("holderIdentity") != self.identity:
                     return
-                now = self._clock()
+                wall = self._clock()
                 body = dict(lease)
                 body["spec"] = {
                     "leaseDurationSeconds": 1,
-                    "acquireTime": _micro_time(now),
-                    "renewTime": _micro_time(now),
+                    "acquireTime": _micro_time(wall),
+                    "renewTime": _micro_time(wall),
                     "leaseTransitions": int(spec.get("leaseTransitions") or 0),
                 }
                 released = self.kube.replace_lease(self.namespace, self.name, body)
-                self._observe(released.get("spec") or {}, now)
+                self._observe(released.get("spec") or {}, self._monotonic())
             except ApiError as e:
                 log.warning("lease %s/%s: release failed (it will expire instead): %s", self.namespace, self.name, e)
             finally:

@@ -387,3 +387,127 @@ def test_lagging_node_informer_causes_no_rewrites(
     assert [r.path.rsplit("/", 1)[-1] for r in sent] == ["n1"]
     assert "cpu_usage_max_avg_1d" in sent[0].body["metadata"]["annotations"]
     assert node_annotations(kube_api, "n1")["cpu_usage_max_avg_1d"] == "0.20000,2026-11-22T10:02:30Z"
+
+
+def test_informers_keep_only_what_the_controller_reads(
+    kube_api: FakeKubeAPI,  # noqa: F811
+    kube: Kube,  # noqa: F811
+    fleet: AgentFleet,
+    started: list[Controller],
+) -> None:
+    add_slice(kube_api, "n1", fleet.add("n1", agent_payload("n1", 0.2)))
+    kube_api.put(
+        "nodes",
+        {
+            "metadata": {
+                "name": "n1",
+                "labels": {"kubernetes.io/hostname": "n1"},
+                "annotations": {"other.io/keep": "yes", "node_hot_value": "1.00000,2026-11-22T09:58:00Z"},
+            },
+            "spec": {"podCIDR": "10.0.0.0/24"},
+            "status": {
+                "addresses": [{"type": "Hostname", "address": "n1"}, {"type": "InternalIP", "address": "192.0.2.1"}],
+                "images": [{"names": [f"registry.example/image-{i}:v1"], "sizeBytes": 1 << 20} for i in range(50)],
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        },
+    )
+
+    def pod(name: str, bound_ago: float) -> dict[str, Any]:
+        return {
+            "metadata": {"name": name, "namespace": "default", "labels": {"app": "x"}},
+            "spec": {
+                "nodeName": "n1",
+                "containers": [{"name": "c", "image": "x", "env": [{"name": "A", "value": "1"}]}],
+            },
+            "status": {
+                "phase": "Running",
+                "conditions": [
+                    {"type": "Ready", "status": "True"},
+                    {"type": "PodScheduled", "status": "True", "lastTransitionTime": ann.format_time(T0 - bound_ago)},
+                ],
+            },
+        }
+
+    kube_api.put("pods", pod("recent", 30))
+    kube_api.put("pods", pod("old", 3600))  # bound long before every hotValue time range: never counts again
+    c = Controller(kube, config(), default_policy(), clock=Clock(T0))
+    started.append(c)
+    c.start(run_loop=False)
+    wait_for(c.synced, what="informers")
+
+    cached = c.nodes.get("n1")  # shared with the informer: look, don't touch
+    assert cached is not None and cached["metadata"]["resourceVersion"].isdigit()
+    node = {**cached, "metadata": {k: v for k, v in cached["metadata"].items() if k != "resourceVersion"}}
+    assert node == {
+        "metadata": {"name": "n1", "annotations": {"node_hot_value": "1.00000,2026-11-22T09:58:00Z"}},
+        "status": {"addresses": [{"type": "InternalIP", "address": "192.0.2.1"}]},
+    }
+    assert c.pods is not None
+    (kept,) = c.pods.items()
+    assert set(kept) == {"metadata", "spec", "status"} and kept["spec"] == {"nodeName": "n1"}
+    assert set(kept["metadata"]) == {"name", "namespace", "uid", "resourceVersion"}
+    assert [cond["type"] for cond in kept["status"]["conditions"]] == ["PodScheduled"]
+    for kind in ("nodes", "pods", "endpointslices"):
+        (listed,) = kube_api.requests_for("GET", f"/{kind}$", watch=False)
+        assert listed.query["limit"] == "500"  # paged lists
+
+    run_cycle(c)
+    assert node_annotations(kube_api, "n1")["node_hot_value"] == "0.00000,2026-11-22T10:00:00Z"  # 1 binding < 2
+    current = c.latest.get(c.nodes.get("n1") or {})
+    assert set(current) == {"metadata", "status"}  # our PATCH response, slimmed the same way
+    assert "other.io/keep" not in current["metadata"]["annotations"]
+    assert current["metadata"]["annotations"]["cpu_usage_avg_5m"] == "0.20000,2026-11-22T10:00:00Z"
+
+
+def test_liveness_fails_for_a_stalled_polling_loop(
+    kube_api: FakeKubeAPI,  # noqa: F811
+    kube: Kube,  # noqa: F811
+    fleet: AgentFleet,
+    started: list[Controller],
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from controller.extender import create_app
+
+    for name in ("h1", "h2"):
+        add_slice(kube_api, name, fleet.add(name, agent_payload(name, 0.2)))
+        add_node(kube_api, name)
+        fleet.set(name, mode="hang")
+    mono = Clock(1000.0)
+    # Two hung agents polled one at a time: a legitimate cycle takes 2 x 0.5 s. The loop may take
+    # 3 intervals + 2 rounds of timeouts = 0.15 + 1.0 s before it counts as stalled.
+    cfg = config(polling={"interval": 0.05, "timeout": 0.5, "concurrency": 1})
+    c = Controller(kube, cfg, fast_policy(), monotonic=mono)
+    started.append(c)
+    client = TestClient(create_app(c.extender, c.metrics, unhealthy=c.unhealthy))
+    assert c.unhealthy() is None  # not started yet
+    c.start()
+    wait_for(lambda: fleet.total_in_flight() == 1, what="the loop inside a cycle, waiting for a hung agent")
+    assert c.stall_limit() == pytest.approx(1.15)
+    mono.now += 1.1  # a long cycle, but a possible one
+    assert c.unhealthy() is None
+    assert client.get("/healthz").status_code == 200
+    mono.now += 0.1
+    reason = c.unhealthy()
+    assert reason is not None and "polling loop" in reason
+    r = client.get("/healthz")
+    assert (r.status_code, r.text) == (503, reason)
+    wait_for(lambda: c.unhealthy() is None, what="the loop completes its pass")
+
+
+def test_liveness_fails_when_a_thread_died(
+    kube_api: FakeKubeAPI,  # noqa: F811
+    kube: Kube,  # noqa: F811
+    started: list[Controller],
+) -> None:
+    c = Controller(kube, config(), fast_policy())
+    started.append(c)
+    c.start(run_loop=False)
+    wait_for(c.synced, what="informers")
+    assert c.unhealthy() is None
+    assert c.pods is not None
+    c.pods.stop()
+    assert c.unhealthy() == "thread(s) died: informer-pods"
+    c.writer.stop()
+    assert c.unhealthy() == "thread(s) died: informer-pods, colo-writer"

@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
+from agent.windows import WINDOW_NAMES
 from controller.config import load_config
 from controller.durations import parse_go_duration
 from controller.errors import ConfigError
 from controller.main import EXIT_CONFIG, main
-from controller.policy import API_VERSION, KIND, default_policy, load_policy, parse_policy
+from controller.policy import AGENT_WINDOWS, API_VERSION, KIND, default_policy, load_policy, parse_policy
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -85,6 +86,21 @@ def test_malformed_policy_names_the_field(doc: dict[str, Any], field: str) -> No
     assert f"{field}:" in str(info.value)
 
 
+def test_every_window_the_agent_serves_can_be_synced() -> None:
+    for name in ("cpu_usage_avg_1m", "mem_usage_max_avg_1d", "cpu_usage_p95_5m", "mem_usage_p99_1h"):
+        parse_policy(_doc(syncPolicy=[{"name": name, "period": "3m"}]))
+    with pytest.raises(ConfigError, match=r"spec\.syncPolicy\[0\]\.name"):
+        parse_policy(_doc(syncPolicy=[{"name": "cpu_usage_p42_5m", "period": "3m"}]))
+    assert len(AGENT_WINDOWS) == 2 * len(WINDOW_NAMES)
+
+
+def test_extender_max_priority_is_pinned_but_accepted(tmp_path: Path) -> None:
+    cfg_file = tmp_path / "c.yaml"
+    cfg_file.write_text("extender:\n  max_priority: 10\npolling:\n  interval: 3m\n")
+    cfg = load_config(str(cfg_file))
+    assert cfg.extender.max_priority == 10 and cfg.polling.interval == 180
+
+
 def test_missing_sections_are_empty() -> None:
     spec = parse_policy(_doc()).spec
     assert spec.predicate == () and spec.priority == () and spec.hot_value == ()
@@ -110,6 +126,8 @@ def test_config_durations_and_unknown_keys(tmp_path: Path) -> None:
         ("writer:\n  qps: -1\n", "writer.qps"),
         ("leader_election:\n  lease_duration: 5\n  renew_deadline: 10\n", "leader_election"),
         ("listen: nope\n", "listen"),
+        ("polling:\n  interval: 4m\n", "polling.interval"),  # node_hot_value would go stale between cycles
+        ("extender:\n  max_priority: 100\n", "extender.max_priority"),  # kube-scheduler assumes 10
         ("- a list\n", "<root>"),
     ],
 )

@@ -8,6 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from controller import annotations as ann
+from controller.classify import PodClassifier
 from controller.config import ClassifySettings
 from controller.extender import Extender, create_app
 from controller.hotvalue import BindingRecords
@@ -120,6 +121,48 @@ def test_hot_value_from_bindings() -> None:
     assert records.hot_values() == {"a": 1}
 
 
+def test_the_pod_informer_keeps_a_stub_of_recent_bindings_only() -> None:
+    records = BindingRecords(default_policy().spec.hot_value, clock=lambda: NOW)
+    big: dict[str, Any] = {
+        "metadata": {
+            "name": "p",
+            "namespace": "d",
+            "uid": "u1",
+            "resourceVersion": "7",
+            "creationTimestamp": ann.format_time(NOW - 40),
+            "labels": {"app": "x"},
+            "managedFields": [{"manager": "kubelet"}],
+        },
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "x"}]},
+        "status": {
+            "phase": "Running",
+            "conditions": [
+                {"type": "Ready", "status": "True"},
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": ann.format_time(NOW - 30)},
+            ],
+        },
+    }
+    stub = records.keep(big)
+    assert stub == {
+        "metadata": {"name": "p", "namespace": "d", "uid": "u1", "resourceVersion": "7"},
+        "spec": {"nodeName": "n1"},
+        "status": {
+            "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-11-22T09:59:30Z"}]
+        },
+    }
+    records.observe(stub)
+    assert records.counts(300) == {"n1": 1}  # the stub is all `observe` needs
+    # No condition: the creation time is the fallback, so it stays.
+    unconditioned = {**big, "status": {"phase": "Running"}}
+    kept = records.keep(unconditioned)
+    assert kept is not None and kept["metadata"]["creationTimestamp"] == "2026-11-22T09:59:20Z"
+    # Bound before the longest time range (5m), or not bound: nothing to keep.
+    scheduled_long_ago = {"type": "PodScheduled", "status": "True", "lastTransitionTime": ann.format_time(NOW - 300)}
+    old = {**big, "status": {"conditions": [scheduled_long_ago]}}
+    assert records.keep(old) is None
+    assert records.keep({**big, "spec": {"nodeName": ""}}) is None
+
+
 # ---- extender --------------------------------------------------------------------------------------
 
 
@@ -195,6 +238,39 @@ def test_bad_requests(client: TestClient) -> None:
     assert client.post("/prioritize", json={"NodeNames": ["a"]}).status_code == 400
     body = client.post("/filter", json={"Pod": POD}).json()
     assert "neither Nodes nor NodeNames" in body["Error"]
+
+
+def test_warnings_about_malformed_qos_levels_are_forgotten(caplog: pytest.LogCaptureFixture) -> None:
+    """The classifier warns once per pod, and forgets pods it has not been asked about for a while."""
+
+    class Clock:
+        now = 0.0
+
+        def __call__(self) -> float:
+            return self.now
+
+    clock = Clock()
+    classify = PodClassifier(ClassifySettings(), forget_after=600, monotonic=clock)
+
+    def pod(name: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "uid": name, "annotations": {"volcano.sh/qos-level": "bogus"}}}
+
+    def warnings() -> list[str]:
+        return [r.getMessage().split(":")[0] for r in caplog.records if "qos-level" in r.getMessage()]
+
+    for _ in range(3):
+        assert classify(pod("stuck")) == "online"
+    for i in range(100):  # pods asked about once (scheduled at the first try)
+        classify(pod(f"once-{i}"))
+    assert warnings() == ["pod None/stuck", *(f"pod None/once-{i}" for i in range(100))]
+    clock.now = 600
+    classify(pod("stuck"))  # the sweep keeps what was asked about since the last one: all of them
+    clock.now = 1200
+    classify(pod("stuck"))  # this sweep forgets the once-* pods: not asked about for a whole period
+    classify(pod("once-0"))
+    assert warnings()[101:] == ["pod None/once-0"]  # remembered no more: warned again (once)
+    classify(pod("once-0"))
+    assert len(warnings()) == 102
 
 
 def test_health_metrics_and_scores(client: TestClient) -> None:

@@ -130,6 +130,73 @@ def test_list_with_compacted_resource_version_is_410(kube: Kube, kube_api: FakeK
     assert (err.value.status, err.value.reason) == (410, "Expired")
 
 
+def test_list_pages_with_limit_and_continue(kube: Kube, kube_api: FakeKubeAPI) -> None:
+    for i in range(7):
+        kube_api.put("pods", _pod(f"p{i}", ns="ns-a" if i % 2 else "ns-b"))
+    kube_api.put("pods", _pod("elsewhere", node="n2"))
+    items, rv = kube.list("pods", field_selector="spec.nodeName=n1", page_size=3)
+    assert sorted(p["metadata"]["name"] for p in items) == [f"p{i}" for i in range(7)]
+    assert rv == str(kube_api.resource_version)
+    pages = kube_api.requests_for("GET", "^/api/v1/pods$")
+    assert [r.query.get("limit") for r in pages] == ["3", "3", "3"]
+    assert "continue" not in pages[0].query and all(r.query["continue"] for r in pages[1:])
+    assert all(r.query["fieldSelector"] == "spec.nodeName=n1" for r in pages)
+    assert all("resourceVersion" not in r.query for r in pages[1:])  # the token carries the snapshot
+    # The default page size is client-go's 500: one request here.
+    kube.list("pods")
+    assert kube_api.requests_for("GET", "^/api/v1/pods$")[-1].query["limit"] == "500"
+
+
+def test_paged_list_is_one_snapshot_and_transformed_page_by_page(kube: Kube, kube_api: FakeKubeAPI) -> None:
+    for name in ("a", "b", "c", "d", "e"):
+        kube_api.put("pods", _pod(name))
+    listed_at = kube_api.resource_version
+    seen: list[str] = []
+
+    def keep(pod: dict[str, Any]) -> dict[str, Any] | None:
+        name = pod["metadata"]["name"]
+        if not seen:  # while the first page is being handled, the collection changes under us
+            kube_api.put("pods", _pod("a0"))
+            kube_api.put("pods", _pod("e", app="changed"))
+            kube_api.delete("pods", "default", "d")
+        seen.append(name)
+        return None if name == "b" else {"metadata": {"name": name, "rv": pod["metadata"]["resourceVersion"]}}
+
+    items, rv = kube.list("pods", page_size=2, transform=keep)
+    assert seen == ["a", "b", "c", "d", "e"]  # as of the first page: no a0, d still there
+    assert [p["metadata"]["name"] for p in items] == ["a", "c", "d", "e"]  # b dropped by the transform
+    assert int(items[-1]["metadata"]["rv"]) <= listed_at  # e as it was, not the later change
+    assert rv == str(listed_at)
+
+
+def test_expired_continue_token_is_410(kube: Kube, kube_api: FakeKubeAPI) -> None:
+    for name in ("a", "b", "c"):
+        kube_api.put("pods", _pod(name))
+
+    def compact_once(pod: dict[str, Any]) -> dict[str, Any]:
+        kube_api.put("pods", _pod("late"))
+        kube_api.compact()  # the first page's snapshot is gone before the second page is asked for
+        return pod
+
+    with pytest.raises(ApiError) as err:
+        kube.list("pods", page_size=2, transform=compact_once)
+    assert (err.value.status, err.value.reason) == (410, "Expired")
+
+
+def test_fake_server_refuses_a_resource_version_with_continue(kube: Kube, kube_api: FakeKubeAPI) -> None:
+    """As the real server does: the continue token alone says which snapshot to read."""
+    for name in ("a", "b"):
+        kube_api.put("pods", _pod(name))
+    kube.list("pods", page_size=1)
+    token = kube_api.requests_for("GET", "^/api/v1/pods$")[1].query["continue"]
+    with pytest.raises(ApiError) as err:
+        kube._call("GET", "/api/v1/pods", query=[("continue", token), ("resourceVersion", "5")])
+    assert err.value.status == 400 and "continue" in err.value.message
+    with pytest.raises(ApiError) as err:
+        kube._call("GET", "/api/v1/pods", query=[("continue", "garbage")])
+    assert err.value.status == 400
+
+
 # ---- watch ----------------------------------------------------------------------------------------
 
 
@@ -243,6 +310,22 @@ def test_patch_node_annotations_touches_only_ours(kube: Kube, kube_api: FakeKube
     assert req.path == "/api/v1/nodes/n1"
     assert req.content_type == "application/merge-patch+json"
     assert req.body == {"metadata": {"annotations": {"colo.io/level": "high", "colo.io/old": None}}}
+
+
+def test_patch_with_a_timeout_lands_in_time_or_not_at_all(kube: Kube, kube_api: FakeKubeAPI) -> None:
+    kube_api.put("nodes", _node("n1"))
+    kube.patch_node_annotations("n1", {"colo.io/a": "1"}, timeout=2.0)
+    (req,) = kube_api.requests_for("PATCH")
+    assert req.query["timeout"] == "500ms"  # 2 s shared by the 4 sends urllib3 may make (3 connect retries)
+
+    kube_api.inject("PATCH", "/nodes/n1", status=None, delay=0.5)  # an API server too slow for the deadline
+    started = time.monotonic()
+    with pytest.raises(ApiError):
+        kube.patch_node_annotations("n1", {"colo.io/a": "2"}, timeout=0.4)
+    assert time.monotonic() - started < 0.4
+    time.sleep(0.6)  # past the delay: the server gave up at its deadline (504) instead of applying it
+    stored = kube_api.get("nodes", None, "n1")
+    assert stored is not None and stored["metadata"]["annotations"]["colo.io/a"] == "1"
 
 
 def test_patch_node_labels(kube: Kube, kube_api: FakeKubeAPI) -> None:

@@ -239,12 +239,73 @@ def test_handler_errors_do_not_kill_the_informer(kube_api: FakeKubeAPI, make_inf
     assert _names(informer) == {"a", "b"}
 
 
+def _slim_unless_ignored(pod: dict[str, Any]) -> dict[str, Any] | None:
+    """Keeps name, namespace and resourceVersion (what the informer needs) plus the node; drops ignore=yes."""
+    meta = pod["metadata"]
+    if (meta.get("labels") or {}).get("ignore") == "yes":
+        return None
+    kept = {k: meta[k] for k in ("name", "namespace", "resourceVersion")}
+    return {"metadata": kept, "spec": {"nodeName": pod["spec"]["nodeName"]}}
+
+
+def test_transform_caches_only_what_it_keeps(kube_api: FakeKubeAPI, make_informer: Callable[..., Informer]) -> None:
+    kube_api.put("pods", _pod("a"))
+    kube_api.put("pods", _pod("skip", ignore="yes"))
+    rec = Recorder()
+    informer = make_informer(on_event=rec, transform=_slim_unless_ignored)
+    assert _names(informer) == {"a"}
+    listed = informer.get("default/a")
+    assert listed is not None and set(listed) == {"metadata", "spec"} and "labels" not in listed["metadata"]
+
+    kube_api.put("pods", _pod("b", node="n2"))  # watched objects are transformed too
+    kube_api.put("pods", _pod("a", ignore="yes"))  # a leaves the set of interest: DELETED
+    kube_api.put("pods", _pod("skip"))  # skip enters it: ADDED
+    kube_api.delete("pods", "default", "b")
+    eventually(lambda: len(rec.seen()) == 5)
+    assert rec.seen() == [("ADDED", "a"), ("ADDED", "b"), ("DELETED", "a"), ("ADDED", "skip"), ("DELETED", "b")]
+    assert _names(informer) == {"skip"}
+    stored = kube_api.get("pods", "default", "skip")
+    assert stored is not None
+    assert informer.get("default/skip") == {
+        "metadata": {"name": "skip", "namespace": "default", "resourceVersion": stored["metadata"]["resourceVersion"]},
+        "spec": {"nodeName": "n1"},
+    }
+    kube_api.delete("pods", "default", "a")  # gone while ignored: nothing to tell
+    kube_api.put("pods", _pod("c"))
+    eventually(lambda: informer.get("default/c") is not None)
+    assert rec.seen()[5:] == [("ADDED", "c")]
+
+
+def test_transform_on_relist_and_transform_errors(
+    kube_api: FakeKubeAPI, make_informer: Callable[..., Informer]
+) -> None:
+    kube_api.put("pods", _pod("a"))
+    kube_api.put("pods", _pod("b"))
+
+    def keep(pod: dict[str, Any]) -> dict[str, Any] | None:
+        if pod["metadata"]["name"] == "bad":
+            raise ValueError("transform bug")
+        return _slim_unless_ignored(pod)
+
+    rec = Recorder()
+    informer = make_informer(on_event=rec, transform=keep)
+    kube_api.stop()
+    kube_api.put("pods", _pod("a", ignore="yes"))
+    kube_api.put("pods", _pod("bad"))
+    kube_api.compact()
+    kube_api.start()
+    eventually(lambda: informer.lists == 2)
+    assert _names(informer) == {"b"}  # a is left out after the relist; bad's transform failed: left out
+    assert sorted(rec.seen()[2:]) == [("DELETED", "a")]
+    assert informer.last_error is None  # a broken transform does not break the informer
+
+
 def test_stop_is_prompt_even_mid_watch(kube: Kube, kube_api: FakeKubeAPI) -> None:
     informer = Informer(kube, "pods", watch_timeout=300)
     informer.start()
-    assert informer.synced.wait(WAIT)
+    assert informer.synced.wait(WAIT) and informer.is_alive()
     eventually(lambda: kube_api.open_watches() == 1)
     started = time.monotonic()
     informer.stop(timeout=WAIT)
     assert time.monotonic() - started < 2
-    assert informer._thread is not None and not informer._thread.is_alive()
+    assert not informer.is_alive()

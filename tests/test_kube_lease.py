@@ -1,4 +1,8 @@
-"""LeaderElector against the fake API server, with injected clocks for the lease arithmetic."""
+"""LeaderElector against the fake API server, with injected clocks for the lease arithmetic.
+
+`_elector`'s clock drives the monotonic clock (expiry, renew deadline) and, unless a test passes a
+separate `wall` clock, also the wall time written into the Lease.
+"""
 
 from __future__ import annotations
 
@@ -29,8 +33,8 @@ class Clock:
         self.now += seconds
 
 
-def _elector(kube: Kube, identity: str, clock: Clock, **kwargs: Any) -> LeaderElector:
-    return LeaderElector(kube, NS, NAME, identity, clock=clock, **kwargs)
+def _elector(kube: Kube, identity: str, clock: Clock, wall: Clock | None = None, **kwargs: Any) -> LeaderElector:
+    return LeaderElector(kube, NS, NAME, identity, clock=wall or clock, monotonic=clock, **kwargs)
 
 
 def _spec(kube_api: FakeKubeAPI) -> dict[str, Any]:
@@ -113,6 +117,52 @@ def test_expiry_uses_local_observation_not_the_records_timestamps(kube: Kube, ku
     assert not b.try_acquire_or_renew()
     clock.advance(0.2)
     assert b.try_acquire_or_renew()
+
+
+def test_a_wall_clock_stepped_back_does_not_keep_a_leader_that_cannot_renew(kube: Kube, kube_api: FakeKubeAPI) -> None:
+    mono, wall = Clock(1000.0), Clock()
+    a = _elector(kube, "a", mono, wall=wall)
+    assert a.try_acquire_or_renew()
+    assert a.lease_time_left() == 15
+    kube_api.inject("GET", "/leases/", status=500, times=None)  # renewals fail from now on
+    wall.advance(-3600)  # NTP steps the wall clock back an hour
+    mono.advance(9.9)
+    assert not a.try_acquire_or_renew()
+    assert a.is_leader and a.lease_time_left() == pytest.approx(5.1)
+    mono.advance(0.2)  # 10.1 s without a renewal, whatever the wall clock says
+    assert not a.is_leader and a.lease_time_left() == 0
+
+
+def test_a_wall_clock_stepped_forward_does_not_let_a_candidate_take_over_early(
+    kube: Kube, kube_api: FakeKubeAPI
+) -> None:
+    a = _elector(kube, "a", Clock())
+    mono_b, wall_b = Clock(50.0), Clock()
+    b = _elector(kube, "b", mono_b, wall=wall_b)
+    assert a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()
+    wall_b.advance(3600)
+    mono_b.advance(14)
+    assert not b.try_acquire_or_renew()  # 14 s since b saw a's record: not expired
+    assert _spec(kube_api)["holderIdentity"] == "a"
+    mono_b.advance(1)
+    assert b.try_acquire_or_renew()
+    spec = _spec(kube_api)
+    assert spec["holderIdentity"] == "b"
+    assert spec["renewTime"] == spec["acquireTime"] == "2023-11-14T23:13:20.000000Z"  # wall time, an hour on
+
+
+def test_lease_time_left_shrinks_until_the_renew_deadline(kube: Kube) -> None:
+    clock = Clock()
+    a = _elector(kube, "a", clock)
+    assert a.lease_time_left() == 0  # not leading
+    assert a.try_acquire_or_renew()
+    clock.advance(4)
+    assert a.lease_time_left() == 11  # lease_duration 15 - 4
+    clock.advance(5.99)
+    assert a.lease_time_left() == pytest.approx(5.01)  # never less than lease_duration - renew_deadline
+    clock.advance(0.01)
+    assert a.lease_time_left() == 0 and not a.is_leader
 
 
 def test_concurrent_takeover_has_exactly_one_winner(kube: Kube, kube_api: FakeKubeAPI) -> None:

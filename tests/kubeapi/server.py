@@ -12,17 +12,25 @@ Deliberate simplifications (documented so nobody relies on them):
 * strategic-merge-patch is applied as a JSON merge patch: maps merge, lists are replaced wholesale, and
   ``$patch``/``$retainKeys`` directives are rejected with 400 rather than half-implemented;
 * deletion is immediate (no graceful deletionTimestamp phase); eviction deletes the pod at once;
-* no pagination (``limit``/``continue`` are ignored), no admission, no defaulting, no validation beyond
-  names; ``put()`` stores objects verbatim (it is the test's way of being the kubelet/scheduler);
+* lists page like etcd-backed ones (``limit``/``continue``, every page from the first page's snapshot,
+  410 once that snapshot is compacted away), also with ``resourceVersion=0``, which a real server may
+  answer unpaged from its watch cache;
+* the ``timeout`` query parameter is honoured only where a fault delays a request: a request delayed
+  past it gets 504 and is not applied, like the real server's request deadline;
+* no admission, no defaulting, no validation beyond names; ``put()`` stores objects verbatim (it is the
+  test's way of being the kubelet/scheduler);
 * a bookmark is sent every ``bookmark_interval`` seconds (real servers: about once a minute);
 * Retry-After is sent as given, so tests may use fractions of a second (real servers send integers).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import bisect
 import contextlib
 import copy
+import itertools
 import json
 import random
 import re
@@ -165,6 +173,37 @@ _PATH_RE = re.compile(
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_GO_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _parse_timeout(value: str | None) -> float | None:
+    """The ``timeout`` query parameter (a Go duration such as ``1500ms``); 400 when unreadable."""
+    if not value:
+        return None
+    m = _GO_DURATION.fullmatch(value)
+    if m is None:
+        raise ApiFailure(400, message=f"invalid timeout specified in the request URL: {value}")
+    return float(m[1]) * _GO_UNITS[m[2]]
+
+
+def _encode_continue(rv: int, after: tuple[str, str]) -> str:
+    """An opaque continue token: the snapshot's resourceVersion and the last key served (like etcd's)."""
+    doc = {"v": "meta.k8s.io/v1", "rv": rv, "start": list(after)}
+    return base64.urlsafe_b64encode(json.dumps(doc).encode()).decode()
+
+
+def _decode_continue(token: str) -> tuple[int, tuple[str, str]]:
+    try:
+        doc = json.loads(base64.urlsafe_b64decode(token.encode()))
+        rv, start = doc["rv"], doc["start"]
+        if doc.get("v") != "meta.k8s.io/v1" or not isinstance(rv, int) or len(start) != 2:
+            raise ValueError(token)
+        return rv, (str(start[0]), str(start[1]))
+    except (ValueError, KeyError, TypeError, binascii.Error):
+        raise ApiFailure(400, message="continue key is not valid: incorrect encoded start resourceVersion") from None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -914,6 +953,15 @@ class _Handler(BaseHTTPRequestHandler):
             )
         fault = api._take_fault(method, path, is_watch)
         if fault is not None:
+            deadline = None if is_watch else _parse_timeout(query.get("timeout"))
+            if deadline is not None and fault.delay >= deadline:
+                # The request deadline passes while the request is held up: 504, and nothing is applied.
+                if halt.wait(deadline):
+                    self.close_connection = True
+                    return
+                with contextlib.suppress(OSError):
+                    self._send_failure(ApiFailure(504, "Timeout"))
+                return
             if fault.delay and halt.wait(fault.delay):
                 self.close_connection = True
                 return
@@ -1034,30 +1082,73 @@ class _Handler(BaseHTTPRequestHandler):
     def _list(self, rt: ResourceType, ns: str | None, query: dict[str, str]) -> None:
         match = self._predicate(rt, ns, query)
         api = self.api
+        asked = query.get("resourceVersion", "")
+        token = query.get("continue", "")
+        raw_limit = query.get("limit", "")
+        if raw_limit and not raw_limit.lstrip("-").isdigit():
+            raise ApiFailure(400, message=f"invalid limit: {raw_limit}")
+        limit = max(0, int(raw_limit or 0))
+        after: tuple[str, str] | None = None
         with api._cond:
-            asked = query.get("resourceVersion", "")
-            if asked not in ("", "0"):
-                if not asked.isdigit():
-                    raise ApiFailure(400, message=f"invalid resource version: {asked}")
-                if int(asked) < api._compacted:
-                    raise ApiFailure(410, "Expired", "The resourceVersion for the provided list is too old.")
-            items = []
-            for _, obj in sorted(api._objects[rt.plural].items()):
-                if match(obj):
-                    item = copy.deepcopy(obj)
-                    item.pop("kind", None)
-                    item.pop("apiVersion", None)
-                    items.append(item)
-            rv = api._rv
-        self._send_json(
-            200,
-            {
-                "kind": f"{rt.kind}List",
-                "apiVersion": rt.api_version,
-                "metadata": {"resourceVersion": str(rv)},
-                "items": items,
-            },
-        )
+            if token:
+                if asked not in ("", "0"):
+                    raise ApiFailure(400, message="specifying resource version is not allowed when using continue")
+                snapshot, after = _decode_continue(token)
+                if snapshot < api._compacted:
+                    raise ApiFailure(
+                        410,
+                        "Expired",
+                        "The provided continue parameter is too old to display a consistent list result. "
+                        "You can start a new list without the continue parameter.",
+                    )
+            else:
+                if asked not in ("", "0"):
+                    if not asked.isdigit():
+                        raise ApiFailure(400, message=f"invalid resource version: {asked}")
+                    if int(asked) < api._compacted:
+                        raise ApiFailure(410, "Expired", "The resourceVersion for the provided list is too old.")
+                snapshot = api._rv
+            state = self._state_at(rt, snapshot)
+            keys = sorted(k for k in state if after is None or k > after)
+            items: list[JSON] = []
+            last: tuple[str, str] | None = None
+            rest = iter(keys)
+            for key in rest:
+                obj = state[key]
+                if not match(obj):
+                    continue
+                if limit and len(items) == limit:
+                    rest = itertools.chain([key], rest)
+                    break
+                item = copy.deepcopy(obj)
+                item.pop("kind", None)
+                item.pop("apiVersion", None)
+                items.append(item)
+                last = key
+            else:
+                last = None  # nothing left: no continue token
+            meta: JSON = {"resourceVersion": str(snapshot)}
+            if last is not None:
+                meta["continue"] = _encode_continue(snapshot, last)
+                if not query.get("labelSelector") and not query.get("fieldSelector"):
+                    # As the real server: only an unfiltered list knows how many items remain.
+                    meta["remainingItemCount"] = sum(1 for k in rest if match(state[k]))
+        self._send_json(200, {"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta, "items": items})
+
+    def _state_at(self, rt: ResourceType, rv: int) -> dict[tuple[str, str], JSON]:
+        """The kind's objects as of ``rv`` (>= the compaction point): now, with later changes undone."""
+        api = self.api
+        state = dict(api._objects[rt.plural])
+        for change in reversed(api._log[bisect.bisect_right(api._log_rvs, rv) :]):
+            if change.plural != rt.plural:
+                continue
+            meta = change.obj["metadata"]
+            key = FakeKubeAPI._key(rt, meta.get("namespace"), meta["name"])
+            if change.old is None:
+                state.pop(key, None)
+            else:
+                state[key] = change.old
+        return state
 
     def _check_body(self, rt: ResourceType, body: Any, kind: str | None = None) -> JSON:
         if not isinstance(body, dict):
