@@ -12,6 +12,7 @@ Pods with priority >= 2000000000 (system-node-critical/system-cluster-critical) 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
@@ -24,17 +25,18 @@ VOLCANO_NAMED_LEVELS = {"LC": 2, "HLS": 2, "LS": 1, "BE": -1}
 DEFAULT_OFFLINE_CLASSES = ("koord-batch", "koord-free")
 
 PodClassName = Literal["online", "offline"]
+# ASCII digits only, as Volcano parses it: int() would also take '-0_1', '+1' and other scripts' digits
+_LEVEL = re.compile(r"-?[0-9]+")
 
 
 def qos_level(value: str) -> int | None:
     """Volcano's qos-level as an integer in -7..7, or None when malformed."""
     v = value.strip()
-    if v.upper() in VOLCANO_NAMED_LEVELS and v == v.upper():
+    if v in VOLCANO_NAMED_LEVELS:
         return VOLCANO_NAMED_LEVELS[v]
-    try:
-        level = int(v, 10)
-    except ValueError:
+    if not _LEVEL.fullmatch(v) or len(v) > 12:  # a longer one is out of range anyway (and int() may refuse it)
         return None
+    level = int(v)
     return level if -7 <= level <= 7 else None
 
 

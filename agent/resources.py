@@ -29,16 +29,23 @@ def _sum_resources(containers: list[Mapping[str, Any]], field: str) -> tuple[Dec
 
 
 def pod_requests(pod: Mapping[str, Any]) -> tuple[float, int]:
-    """(CPU cores, memory bytes) the scheduler reserves for a pod: max(sum of containers, largest init
-    container) plus the pod overhead, as kube-scheduler computes it."""
+    """(CPU cores, memory bytes) the scheduler reserves for a pod, as kube-scheduler computes it
+    (AggregateContainerRequests): init containers run in order, and a sidecar (an init container with
+    restartPolicy Always) keeps running from its start, so a regular init container needs its own request
+    plus the sidecars started before it; the app containers run alongside every sidecar. The result is
+    max(Σ app containers + Σ sidecars, max over regular init containers of (init + sidecars before it))
+    plus the pod overhead."""
     spec = pod.get("spec") or {}
     cpu, mem = _sum_resources(spec.get("containers") or [], "requests")
+    side_cpu = side_mem = init_cpu = init_mem = Decimal(0)
     for init in spec.get("initContainers") or []:
         icpu, imem = _sum_resources([init], "requests")
-        if init.get("restartPolicy") == "Always":  # a sidecar runs alongside the app containers
+        if init.get("restartPolicy") == "Always":
+            side_cpu, side_mem = side_cpu + icpu, side_mem + imem
             cpu, mem = cpu + icpu, mem + imem
         else:
-            cpu, mem = max(cpu, icpu), max(mem, imem)
+            init_cpu, init_mem = max(init_cpu, icpu + side_cpu), max(init_mem, imem + side_mem)
+    cpu, mem = max(cpu, init_cpu), max(mem, init_mem)
     overhead = spec.get("overhead") or {}
     cpu += quantity(overhead.get("cpu"), Decimal(0)) or Decimal(0)
     mem += quantity(overhead.get("memory"), Decimal(0)) or Decimal(0)

@@ -124,6 +124,44 @@ def test_requests_limits_and_allocatable_from_api_objects() -> None:
     assert node_allocatable({}) == (None, None)
 
 
+def _init(cpu: str, mem: str, sidecar: bool = False) -> dict[str, object]:
+    c: dict[str, object] = {"resources": {"requests": {"cpu": cpu, "memory": mem}}}
+    if sidecar:
+        c["restartPolicy"] = "Always"
+    return c
+
+
+@pytest.mark.parametrize(
+    ("containers", "inits", "overhead", "expected"),
+    [
+        # (app containers' cpu requests, init containers in order, overhead) -> (cpu, memory in Mi)
+        (["1"], [], None, (1.0, 100)),
+        (["1"], [_init("2", "50Mi")], None, (2.0, 100)),  # a regular init container alone
+        (["1"], [_init("500m", "300Mi", sidecar=True)], None, (1.5, 400)),  # a sidecar runs with the app
+        # a regular init container after a sidecar needs both: 0.5 + 1.8 = 2.3 > 1 + 0.5
+        (["1"], [_init("500m", "10Mi", sidecar=True), _init("1800m", "10Mi")], None, (2.3, 110)),
+        # the same init container before the sidecar runs alone: max(1.8, 1 + 0.5)
+        (["1"], [_init("1800m", "10Mi"), _init("500m", "10Mi", sidecar=True)], None, (1.8, 110)),
+        # two sidecars, a regular one between them sees only the first
+        (["1"], [_init("1", "1Mi", sidecar=True), _init("3", "1Mi"), _init("1", "1Mi", sidecar=True)], None, (4.0, 102)),
+        (["1"], [_init("1", "1Mi", sidecar=True), _init("1", "1Mi", sidecar=True), _init("2500m", "1Mi")], None, (4.5, 102)),
+        (["1", "2"], [_init("2", "1Gi")], {"cpu": "250m", "memory": "10Mi"}, (3.25, 1024 + 10)),  # + overhead
+    ],
+)  # fmt: skip
+def test_pod_requests_follow_the_schedulers_sidecar_rule(
+    containers: list[str], inits: list[dict[str, object]], overhead: dict[str, str] | None, expected: tuple[float, int]
+) -> None:
+    spec: dict[str, object] = {
+        "containers": [{"resources": {"requests": {"cpu": c, "memory": "100Mi" if i == 0 else "0"}}}
+                       for i, c in enumerate(containers)],
+        "initContainers": inits,
+    }  # fmt: skip
+    if overhead:
+        spec["overhead"] = overhead
+    cpu, mem = pod_requests({"spec": spec})
+    assert (cpu, mem) == (pytest.approx(expected[0]), expected[1] << 20)
+
+
 @pytest.mark.parametrize(
     ("value", "expected"),
     [(None, {"cpu", "memory"}), ("cpu", {"cpu"}), ("memory", {"memory"}), ("cpu,memory", {"cpu", "memory"}),

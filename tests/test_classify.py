@@ -58,6 +58,13 @@ Q = "volcano.sh/qos-level"
         (pod({Q: ""}), "online"),
         (pod({Q: "offline"}), "online"),
         (pod({Q: "0x-1"}), "online"),
+        (pod({Q: "-0_1"}), "online"),  # int() reads this as -1
+        (pod({Q: "-\u0661"}), "online"),  # Arabic-Indic one: int() reads -1
+        (pod({Q: "-\uff11"}), "online"),  # fullwidth one
+        (pod({Q: "\u00b2"}), "online"),  # superscript two
+        (pod({Q: "+1"}), "online"),
+        (pod({Q: "-" + "1" * 5000}), "online"),  # longer than int() parses
+        (pod({Q: "-01"}), "offline"),
         # koordinator label
         (pod(labels={"koordinator.sh/qosClass": "BE"}), "offline"),
         (pod(labels={"koordinator.sh/qosClass": "LS"}), "online"),
@@ -100,6 +107,7 @@ def test_malformed_value_warns_once_per_pod(caplog: pytest.LogCaptureFixture) ->
 
 
 def test_qos_level_parser() -> None:
+    assert [qos_level(v) for v in ("-0_1", "-\u0661", "-1 ", "-0")] == [None, None, -1, 0]
     assert [qos_level(v) for v in ("-7", "7", "BE", "LS", "LC", "HLS", "x", "-8", "1e1")] == [
         -7,
         7,
