@@ -1,15 +1,16 @@
 """Protects online pods: offline pods get the smallest CPU weight, SCHED_IDLE, OOM preference, a CPU budget
 (CFS quota or a cpuset) and, on cgroup v2, memory.high. Online pods are never written to.
 
-Runs in the sampling thread on every snapshot; only cgroup writes, no API calls. Everything it changes is
-recorded in a ledger and put back at shutdown, when the feature is switched off, when a pod stops being
-offline, and after a restart (the ledger is a file). `dry_run` computes, logs and exports every decision
-and writes nothing.
+Runs in the sampling thread on every snapshot; only cgroup writes, no API calls. Before its first write to a
+pod it records, in a ledger, the values it found there (read from the cgroups, not derived from the pod
+spec, which knows nothing of overhead, sidecars, in-place resizes or kubelet's CFS period), and puts them
+back at shutdown, when a feature is switched off, when a pod stops being offline, while the node is quiet
+enough to release offline pods, and after a restart (the ledger is a file). `dry_run` computes, logs and
+exports every decision and writes nothing, the ledger file included.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import time
@@ -33,16 +34,46 @@ from cgroup import (
     LimitChange,
     PathModel,
     apply_in_safe_order,
+    shares_to_weight,
+    weight_to_shares,
 )
 from cgroup.files import format_cpuset, parse_cpuset
 
 log = logging.getLogger(__name__)
 OFFLINE_SHARES = 2  # v2: weight 1
+RELEASE_HYSTERESIS = 0.1  # released pods are suppressed again above cpu_release_below + this
+ALL_PARTS = frozenset({"baseline", "quota", "cpuset", "memory"})
+# kubelet's oom_score_adj (pkg/kubelet/qos/policy.go)
+GUARANTEED_OOM_SCORE_ADJ = -997
+BESTEFFORT_OOM_SCORE_ADJ = 1000
 
 
 def kubelet_shares(request_cores: float) -> int:
     """cpu.shares kubelet gives a pod for its CPU request (2 for none)."""
     return max(2, min(262144, int(request_cores * 1024)))
+
+
+def kubelet_oom_score_adj(qos: str, memory_request_bytes: int, memory_capacity_bytes: int) -> int:
+    """kubelet's oom_score_adj for a pod's containers: the fallback when no process could be read."""
+    if qos == "guaranteed":
+        return GUARANTEED_OOM_SCORE_ADJ
+    if qos == "besteffort" or memory_capacity_bytes <= 0:
+        return BESTEFFORT_OOM_SCORE_ADJ
+    adj = 1000 - (1000 * memory_request_bytes) // memory_capacity_bytes
+    return min(max(1000 + GUARANTEED_OOM_SCORE_ADJ, adj), BESTEFFORT_OOM_SCORE_ADJ - 1)
+
+
+def _ratio(quota_us: int | None, period_us: int) -> float:
+    """CPUs a CFS quota allows (v1 compares parent and child by this ratio, not by the raw quota)."""
+    return float("inf") if quota_us is None else quota_us / period_us
+
+
+def _depth(cgroup: str) -> int:
+    return cgroup.rstrip("/").count("/")
+
+
+def _parent(cgroup: str) -> str:
+    return cgroup.rsplit("/", 1)[0] or "/"
 
 
 class Enforcer:
@@ -68,223 +99,513 @@ class Enforcer:
         self.dry_run = dry_run
         self.host_root = host_root
         self.clock = clock
-        self.ledger = Ledger(config.ledger_file)
+        # dry run: a ledger in memory only; the file (and what it says a previous run changed) stays as it is
+        self.ledger = Ledger("" if dry_run else config.ledger_file)
         self.ledger.load()
-        self._reconciled = False
         self._baseline_at: dict[str, float] = {}
+        # exported to the HTTP thread: only ever replaced, never changed in place
         self.budget_cores: float | None = None
+        self.released = False
         self.quotas: dict[str, float] = {}
         self.besteffort_cores = 0.0
+        self.tier_cap_cores: float | None = None
         self.cpuset: frozenset[int] | None = None
         self.memory_high: dict[str, int] = {}
+        self.touched: tuple[str, ...] = tuple(sorted(self.ledger.entries))
         self.memory_status = "v2 memory.high" if layout.is_v2 else "unsupported on cgroup v1: eviction protects memory"
         self.writes = 0
         self.errors = 0
         self.last_error: str | None = None
 
     # -- writing -------------------------------------------------------------------------------------
+    def _failed(self, what: str, exc: CgroupError) -> None:
+        self.errors += 1
+        self.last_error = f"{what}: {exc}"
+        log.warning("enforcement: %s failed: %s", what, exc)
+
     def _write(self, what: str, fn: Callable[[], Any]) -> bool:
+        """One write; False when refused. A vanished cgroup is no failure: there is nothing left to change."""
         if self.dry_run:
             log.debug("dry-run: would %s", what)
             return True
         try:
             fn()
         except CgroupGone:
-            return False
+            return True
         except CgroupError as exc:
-            self.errors += 1
-            self.last_error = f"{what}: {exc}"
-            log.warning("enforcement: %s failed: %s", what, exc)
+            self._failed(what, exc)
             return False
         self.writes += 1
         return True
 
-    def _entry(self, pod: PodSample) -> Touched:
+    def _apply(self, what: str, changes: list[LimitChange]) -> set[str]:
+        """Limit changes in the safe order (loosen parents first, tighten children first), each on its own:
+        a refused change is logged and the batch goes on, so one stuck cgroup does not leave every other
+        offline pod unlimited. Returns the cgroups whose change was refused."""
+        failed: set[str] = set()
+        if not changes:
+            return failed
+        if self.dry_run:
+            log.debug("dry-run: would %s (%d cgroups)", what, len(changes))
+            return failed
+
+        def guarded(change: LimitChange) -> LimitChange:
+            def run() -> None:
+                try:
+                    change.apply()
+                except CgroupGone:
+                    return
+                except CgroupError as exc:
+                    failed.add(change.cgroup)
+                    self._failed(f"{what} ({change.cgroup})", exc)
+                    return
+                self.writes += 1
+
+            return LimitChange(change.cgroup, change.loosens, run)
+
+        apply_in_safe_order([guarded(c) for c in changes])
+        return failed
+
+    def _quota_change(self, path: str, quota: int | None, period: int, threshold: float = 0.0) -> LimitChange | None:
+        """The change giving `path` this CFS quota; None when it has it (within `threshold`) or is unreadable."""
+        try:
+            cur = self.reader.cpu_settings(path)
+        except CgroupError:
+            return None
+        if cur.quota_us == quota and cur.period_us == period:
+            return None
+        if (
+            threshold
+            and quota is not None
+            and cur.quota_us is not None
+            and cur.period_us == period
+            and abs(quota - cur.quota_us) < threshold * cur.quota_us
+        ):
+            return None  # not worth a write
+        loosens = _ratio(quota, period) >= _ratio(cur.quota_us, cur.period_us)
+        return LimitChange(path, loosens, partial(self.writer.set_cpu_quota, path, quota, period))
+
+    def _move_cpuset(self, pod: str, current: frozenset[int], pod_cpus: frozenset[int],
+                     containers: dict[str, frozenset[int]]) -> bool:  # fmt: skip
+        """Pod to the union first, containers to theirs, pod to its own: v1 refuses a child CPU outside its
+        parent and a parent that drops a child's CPU, whether the new set grows, shrinks or moves."""
+        union = current | pod_cpus
+        for cpus in containers.values():
+            union |= cpus
+        steps = [(pod, union)] if union != current else []
+        steps += list(containers.items())
+        if pod_cpus != union:
+            steps.append((pod, pod_cpus))
+        ok = True
+        for path, cpus in steps:
+            what = f"set cpuset of {path} to {format_cpuset(cpus)}"
+            ok &= self._write(what, partial(self.writer.set_cpuset, path, cpus))
+        return ok
+
+    # -- the ledger ----------------------------------------------------------------------------------
+    def _entry(self, pod: PodSample, snap: Snapshot) -> Touched | None:
+        """The pod's ledger entry: created from what its cgroups hold at first sight, its containers kept in
+        step with the snapshot (a restarted container's new cgroup gets its own values recorded)."""
         entry = self.ledger.entries.get(pod.uid)
         if entry is None:
-            period = self.config.cpu_period_us
-            own = pod.meta.cpu_limit_cores
-            containers = {}
-            for c in pod.containers:
-                limit = pod.meta.container_cpu_limits.get(c.id)
-                containers[c.cgroup] = None if limit is None else max(1000, int(limit * period))
-            entry = Touched(
-                uid=pod.uid,
-                cgroup=pod.cgroup,
-                shares=kubelet_shares(pod.meta.cpu_request_cores),
-                quota_us=None if own is None else max(1000, int(own * period)),
-                period_us=period,
-                containers=containers,
-            )
-            self.ledger.record(entry)
-        return entry
-
-    # -- baseline isolation ------------------------------------------------------------------------
-    def _baseline(self, pod: PodSample, now: float) -> None:
-        """Weight 2/1, SCHED_IDLE and oom_score_adj 1000; re-checked every oom_reapply_seconds."""
-        last = self._baseline_at.get(pod.uid)
-        if last is not None and now - last < self.config.oom_reapply_seconds:
-            return
-        self._baseline_at[pod.uid] = now
-        entry = self._entry(pod)
-        cg, w = pod.cgroup, self.writer
-        with contextlib.suppress(CgroupError):
-            settings = self.reader.cpu_settings(cg)
-            weight = settings.weight if self.layout.is_v2 else settings.shares
-            # a SCHED_IDLE group refuses weight changes (and reports the kernel's idle weight, 3 shares):
-            # weight first, then idle
-            if settings.idle is not True and weight != (1 if self.layout.is_v2 else OFFLINE_SHARES):
-                self._write(f"set cpu weight of {cg} to the minimum", partial(w.set_cpu_shares, cg, OFFLINE_SHARES))
-            if settings.idle is False and self._write(f"set cpu.idle=1 on {cg}", partial(w.set_cpu_idle, cg, True)):
-                entry.idle = True
-        if not self.dry_run:
-            with contextlib.suppress(CgroupError):
-                proc = os.path.join(self.host_root, "proc")
-                w.set_oom_score_adj(cg, self.config.oom_score_adj, proc_root=proc)
-
-    # -- CPU -----------------------------------------------------------------------------------------
-    def _set_quota(self, pod: PodSample, cores: float | None) -> None:
-        """The pod's CFS quota and, where needed, its containers' (cgroup v1 refuses a parent quota below a
-        child's): tighten children first, loosen the pod first."""
-        entry = self._entry(pod)
-        period, w = entry.period_us, self.writer
-        new = None if cores is None else max(1000, int(cores * period))
-        try:
-            current = self.reader.cpu_settings(pod.cgroup)
-        except CgroupError:
-            return
-        old = current.quota_us
-        if old == new and current.period_us == period:
-            return
-        small = new is not None and old is not None and abs(new - old) < self.config.cpu_change_threshold * old
-        if small and current.period_us == period:
-            return  # under 1%: not worth a write
-        changes = [LimitChange(pod.cgroup, _looser(new, old), partial(w.set_cpu_quota, pod.cgroup, new, period))]
-        for path, own in entry.containers.items():
-            # a container keeps its own quota when it is tighter; an unlimited one inherits the pod's
-            target = own if new is None or own is None or own <= new else new
             try:
-                cur = self.reader.cpu_settings(path).quota_us
+                s = self.reader.cpu_settings(pod.cgroup)
+            except CgroupError:
+                return None
+            spec = kubelet_shares(pod.meta.cpu_request_cores)
+            # kubelet never sets cpu.idle nor the minimum weight for a pod that requests CPU: such values are
+            # Colo's own, left by a run whose ledger was lost; kubelet's value then comes from the spec
+            if self.layout.is_v2:
+                weight = s.weight or shares_to_weight(spec)
+                if s.idle or (weight == 1 and spec != OFFLINE_SHARES):
+                    weight = shares_to_weight(spec)
+                shares, v2_weight = weight_to_shares(weight), weight
+            else:
+                shares = s.shares or spec
+                if s.idle or (shares == OFFLINE_SHARES and spec != OFFLINE_SHARES):
+                    shares = spec
+                v2_weight = None
+            oom = kubelet_oom_score_adj(pod.qos, pod.meta.memory_request_bytes, snap.node.memory_total_bytes)
+            entry = Touched(pod.uid, pod.cgroup, shares, s.quota_us, s.period_us, weight=v2_weight, oom_default=oom)
+            self.ledger.record(entry)
+        current = {c.cgroup for c in pod.containers}
+        for path in current - entry.containers.keys():
+            try:
+                s = self.reader.cpu_settings(path)
             except CgroupError:
                 continue
-            if cur != target:
-                changes.append(LimitChange(path, _looser(target, cur), partial(w.set_cpu_quota, path, target, period)))
-        self._write(f"set CFS quota of {pod.cgroup} to {new} per {period} µs", partial(apply_in_safe_order, changes))
+            entry.containers[path], entry.container_periods[path] = s.quota_us, s.period_us
+            self.ledger.changed()
+        for path in [p for p in entry.containers if p not in current and not self.reader.exists(p)]:
+            for recorded in (entry.containers, entry.container_periods, entry.container_cpusets):
+                recorded.pop(path, None)
+            self.ledger.changed()
+        return entry
 
-    def _cpu(self, snap: Snapshot, offline: list[PodSample], alloc_cpu: float) -> None:
+    def _read_oom(self, pid: int) -> int | None:
+        try:
+            with open(os.path.join(self.host_root, "proc", str(pid), "oom_score_adj"), "rb") as f:
+                return int(f.read())
+        except (OSError, ValueError):
+            return None
+
+    def _record_oom(self, entry: Touched) -> None:
+        """kubelet's oom_score_adj of each cgroup of the pod that holds processes (the sandbox's -998
+        included), read before Colo writes its own; cgroups that are gone are forgotten."""
+        root = self.layout.dir("cpu", entry.cgroup)
+        found: set[str] = set()
+        for dirpath, _dirs, _files in os.walk(root):
+            cgroup = entry.cgroup + dirpath[len(root) :]
+            found.add(cgroup)
+            if cgroup in entry.oom_score_adj:
+                continue
+            try:
+                pids = self.reader.procs(cgroup)
+            except CgroupError:
+                continue
+            value = next((v for v in map(self._read_oom, pids) if v is not None), None)
+            if value is None:
+                continue
+            if value == self.config.oom_score_adj and entry.oom_default is not None:
+                value = entry.oom_default  # kubelet gives 1000 to best-effort pods only: this one is Colo's
+            entry.oom_score_adj[cgroup] = value
+            self.ledger.changed()
+        for cgroup in [c for c in entry.oom_score_adj if c not in found]:
+            del entry.oom_score_adj[cgroup]
+            self.ledger.changed()
+
+    # -- baseline isolation ------------------------------------------------------------------------
+    def _baseline(self, pod: PodSample, entry: Touched) -> None:
+        """Weight 2/1, SCHED_IDLE and oom_score_adj 1000; re-checked every oom_reapply_seconds."""
+        cg, w = pod.cgroup, self.writer
+        try:
+            settings = self.reader.cpu_settings(cg)
+        except CgroupError:
+            return
+        weight = settings.weight if self.layout.is_v2 else settings.shares
+        # a SCHED_IDLE group refuses weight changes (and reports the kernel's idle weight, 3 shares):
+        # weight first, then idle
+        if settings.idle is not True and weight != (1 if self.layout.is_v2 else OFFLINE_SHARES):
+            self._write(f"set cpu weight of {cg} to the minimum", partial(w.set_cpu_shares, cg, OFFLINE_SHARES))
+        if settings.idle is False:
+            entry.idle = True
+            self._write(f"set cpu.idle=1 on {cg}", partial(w.set_cpu_idle, cg, True))
+        proc = os.path.join(self.host_root, "proc")
+        score = self.config.oom_score_adj
+        self._write(f"set oom_score_adj {score} in {cg}", partial(w.set_oom_score_adj, cg, score, proc_root=proc))
+
+    # -- CPU -----------------------------------------------------------------------------------------
+    def _suppress_changes(self, pod: PodSample, entry: Touched, cores: float) -> list[LimitChange]:
+        """The pod's CFS quota and, where needed, its containers' (v1 refuses a parent quota below a child's):
+        a container keeps its own quota when that is tighter; an unlimited one inherits the pod's."""
+        period = self.config.cpu_period_us
+        new = max(1000, int(cores * period))
+        pod_change = self._quota_change(pod.cgroup, new, period, self.config.cpu_change_threshold)
+        if pod_change is None:
+            return []
+        changes = [pod_change]
+        for path, own in entry.containers.items():
+            own_period = entry.container_periods.get(path, entry.period_us)
+            if _ratio(own, own_period) <= _ratio(new, period):
+                target, target_period = own, own_period
+            else:
+                target, target_period = new, period
+            change = self._quota_change(path, target, target_period)
+            if change is not None:
+                changes.append(change)
+        return changes
+
+    def _restore_quota_changes(self, entry: Touched) -> list[LimitChange]:
+        """Back to the recorded quotas; a container that is gone has nothing to restore."""
+        changes = [self._quota_change(entry.cgroup, entry.quota_us, entry.period_us)]
+        for path, own in entry.containers.items():
+            changes.append(self._quota_change(path, own, entry.container_periods.get(path, entry.period_us)))
+        return [c for c in changes if c is not None]
+
+    def _tier_changes(self, snap: Snapshot, besteffort_cores: float | None) -> tuple[list[LimitChange], str | None]:
+        """Cap the best-effort tier at the best-effort slice while only offline pods live there; otherwise
+        (an online pod in the tier, no offline pod left, pods released, another policy) it has no quota,
+        as kubelet left it. Returns the changes and the tier when they uncap it."""
+        tier = self.model.tier("besteffort")
+        try:
+            cur = self.reader.cpu_settings(tier)
+        except CgroupError:
+            return [], None
+        in_tier = [p for p in snap.pods.values() if p.qos == "besteffort"]
+        period = self.config.cpu_period_us
+        if besteffort_cores is not None and in_tier and all(p.meta.pod_class == "offline" for p in in_tier):
+            cores = max(self.config.cpu_min_offline_cores, besteffort_cores)
+            quota = max(1000, int(cores * period))
+            self.tier_cap_cores = quota / period
+            self.ledger.record_tier(tier, cur.period_us)
+            change = self._quota_change(tier, quota, period)
+            return ([change] if change else []), None
+        self.tier_cap_cores = None
+        if tier not in self.ledger.tiers and cur.quota_us is None:
+            return [], None
+        change = self._quota_change(tier, None, self.ledger.tiers.get(tier, cur.period_us))
+        return ([change] if change else []), tier
+
+    def _apply_quotas(self, what: str, changes: list[LimitChange], uncap: str | None) -> set[str]:
+        self.ledger.save()  # flags and tier caps are on disk before the writes they describe
+        failed = self._apply(what, changes)
+        if uncap is not None and uncap not in failed:
+            self.ledger.drop_tier(uncap)
+        return failed
+
+    def _cpu(self, snap: Snapshot, offline: list[PodSample], entries: dict[str, Touched], alloc_cpu: float) -> None:
+        c = self.config
+        if c.cpu_policy == "none":
+            self.budget_cores, self.quotas, self.besteffort_cores = None, {}, 0.0
+            self.cpuset, self.released = None, False
+            changes, uncap = self._tier_changes(snap, None)
+            self._apply_quotas("uncap the best-effort tier", changes, uncap)
+            return
         pods = list(snap.pods.values())
         online_cores = sum(p.cpu_cores or 0.0 for p in pods if p.meta.pod_class != "offline")
         system = max(0.0, (snap.node.cpu_cores or 0.0) - sum(p.cpu_cores or 0.0 for p in pods))
-        c = self.config
+        self._update_release((online_cores + system) / alloc_cpu if alloc_cpu > 0 else 1.0)
         self.budget_cores = offline_budget(
             alloc_cpu, c.cpu_suppress_threshold, online_cores, system, c.cpu_min_offline_cores,
             self.budget_cores, c.cpu_growth_per_interval * alloc_cpu,
         )  # fmt: skip
-        if c.cpu_policy == "cfsQuota":
-            demands = [OfflineCpu(p.uid, p.meta.cpu_request_cores, p.meta.cpu_limit_cores) for p in offline]
-            self.quotas, self.besteffort_cores = split_budget(self.budget_cores, demands, c.besteffort_share)
-            for p in offline:
-                self._set_quota(p, self.quotas[p.uid])
-            self._cap_besteffort_tier(snap)
-        elif c.cpu_policy == "cpuset":
-            self._cpuset(offline)
-
-    def _cap_besteffort_tier(self, snap: Snapshot) -> None:
-        """Cap the best-effort tier at the best-effort slice, unless an online pod lives there."""
-        tier = self.model.tier("besteffort")
-        in_tier = [p for p in snap.pods.values() if p.qos == "besteffort"]
-        if not in_tier or any(p.meta.pod_class != "offline" for p in in_tier):
+        if c.cpu_policy == "cpuset":
+            changes, uncap = self._tier_changes(snap, None)
+            self._apply_quotas("uncap the best-effort tier", changes, uncap)
+            self.quotas, self.besteffort_cores = {}, 0.0
+            if self.released:
+                self.cpuset = None
+                for p in offline:
+                    if entries[p.uid].cpuset is not None:
+                        self.restore(entries[p.uid], frozenset({"cpuset"}))
+            else:
+                self._cpuset(offline, entries)
             return
-        slice_cores = max(self.config.cpu_min_offline_cores, self.besteffort_cores)
-        quota = max(1000, int(slice_cores * self.config.cpu_period_us))
-        with contextlib.suppress(CgroupError):
-            if self.reader.cpu_settings(tier).quota_us != quota:
-                cap = partial(self.writer.set_cpu_quota, tier, quota, self.config.cpu_period_us)
-                self._write(f"cap {tier} at {slice_cores:.2f} cores", cap)
+        self.cpuset = None
+        if self.released:
+            self.quotas, self.besteffort_cores = {}, 0.0
+            changes, uncap = self._tier_changes(snap, None)
+            restoring = [e for e in (entries[p.uid] for p in offline) if e.quota]
+            for e in restoring:
+                changes += self._restore_quota_changes(e)
+            failed = self._apply_quotas("release offline pods to their own CPU limits", changes, uncap)
+            for e in restoring:
+                if not {e.cgroup, *e.containers} & failed:
+                    e.quota = False
+                    self.ledger.changed()
+            return
+        demands = [OfflineCpu(p.uid, p.meta.cpu_request_cores, p.meta.cpu_limit_cores) for p in offline]
+        quotas, besteffort = split_budget(self.budget_cores, demands, c.besteffort_share)
+        changes = []
+        for p in offline:
+            pod_changes = self._suppress_changes(p, entries[p.uid], quotas[p.uid])
+            if pod_changes and not entries[p.uid].quota:
+                entries[p.uid].quota = True
+                self.ledger.changed()
+            changes += pod_changes
+        tier_changes, uncap = self._tier_changes(snap, besteffort)
+        self._apply_quotas("set offline CFS quotas", changes + tier_changes, uncap)
+        self.quotas, self.besteffort_cores = quotas, besteffort
 
-    def _cpuset(self, offline: list[PodSample]) -> None:
+    def _update_release(self, load: float) -> None:
+        """Release offline pods while online + system CPU is below `cpu_release_below` of allocatable;
+        suppress them again above it plus the hysteresis, so a quiet node is not throttled for nothing."""
+        below = self.config.cpu_release_below
+        if below <= 0:
+            self.released = False
+        elif not self.released and load < below:
+            self.released = True
+            log.info("online and system CPU at %.0f%% of allocatable: offline pods released", 100 * load)
+        elif self.released and load > below + RELEASE_HYSTERESIS:
+            self.released = False
+            log.info("online and system CPU at %.0f%% of allocatable: offline pods suppressed again", 100 * load)
+
+    def _cpuset(self, offline: list[PodSample], entries: dict[str, Touched]) -> None:
         assert self.budget_cores is not None
         try:
             with open(os.path.join(self.host_root, self.config.cpu_manager_state.lstrip("/"))) as f:
                 exclusive = exclusive_cpus(f.read())
         except OSError:
             exclusive = frozenset()
+        chosen: frozenset[int] | None = None
         for pod in offline:
-            entry = self._entry(pod)
-            parent = pod.cgroup.rsplit("/", 1)[0] or "/"
+            entry = entries[pod.uid]
             try:
-                available = self.reader.cpuset(parent)
+                # the parent's effective CPUs: on v2 its cpuset.cpus is usually empty (inherit)
+                available = self.reader.cpuset(_parent(pod.cgroup), effective=True)
                 current = self.reader.cpuset(pod.cgroup)
             except CgroupError:
                 continue
-            cpus = pick_cpuset(self.budget_cores, available, exclusive)
-            self.cpuset = cpus
+            if not available:
+                continue
+            cpus = chosen = pick_cpuset(self.budget_cores, available, exclusive)
             if current == cpus:
                 continue
-            entry.cpuset = format_cpuset(available)
-            paths = [pod.cgroup, *(c.cgroup for c in pod.containers)]
-            changes = [LimitChange(p, cpus >= current, partial(self.writer.set_cpuset, p, cpus)) for p in paths]
-            self._write(f"confine {pod.cgroup} to CPUs {format_cpuset(cpus)}", partial(apply_in_safe_order, changes))
+            if entry.cpuset is None:
+                entry.cpuset = format_cpuset(current)
+                for path in entry.containers:
+                    try:
+                        entry.container_cpusets[path] = format_cpuset(self.reader.cpuset(path))
+                    except CgroupError:
+                        continue
+                self.ledger.changed()
+                self.ledger.save()
+            self._move_cpuset(pod.cgroup, current, cpus, dict.fromkeys(entry.containers, cpus))
+        self.cpuset = chosen
 
     # -- memory --------------------------------------------------------------------------------------
-    def _memory(self, snap: Snapshot, offline: list[PodSample], alloc_mem: int, high_watermark: float) -> None:
+    def _memory(
+        self, snap: Snapshot, offline: list[PodSample], entries: dict[str, Touched], alloc_mem: int, high: float
+    ) -> None:
         """v2: offline pods' memory.high so offline memory stays under what the high watermark leaves."""
         if not self.layout.is_v2 or not self.config.memory_high or not offline:
+            self.memory_high = {}
             return
         pods = list(snap.pods.values())
         online = sum(p.memory_working_set_bytes for p in pods if p.meta.pod_class != "offline")
         system = max(0, snap.node.memory_used_bytes - sum(p.memory_working_set_bytes for p in pods))
-        allowance = max(0, int(alloc_mem * high_watermark / 100.0) - online - system)
+        allowance = max(0, int(alloc_mem * high / 100.0) - online - system)
         total = sum(p.memory_working_set_bytes for p in offline) or 1
-        self.memory_high = {}
+        shares: dict[str, int] = {}
+        writes: list[tuple[str, int]] = []
         for p in offline:
             share = max(self.config.memory_high_min_bytes, allowance * p.memory_working_set_bytes // total)
-            self.memory_high[p.uid] = share
-            entry = self._entry(p)
+            shares[p.uid] = share
+            entry = entries[p.uid]
             try:
-                if self.reader.memory_high(p.cgroup) == share:
-                    continue
+                current = self.reader.memory_high(p.cgroup)
             except CgroupError:
                 continue
-            if self._write(
-                f"set memory.high of {p.cgroup} to {share}", partial(self.writer.set_memory_high, p.cgroup, share)
-            ):
-                entry.memory_high = True
+            if current == share:
+                continue
+            if not entry.memory_high:
+                entry.memory_high, entry.memory_high_before = True, current
+                self.ledger.changed()
+            writes.append((p.cgroup, share))
+        self.memory_high = shares  # built aside: the HTTP thread never sees half a pass
+        self.ledger.save()
+        for cg, share in writes:
+            self._write(f"set memory.high of {cg} to {share}", partial(self.writer.set_memory_high, cg, share))
 
     # -- restore -------------------------------------------------------------------------------------
-    def restore(self, entry: Touched) -> None:
-        """Put back what Colo changed on one pod: idle off, kubelet's weight, own quotas, cpuset, memory.high."""
+    def _restore_baseline(self, entry: Touched) -> bool:
         cg, w = entry.cgroup, self.writer
+        try:
+            idle = self.reader.cpu_settings(cg).idle
+        except CgroupGone:
+            return True
+        except CgroupError:
+            idle = True  # unknown: clear it anyway
         ok = True
-        if entry.idle:  # a SCHED_IDLE group refuses weight changes: idle off first
+        if idle:  # whatever the ledger says (kubelet never sets it); a SCHED_IDLE group refuses weight changes
             ok &= self._write(f"clear cpu.idle on {cg}", partial(w.set_cpu_idle, cg, False))
-        ok &= self._write(f"restore cpu weight of {cg}", partial(w.set_cpu_shares, cg, entry.shares))
-        changes = [LimitChange(cg, True, partial(w.set_cpu_quota, cg, entry.quota_us, entry.period_us))]
-        for path, own in entry.containers.items():
-            changes.append(LimitChange(path, True, partial(w.set_cpu_quota, path, own, entry.period_us)))
-        if entry.cpuset:
-            cpus = parse_cpuset("ledger", entry.cpuset.encode())
-            changes += [LimitChange(p, True, partial(w.set_cpuset, p, cpus)) for p in (cg, *entry.containers)]
-        ok &= self._write(f"restore CPU limits of {cg}", partial(apply_in_safe_order, changes))
-        if entry.memory_high:
-            ok &= self._write(f"restore memory.high of {cg}", partial(w.set_memory_high, cg, None))
-        if ok or not self.reader.exists(cg):
+        if self.layout.is_v2 and entry.weight is not None:
+            ok &= self._write(f"restore cpu.weight of {cg}", partial(w.set_cpu_weight, cg, entry.weight))
+        else:
+            ok &= self._write(f"restore cpu.shares of {cg}", partial(w.set_cpu_shares, cg, entry.shares))
+        # kubelet's values, shallow cgroups first (the write covers descendants; deeper records follow). Back to
+        # them needs no CAP_SYS_RESOURCE: the runtime set each process's floor to that very value. Best effort:
+        # a refusal is logged but does not keep the entry (a retry would be refused again, every pass).
+        self._record_oom(entry)  # processes started since the last pass still have kubelet's value
+        proc = os.path.join(self.host_root, "proc")
+        for path, score in sorted(entry.oom_score_adj.items(), key=lambda kv: _depth(kv[0])):
+            self._write(
+                f"restore oom_score_adj {score} in {path}", partial(w.set_oom_score_adj, path, score, proc_root=proc)
+            )
+        return ok
+
+    def _restore_cpuset(self, entry: Touched) -> bool:
+        try:
+            current = self.reader.cpuset(entry.cgroup)
+            available = self.reader.cpuset(_parent(entry.cgroup), effective=True)
+        except CgroupGone:
+            return True
+        except CgroupError:
+            return False
+
+        def recorded(text: str | None, fallback: frozenset[int]) -> frozenset[int]:
+            # v2 pods usually inherit ("" in cpuset.cpus), which the writer cannot write back: the parent's
+            cpus = parse_cpuset("ledger", text.encode()) if text else frozenset()
+            return cpus or fallback
+
+        pod_cpus = recorded(entry.cpuset, available)
+        containers = {
+            path: (recorded(entry.container_cpusets.get(path), pod_cpus) & pod_cpus) or pod_cpus
+            for path in entry.containers
+            if self.reader.exists(path, "cpuset")
+        }
+        return self._move_cpuset(entry.cgroup, current, pod_cpus, containers)
+
+    def restore(self, entry: Touched, parts: frozenset[str] = ALL_PARTS) -> bool:
+        """Put back what Colo changed on one pod, for the given parts: baseline (idle off first, weight,
+        oom_score_adj), CFS quotas, cpuset, memory.high. The entry goes when all is back or the pod is gone."""
+        cg = entry.cgroup
+        if not self.reader.exists(cg):
             self.ledger.drop(entry.uid)
+            return True
+        ok = True
+        if "baseline" in parts:
+            ok &= self._restore_baseline(entry)
+        if "quota" in parts and entry.quota:
+            if self._apply(f"restore CFS quotas of {cg}", self._restore_quota_changes(entry)):
+                ok = False
+            else:
+                entry.quota = False
+                self.ledger.changed()
+        if "cpuset" in parts and entry.cpuset is not None:
+            if self._restore_cpuset(entry):
+                entry.cpuset, entry.container_cpusets = None, {}
+                self.ledger.changed()
+            else:
+                ok = False
+        if "memory" in parts and entry.memory_high:
+            before = entry.memory_high_before
+            if self._write(f"restore memory.high of {cg}", partial(self.writer.set_memory_high, cg, before)):
+                entry.memory_high, entry.memory_high_before = False, None
+                self.ledger.changed()
+            else:
+                ok = False
+        if ok and parts == ALL_PARTS:
+            self.ledger.drop(entry.uid)
+        return ok
+
+    def _uncap_tier(self) -> None:
+        tier = self.model.tier("besteffort")
+        try:
+            cur = self.reader.cpu_settings(tier)
+        except CgroupError:
+            return
+        if tier in self.ledger.tiers or cur.quota_us is not None:  # kubelet never sets a quota on a QoS tier
+            period = self.ledger.tiers.get(tier, cur.period_us)
+            if self._write(f"uncap {tier}", partial(self.writer.set_cpu_quota, tier, None, period)):
+                self.ledger.drop_tier(tier)
 
     def restore_all(self) -> None:
         for entry in list(self.ledger.entries.values()):
             self.restore(entry)
-        tier = self.model.tier("besteffort")
-        with contextlib.suppress(CgroupError):
-            if self.reader.cpu_settings(tier).quota_us is not None:
-                self._write(f"uncap {tier}", partial(self.writer.set_cpu_quota, tier, None, self.config.cpu_period_us))
+        self._uncap_tier()
         self.ledger.save()
-        self.quotas, self.budget_cores = {}, None
+        self._baseline_at.clear()
+        self.quotas, self.budget_cores, self.memory_high, self.cpuset = {}, None, {}, None
+        self.released, self.tier_cap_cores = False, None
+        self.touched = tuple(sorted(self.ledger.entries))
 
     # -- the stage -----------------------------------------------------------------------------------
+    def _parts_switched_off(self, entry: Touched) -> frozenset[str]:
+        """What an entry says Colo changed that the configuration no longer asks for (a restart with another
+        cpu_policy or memory_high: false)."""
+        c, off = self.config, set()
+        if entry.quota and c.cpu_policy != "cfsQuota":
+            off.add("quota")
+        if entry.cpuset is not None and c.cpu_policy != "cpuset":
+            off.add("cpuset")
+        if entry.memory_high and not (self.layout.is_v2 and c.memory_high):
+            off.add("memory")
+        return frozenset(off)
+
     def on_snapshot(self, snap: Snapshot) -> None:
         if not self.config.enabled:
-            if self.ledger.entries:
+            if self.ledger.entries or self.ledger.tiers:
                 self.restore_all()
             return
         offline = [p for p in snap.pods.values() if p.meta.pod_class == "offline"]
@@ -294,16 +615,32 @@ class Enforcer:
             if uid not in offline_uids:
                 self.restore(entry)
                 self._baseline_at.pop(uid, None)
-        now = self.clock()
+        # every original value on disk before the first write of this pass
+        entries: dict[str, Touched] = {}
         for p in offline:
-            self._baseline(p, now)
+            known = self._entry(p, snap)
+            if known is not None:
+                entries[p.uid] = known
+        offline = [p for p in offline if p.uid in entries]
+        now = self.clock()
+        due = [p for p in offline if now - self._baseline_at.get(p.uid, -1e18) >= self.config.oom_reapply_seconds]
+        for p in due:
+            self._record_oom(entries[p.uid])
+        self.ledger.save()
+        for p in offline:
+            off = self._parts_switched_off(entries[p.uid])
+            if off:
+                self.restore(entries[p.uid], off)
+        for p in due:
+            self._baseline_at[p.uid] = now
+            self._baseline(p, entries[p.uid])
         alloc_cpu, alloc_mem = self.allocatable()
         cpu_alloc = alloc_cpu if alloc_cpu is not None else snap.node.cpu_capacity_cores
         mem_alloc = alloc_mem if alloc_mem is not None else snap.node.memory_total_bytes
-        if self.config.cpu_policy != "none":
-            self._cpu(snap, offline, cpu_alloc)
-        self._memory(snap, offline, mem_alloc, self.memory_high_watermark())
+        self._cpu(snap, offline, entries, cpu_alloc)
+        self._memory(snap, offline, entries, mem_alloc, self.memory_high_watermark())
         self.ledger.save()
+        self.touched = tuple(sorted(self.ledger.entries))
 
     def stop(self) -> None:
         if not self.dry_run:
@@ -315,12 +652,14 @@ class Enforcer:
             "dry_run": self.dry_run,
             "cpu_policy": self.config.cpu_policy,
             "offline_cpu_budget_cores": self.budget_cores,
+            "offline_cpu_released": self.released,
             "offline_cpu_quota_cores": dict(self.quotas),
             "besteffort_cpu_cores": self.besteffort_cores,
+            "besteffort_tier_cap_cores": self.tier_cap_cores,
             "offline_cpuset": None if self.cpuset is None else format_cpuset(self.cpuset),
             "memory": self.memory_status,
             "offline_memory_high_bytes": dict(self.memory_high),
-            "pods_touched": sorted(self.ledger.entries),
+            "pods_touched": list(self.touched),
             "writes": self.writes,
             "write_errors": self.errors,
             "last_error": self.last_error,
@@ -332,6 +671,11 @@ class Enforcer:
             g = GaugeMetricFamily("colo_offline_cpu_budget_cores", "CPU the offline pods may use together, cores")
             g.add_metric([], self.budget_cores)
             out.append(g)
+        r = GaugeMetricFamily(
+            "colo_offline_cpu_released", "1 while the node is quiet and offline pods run at their own CPU limits"
+        )
+        r.add_metric([], 1.0 if self.released else 0.0)
+        out.append(r)
         q = GaugeMetricFamily(
             "colo_offline_pod_cpu_quota_cores", "CPU quota given to an offline pod, cores", labels=["uid"]
         )
@@ -349,12 +693,3 @@ class Enforcer:
         w.add_metric(["error"], float(self.errors))
         out.append(w)
         return out
-
-
-def _looser(new: int | None, old: int | None) -> bool:
-    """Does the new quota allow at least as much as the old one?"""
-    if new is None:
-        return True
-    if old is None:
-        return False
-    return new >= old

@@ -1,8 +1,10 @@
 """QoS enforcement on real cgroups: the kernel's counters show offline pods throttled when online pods need
-the CPU, OOM preference, restoration, dry-run, the ledger across restarts, the cpuset policy."""
+the CPU, OOM preference, restoration, dry-run, the ledger across restarts, the best-effort tier, release of a
+quiet node, the cpuset policy; cgroup v2 (cpuset, memory.high) on kernel-format trees."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -13,17 +15,18 @@ import pytest
 
 from agent.cluster import ClusterLink
 from agent.config import AgentConfig, EnforcementConfig
-from agent.enforcer import Enforcer, kubelet_shares
+from agent.enforcer import Enforcer, kubelet_oom_score_adj, kubelet_shares
 from agent.runtime import Agent
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
-from cgroup import CgroupReader, CgroupWriter
+from cgroup import CgroupReader, CgroupWriter, PathModel, parse_container_id
 from kube import Kube
 from tests.cgtree import V1Tree
 from tests.k8sobjects import NODE, container_id_of, node, pod
 from tests.kubeapi.server import FakeKubeAPI
+from tests.v2tree import V2Cgroup, V2Tree
 from tests.waiting import wait_for
 
-pytestmark = pytest.mark.cgroupv1
+V1 = pytest.mark.cgroupv1  # real cgroup v1 hierarchy, root
 INTERVAL = 0.5
 
 
@@ -76,6 +79,7 @@ def colocated(v1tree_cgroupfs: V1Tree, kube_api: FakeKubeAPI) -> Iterator[dict[s
     offline = []
     for i in range(2):
         uid, pod_path, (ctr,) = tree.pod("burstable")
+        w.set_cpu_shares(pod_path, kubelet_shares(0.2))
         w.set_cpu_quota(pod_path, 40_000)
         w.set_cpu_quota(ctr, 40_000)
         proc = tree.start(ctr)
@@ -89,6 +93,7 @@ def colocated(v1tree_cgroupfs: V1Tree, kube_api: FakeKubeAPI) -> Iterator[dict[s
     }
 
 
+@V1
 def test_offline_cpu_suppressed_then_restored(colocated: dict[str, Any], kube: Kube, tmp_path: Path) -> None:
     tree: V1Tree = colocated["tree"]
     online, offline = colocated["online"], colocated["offline"]
@@ -134,11 +139,16 @@ def test_offline_cpu_suppressed_then_restored(colocated: dict[str, Any], kube: K
     assert not os.path.exists(tmp_path / "ledger.json") or '"pods": {}' in (tmp_path / "ledger.json").read_text()
 
 
+@V1
 def test_dry_run_decides_and_writes_nothing(colocated: dict[str, Any], kube: Kube, tmp_path: Path) -> None:
     tree: V1Tree = colocated["tree"]
     offline = colocated["offline"]
     reader = CgroupReader(tree.layout)
     CgroupWriter(tree.layout).set_cpu_quota(colocated["online"]["ctr"], 160_000)
+    # a ledger left by an earlier, real run: a dry run neither reads nor rewrites it
+    ledger = tmp_path / "ledger.json"
+    ledger.write_text('{"format": "colo-enforcement-ledger", "pods": {}, "tiers": {"/kubepods/besteffort": 100000}}')
+    before = (ledger.read_bytes(), ledger.stat().st_mtime_ns)
     agent, link = make_agent(tree, kube, tmp_path, dry_run=True, cpu_suppress_threshold=0.9)
     agent.start()
     try:
@@ -149,42 +159,318 @@ def test_dry_run_decides_and_writes_nothing(colocated: dict[str, Any], kube: Kub
         # ... and nothing written
         for o in offline:
             s = reader.cpu_settings(o["pod"])
-            assert (s.shares, s.idle, s.quota_us) == (1024, False, 40_000)
+            assert (s.shares, s.idle, s.quota_us) == (kubelet_shares(0.2), False, 40_000)
             assert oom_score_adj(o["proc"].pid) == 0
         assert link.enforcer.writes == 0 and agent.view.node_sections["enforcement"]()["dry_run"] is True
     finally:
         agent.stop()
+    assert (ledger.read_bytes(), ledger.stat().st_mtime_ns) == before
+    assert [p.name for p in tmp_path.iterdir() if "ledger" in p.name] == ["ledger.json"]  # no temporary file either
 
 
-def _snapshot(pods: list[PodSample]) -> Snapshot:
-    return Snapshot(1, time.monotonic(), time.time(), NodeSample(2.0, 0.5, 8 << 30, 1 << 30, 0), {},
+@V1
+def test_dry_run_creates_no_ledger_file(v1tree_cgroupfs: V1Tree, tmp_path: Path) -> None:
+    tree = v1tree_cgroupfs
+    uid, pod_path, (ctr,) = tree.pod("burstable")
+    cfg = EnforcementConfig(ledger_file=str(tmp_path / "state" / "ledger.json"))
+    enf = Enforcer(tree.layout, tree.model, CgroupReader(tree.layout), cfg, lambda: (2.0, 8 << 30), dry_run=True)
+    enf.on_snapshot(_snapshot([_pod(uid, "offline", pod_path, [ctr], 0.4)]))
+    assert enf.quotas and uid in enf.section()["pods_touched"]  # decided ...
+    enf.on_snapshot(_snapshot([_pod(uid, "online", pod_path, [ctr], 0.4)]))
+    enf.stop()
+    assert not (tmp_path / "state").exists()  # ... and nothing on disk
+
+
+@V1
+def test_malformed_watermark_annotation_does_not_stop_enforcement(
+    colocated: dict[str, Any], kube: Kube, kube_api: FakeKubeAPI, tmp_path: Path
+) -> None:
+    tree: V1Tree = colocated["tree"]
+    reader = CgroupReader(tree.layout)
+    kube_api.put("nodes", node(cpu="2", annotations={"volcano.sh/evicting-memory-high-watermark": "--5",
+                                                     "volcano.sh/evicting-cpu-high-watermark": "\u00b2"}))  # fmt: skip
+    agent, link = make_agent(tree, kube, tmp_path, eviction={"enabled": True})
+    agent.start()
+    try:
+        for o in colocated["offline"]:
+            wait_for(lambda o=o: reader.cpu_settings(o["pod"]).idle is True)
+        wait_for(lambda: len([e for e in kube_api.objects("events") if e["reason"] == "InvalidEvictionWatermark"]) == 2)
+        assert link.evictor.watermarks.high == {"cpu": 80, "memory": 60}
+    finally:
+        agent.stop()
+
+
+@V1
+def test_a_failing_eviction_stage_does_not_stop_enforcement(
+    colocated: dict[str, Any], kube: Kube, kube_api: FakeKubeAPI, tmp_path: Path
+) -> None:
+    tree: V1Tree = colocated["tree"]
+    reader = CgroupReader(tree.layout)
+    agent, link = make_agent(tree, kube, tmp_path)
+
+    def broken(snap: Snapshot) -> None:
+        raise RuntimeError("a bug in eviction")
+
+    link.evictor.on_snapshot = broken  # type: ignore[method-assign]
+    agent.start()
+    try:
+        for o in colocated["offline"]:
+            wait_for(lambda o=o: reader.cpu_settings(o["pod"]).idle is True)
+    finally:
+        agent.stop()
+
+
+def _snapshot(pods: list[PodSample], node_cpu: float = 1.5) -> Snapshot:
+    """A 2-core node with 8 GiB; by default busy enough (1.5 cores) that offline pods are not released."""
+    return Snapshot(1, time.monotonic(), time.time(), NodeSample(2.0, node_cpu, 8 << 30, 1 << 30, 0), {},
                     {p.uid: p for p in pods}, (), 0.0)  # fmt: skip
 
 
-def _pod(uid: str, cls: str, pod_path: str, ctr: str, limit: float | None) -> PodSample:
-    meta = PodMeta(uid, "default", uid, cls, cpu_request_cores=0.2, cpu_limit_cores=limit,  # type: ignore[arg-type]
-                   container_cpu_limits={container_id_of(ctr): limit})  # fmt: skip
-    c = ContainerSample(container_id_of(ctr), ctr, 0.1, 0, 0, 0, 0.0)
-    return PodSample(meta, "burstable", pod_path, 0.1, 0, 0, 0, 0, 0.0, (c,))
+def _pod(uid: str, cls: str, pod_path: str, ctrs: list[str], limit: float | None, *, qos: str = "burstable",
+         request: float = 0.2, cpu: float = 0.1, memory: int = 0) -> PodSample:  # fmt: skip
+    meta = PodMeta(uid, "default", uid, cls, cpu_request_cores=request, cpu_limit_cores=limit,  # type: ignore[arg-type]
+                   container_cpu_limits={container_id_of(c): limit for c in ctrs})  # fmt: skip
+    containers = tuple(ContainerSample(container_id_of(c), c, cpu / len(ctrs), 0, 0, 0, 0.0) for c in ctrs)
+    return PodSample(meta, qos, pod_path, cpu, memory, memory, memory, 0, 0.0, containers)
 
 
+def _enforcer(tree: V1Tree, ledger: str = "", **config: Any) -> Enforcer:
+    cfg = EnforcementConfig(ledger_file=ledger, **config)
+    return Enforcer(tree.layout, tree.model, CgroupReader(tree.layout), cfg, lambda: (2.0, 8 << 30))
+
+
+@V1
 def test_ledger_restores_after_restart_when_a_pod_turns_online(v1tree_cgroupfs: V1Tree, tmp_path: Path) -> None:
     tree = v1tree_cgroupfs
     uid, pod_path, (ctr,) = tree.pod("burstable")
     reader = CgroupReader(tree.layout)
-    cfg = EnforcementConfig(ledger_file=str(tmp_path / "ledger.json"))
-    first = Enforcer(tree.layout, tree.model, reader, cfg, lambda: (2.0, 8 << 30))
-    first.on_snapshot(_snapshot([_pod(uid, "offline", pod_path, ctr, None)]))
+    before = reader.cpu_settings(pod_path)
+    ledger = str(tmp_path / "ledger.json")
+    first = _enforcer(tree, ledger)
+    first.on_snapshot(_snapshot([_pod(uid, "offline", pod_path, [ctr], None)]))
     assert reader.cpu_settings(pod_path).idle is True and reader.cpu_settings(pod_path).quota_us is not None
     # the agent dies without restoring; a new one starts and finds the pod now online
-    second = Enforcer(tree.layout, tree.model, CgroupReader(tree.layout), cfg, lambda: (2.0, 8 << 30))
+    second = _enforcer(tree, ledger)
     assert uid in second.ledger.entries
-    second.on_snapshot(_snapshot([_pod(uid, "online", pod_path, ctr, None)]))
+    second.on_snapshot(_snapshot([_pod(uid, "online", pod_path, [ctr], None)]))
     s = reader.cpu_settings(pod_path)
-    assert (s.shares, s.idle, s.quota_us) == (kubelet_shares(0.2), False, None)
+    assert (s.shares, s.idle, s.quota_us) == (before.shares, False, None)
     assert second.ledger.entries == {}
 
 
+@V1
+def test_restore_puts_back_what_the_cgroups_held_not_what_the_spec_says(v1tree_cgroupfs: V1Tree) -> None:
+    """Pod overhead, a sidecar or kubelet's cpuCFSQuotaPeriod make the cgroups differ from the spec."""
+    tree = v1tree_cgroupfs
+    uid, pod_path, (ctr,) = tree.pod("burstable")
+    w, reader = CgroupWriter(tree.layout), CgroupReader(tree.layout)
+    w.set_cpu_shares(pod_path, 1500)
+    w.set_cpu_quota(pod_path, 45_000, 50_000)
+    w.set_cpu_quota(ctr, 20_000, 50_000)
+    enf = _enforcer(tree)
+    enf.on_snapshot(_snapshot([_pod(uid, "offline", pod_path, [ctr], 0.4)]))  # the spec: 0.4 core, 0.2 request
+    assert reader.cpu_settings(pod_path).quota_us == 10_000 and reader.cpu_settings(ctr).quota_us == 10_000
+    enf.on_snapshot(_snapshot([_pod(uid, "online", pod_path, [ctr], 0.4)]))
+    s = reader.cpu_settings(pod_path)
+    assert (s.shares, s.idle, s.quota_us, s.period_us) == (1500, False, 45_000, 50_000)
+    c = reader.cpu_settings(ctr)
+    assert (c.quota_us, c.period_us) == (20_000, 50_000)
+    assert enf.ledger.entries == {} and enf.errors == 0
+
+
+@V1
+def test_restore_clears_sched_idle_the_ledger_does_not_know_about(v1tree_cgroupfs: V1Tree, tmp_path: Path) -> None:
+    """A crash between writing cpu.idle and saving the entry: the group must not stay SCHED_IDLE."""
+    tree = v1tree_cgroupfs
+    uid, pod_path, (ctr,) = tree.pod("burstable")
+    w, reader = CgroupWriter(tree.layout), CgroupReader(tree.layout)
+    w.set_cpu_shares(pod_path, 2)
+    w.set_cpu_idle(pod_path, True)
+    entry = {"uid": uid, "cgroup": pod_path, "shares": 204, "quota_us": None, "period_us": 100_000, "idle": False}
+    (tmp_path / "ledger.json").write_text(json.dumps({"format": "colo-enforcement-ledger", "pods": {uid: entry}}))
+    enf = _enforcer(tree, str(tmp_path / "ledger.json"))
+    enf.on_snapshot(_snapshot([_pod(uid, "online", pod_path, [ctr], None)]))
+    s = reader.cpu_settings(pod_path)
+    assert (s.idle, s.shares) == (False, 204)
+    assert enf.ledger.entries == {} and enf.errors == 0
+
+
+@V1
+def test_the_entry_is_on_disk_before_the_first_write(v1tree_cgroupfs: V1Tree, tmp_path: Path) -> None:
+    """A pass that fails half-way (here: the node's allocatable cannot be had) has already written the
+    baseline; what a restart needs to undo it must be on disk by then."""
+    tree = v1tree_cgroupfs
+    uid, pod_path, (ctr,) = tree.pod("burstable")
+    reader = CgroupReader(tree.layout)
+    shares = reader.cpu_settings(pod_path).shares
+    ledger = str(tmp_path / "ledger.json")
+
+    def allocatable() -> tuple[float | None, int | None]:
+        raise RuntimeError("node object broken")
+
+    crashing = Enforcer(tree.layout, tree.model, reader, EnforcementConfig(ledger_file=ledger), allocatable)
+    with pytest.raises(RuntimeError):
+        crashing.on_snapshot(_snapshot([_pod(uid, "offline", pod_path, [ctr], None)]))
+    assert reader.cpu_settings(pod_path).idle is True  # the baseline was written
+    restarted = _enforcer(tree, ledger)
+    restarted.on_snapshot(_snapshot([_pod(uid, "online", pod_path, [ctr], None)]))
+    s = reader.cpu_settings(pod_path)
+    assert (s.idle, s.shares) == (False, shares)
+
+
+@V1
+def test_oom_score_adj_goes_back_to_kubelets_values(v1tree_cgroupfs: V1Tree) -> None:
+    tree = v1tree_cgroupfs
+    uid, pod_path, (app, sandbox) = tree.pod("burstable", containers=2)
+    sleeper = "import sys\nsys.stdin.read()\n"
+    procs = {app: tree.start(app, sleeper), sandbox: tree.start(sandbox, sleeper)}
+    # a burstable container's value, and another's (the tests lack CAP_SYS_RESOURCE: nothing below 0 here)
+    kubelet = {app: 937, sandbox: 3}
+    for ctr, proc in procs.items():
+        wait_for(lambda proc=proc: oom_score_adj(proc.pid) == 0)  # the child has entered its cgroup
+        with open(f"/proc/{procs[ctr].pid}/oom_score_adj", "w") as f:
+            f.write(str(kubelet[ctr]))
+    enf = _enforcer(tree)
+    enf.on_snapshot(_snapshot([_pod(uid, "offline", pod_path, [app], None, memory=1 << 20)]))
+    assert all(oom_score_adj(p.pid) == 1000 for p in procs.values())
+    enf.on_snapshot(_snapshot([_pod(uid, "online", pod_path, [app], None, memory=1 << 20)]))
+    assert {c: oom_score_adj(p.pid) for c, p in procs.items()} == kubelet
+
+
+def test_kubelet_oom_score_adj_formula() -> None:
+    gib = 1 << 30
+    assert kubelet_oom_score_adj("guaranteed", 4 * gib, 16 * gib) == -997
+    assert kubelet_oom_score_adj("besteffort", 0, 16 * gib) == 1000
+    assert kubelet_oom_score_adj("burstable", 4 * gib, 16 * gib) == 750
+    assert kubelet_oom_score_adj("burstable", 0, 16 * gib) == 999  # never a best-effort pod's 1000
+    assert kubelet_oom_score_adj("burstable", 16 * gib, 16 * gib) == 3  # always above a guaranteed pod's
+
+
+@V1
+def test_restarted_container_gets_its_own_original_and_a_vanished_one_does_not_block(
+    v1tree_cgroupfs: V1Tree,
+) -> None:
+    tree = v1tree_cgroupfs
+    uid, pod_path, (first,) = tree.pod("burstable")
+    w, reader = CgroupWriter(tree.layout), CgroupReader(tree.layout)
+    w.set_cpu_quota(pod_path, 40_000)
+    w.set_cpu_quota(first, 40_000)
+    enf = _enforcer(tree, cpu_min_offline_cores=0.05)
+    enf.on_snapshot(_snapshot([_pod(uid, "offline", pod_path, [first], 0.4)], node_cpu=1.1))  # budget 0.3
+    assert reader.cpu_settings(pod_path).quota_us == reader.cpu_settings(first).quota_us == 30_000
+    # the container restarts: the old cgroup goes, the runtime creates a new one with its own quota
+    tree.remove(first)
+    second = tree.mkdir(f"{pod_path}/{'b' * 64}")
+    w.set_cpu_quota(second, 30_000)
+    restarted = [_pod(uid, "offline", pod_path, [second], 0.4)]
+
+    def tightened() -> bool:  # budget 0.05; the kernel may take a moment to let go of the removed cgroup
+        enf.on_snapshot(_snapshot(restarted, node_cpu=1.5))
+        return reader.cpu_settings(pod_path).quota_us == 5_000
+
+    wait_for(tightened, timeout=5)
+    assert reader.cpu_settings(second).quota_us == 5_000
+    assert list(enf.ledger.entries[uid].containers) == [second]
+    # the pod turns online: everything back, including the new container's own quota
+    errors = enf.errors
+    enf.on_snapshot(_snapshot([_pod(uid, "online", pod_path, [second], 0.4)]))
+    assert reader.cpu_settings(pod_path).quota_us == 40_000 and reader.cpu_settings(second).quota_us == 30_000
+    assert enf.ledger.entries == {} and enf.errors == errors
+
+
+@V1
+def test_restore_skips_a_container_that_vanished(v1tree_cgroupfs: V1Tree) -> None:
+    tree = v1tree_cgroupfs
+    uid, pod_path, (gone, kept) = tree.pod("burstable", containers=2)
+    w, reader = CgroupWriter(tree.layout), CgroupReader(tree.layout)
+    for cg in (pod_path, gone, kept):
+        w.set_cpu_quota(cg, 40_000)
+    enf = _enforcer(tree)
+    enf.on_snapshot(_snapshot([_pod(uid, "offline", pod_path, [gone, kept], 0.4)]))
+    assert reader.cpu_settings(kept).quota_us == 10_000
+    tree.remove(gone)  # between two passes, so the entry still lists it
+    enf.on_snapshot(_snapshot([_pod(uid, "online", pod_path, [gone, kept], 0.4)]))
+    assert reader.cpu_settings(pod_path).quota_us == reader.cpu_settings(kept).quota_us == 40_000
+    assert enf.ledger.entries == {} and enf.errors == 0
+
+
+@V1
+def test_besteffort_tier_cap_moves_with_its_pods_in_one_safe_batch(v1tree_cgroupfs: V1Tree, tmp_path: Path) -> None:
+    tree = v1tree_cgroupfs
+    reader = CgroupReader(tree.layout)
+    tier = tree.model.tier("besteffort")
+    made = [tree.pod("besteffort") for _ in range(2)]
+    offline = [_pod(uid, "offline", path, ctrs, None, qos="besteffort", request=0.0) for uid, path, ctrs in made]
+    ledger = str(tmp_path / "ledger.json")
+    enf = _enforcer(tree, ledger, cpu_release_below=0)
+    enf.on_snapshot(_snapshot(offline, node_cpu=1.5))  # budget 0.1: 0.05 core each, the tier at 0.1
+    assert [reader.cpu_settings(p).quota_us for _, p, _ in made] == [5_000, 5_000]
+    assert reader.cpu_settings(tier).quota_us == 10_000
+    # the budget grows to 0.3 (growth capped): the pods' new quotas are above the tier's old cap, which
+    # v1 only accepts once the tier has been raised
+    enf.on_snapshot(_snapshot(offline, node_cpu=0.5))
+    assert [reader.cpu_settings(p).quota_us for _, p, _ in made] == [15_000, 15_000]
+    assert reader.cpu_settings(tier).quota_us == 30_000 and enf.errors == 0
+    # an online pod in the tier: uncapped (its pods keep their own quotas)
+    on_uid, on_path, on_ctrs = tree.pod("besteffort")
+    online = _pod(on_uid, "online", on_path, on_ctrs, None, qos="besteffort", request=0.0)
+    enf.on_snapshot(_snapshot([*offline, online], node_cpu=0.5))
+    assert reader.cpu_settings(tier).quota_us is None
+    enf.on_snapshot(_snapshot(offline, node_cpu=0.5))
+    assert reader.cpu_settings(tier).quota_us is not None
+    assert json.loads(Path(ledger).read_text())["tiers"] == {tier: 100_000}
+    # no offline pod left: uncapped
+    enf.on_snapshot(_snapshot([], node_cpu=0.5))
+    assert reader.cpu_settings(tier).quota_us is None and enf.errors == 0
+    assert json.loads(Path(ledger).read_text())["tiers"] == {}
+
+
+@V1
+def test_a_restart_with_cpu_policy_none_restores_quotas_and_the_tier(v1tree_cgroupfs: V1Tree, tmp_path: Path) -> None:
+    tree = v1tree_cgroupfs
+    reader = CgroupReader(tree.layout)
+    tier = tree.model.tier("besteffort")
+    uid, pod_path, (ctr,) = tree.pod("besteffort")
+    offline = [_pod(uid, "offline", pod_path, [ctr], None, qos="besteffort", request=0.0)]
+    ledger = str(tmp_path / "ledger.json")
+    _enforcer(tree, ledger).on_snapshot(_snapshot(offline))
+    assert reader.cpu_settings(pod_path).quota_us == 10_000 and reader.cpu_settings(tier).quota_us == 10_000
+    # the agent dies; it comes back with the CFS quota policy switched off
+    after = _enforcer(tree, ledger, cpu_policy="none")
+    after.on_snapshot(_snapshot(offline))
+    s = reader.cpu_settings(pod_path)
+    assert (s.quota_us, s.idle) == (None, True)  # quotas restored, the baseline stays
+    assert reader.cpu_settings(tier).quota_us is None
+    assert after.ledger.entries[uid].quota is False and after.ledger.tiers == {}
+
+
+@V1
+def test_quiet_node_releases_offline_pods_with_hysteresis(v1tree_cgroupfs: V1Tree) -> None:
+    tree = v1tree_cgroupfs
+    reader = CgroupReader(tree.layout)
+    uid, unlimited, (u_ctr,) = tree.pod("burstable")
+    luid, limited, (l_ctr,) = tree.pod("burstable")
+    CgroupWriter(tree.layout).set_cpu_quota(limited, 40_000)
+    pods = [_pod(uid, "offline", unlimited, [u_ctr], None), _pod(luid, "offline", limited, [l_ctr], 0.4)]
+    enf = _enforcer(tree)  # release below 30% of allocatable, suppress again above 40%
+
+    def quotas() -> list[int | None]:
+        return [reader.cpu_settings(p).quota_us for p in (unlimited, limited)]
+
+    enf.on_snapshot(_snapshot(pods, node_cpu=1.5))  # online + system 1.3 cores of 2: suppressed
+    assert quotas() == [5_000, 5_000] and not enf.released
+    enf.on_snapshot(_snapshot(pods, node_cpu=0.4))  # 0.2 cores: released to their own limits
+    assert quotas() == [None, 40_000] and enf.released
+    assert all(e.quota is False for e in enf.ledger.entries.values())
+    enf.on_snapshot(_snapshot(pods, node_cpu=0.9))  # 0.7 cores, 35%: between the two, stays released
+    assert quotas() == [None, 40_000] and enf.released
+    enf.on_snapshot(_snapshot(pods, node_cpu=1.1))  # 0.9 cores, 45%: suppressed again
+    assert all(q is not None and q < 40_000 for q in quotas()) and not enf.released
+    assert reader.cpu_settings(unlimited).idle is True  # released pods keep the baseline all along
+    assert enf.errors == 0
+
+
+@V1
 def test_cpuset_policy_confines_and_restores(v1tree_cgroupfs: V1Tree, tmp_path: Path) -> None:
     tree = v1tree_cgroupfs
     uid, pod_path, (ctr,) = tree.pod("burstable")
@@ -192,11 +478,90 @@ def test_cpuset_policy_confines_and_restores(v1tree_cgroupfs: V1Tree, tmp_path: 
     everything = reader.cpuset(pod_path)
     state = tmp_path / "cpu_manager_state"
     state.write_text('{"policyName":"static","defaultCpuSet":"1","entries":{"x":{"app":"0"}},"checksum":1}')
-    cfg = EnforcementConfig(cpu_policy="cpuset", ledger_file="", cpu_manager_state=str(state))
-    enf = Enforcer(tree.layout, tree.model, reader, cfg, lambda: (2.0, 8 << 30))
-    enf.on_snapshot(_snapshot([_pod(uid, "offline", pod_path, ctr, None)]))
+    enf = _enforcer(tree, cpu_policy="cpuset", cpu_manager_state=str(state))
+    enf.on_snapshot(_snapshot([_pod(uid, "offline", pod_path, [ctr], None)]))
     if len(everything) > 1:
         assert reader.cpuset(pod_path) == reader.cpuset(ctr) == frozenset({max(everything)})
         assert 0 not in reader.cpuset(pod_path)  # CPU 0 is a guaranteed pod's, exclusively
     enf.stop()
     assert reader.cpuset(pod_path) == reader.cpuset(ctr) == everything
+
+
+@V1
+def test_cpuset_moves_to_a_disjoint_set_through_the_union(v1tree_cgroupfs: V1Tree, tmp_path: Path) -> None:
+    tree = v1tree_cgroupfs
+    uid, pod_path, (ctr,) = tree.pod("burstable")
+    reader = CgroupReader(tree.layout)
+    everything = reader.cpuset(pod_path)
+    if len(everything) < 2:
+        pytest.skip("needs two CPUs")
+    low, high = min(everything), max(everything)
+    state = tmp_path / "cpu_manager_state"
+    state.write_text('{"policyName":"static","entries":{}}')
+    enf = _enforcer(tree, cpu_policy="cpuset", cpu_manager_state=str(state))
+    pods = [_pod(uid, "offline", pod_path, [ctr], None)]
+    enf.on_snapshot(_snapshot(pods))
+    assert reader.cpuset(pod_path) == reader.cpuset(ctr) == frozenset({high})
+    # the highest CPU becomes a guaranteed container's: the offline pod moves to another one
+    state.write_text(f'{{"policyName":"static","entries":{{"x":{{"app":"{high}"}}}}}}')
+    enf.on_snapshot(_snapshot(pods))
+    assert high not in reader.cpuset(pod_path) and reader.cpuset(ctr) == reader.cpuset(pod_path)
+    assert len(reader.cpuset(pod_path)) == 1 and low in everything and enf.errors == 0
+    enf.stop()
+    assert reader.cpuset(pod_path) == reader.cpuset(ctr) == everything
+
+
+def _v2(tmp_path: Path, **config: Any) -> tuple[V2Tree, PathModel, Enforcer]:
+    """A v2 host (files as the kernel shows them) whose QoS tiers inherit CPUs 0-3 (cpuset.cpus empty)."""
+    tree, model = V2Tree(str(tmp_path / "host")), PathModel("systemd")
+    for qos in ("burstable", "besteffort"):
+        tree.put(model.tier(qos), V2Cgroup(cpuset_cpus="", cpuset_effective="0-3"))  # type: ignore[arg-type]
+    cfg = EnforcementConfig(**{"ledger_file": str(tmp_path / "ledger.json"), **config})
+    return tree, model, Enforcer(tree.layout, model, CgroupReader(tree.layout), cfg, lambda: (2.0, 8 << 30))
+
+
+def _v2_pod(tree: V2Tree, model: PathModel, n: int) -> tuple[str, str, str]:
+    uid = f"0000000{n}-1111-2222-3333-444444444444"
+    path = model.pod("burstable", uid)
+    tree.put(path, V2Cgroup(cpuset_cpus="", cpuset_effective="0-3"))
+    ctr = model.container("burstable", uid, parse_container_id(f"containerd://{str(n) * 64}"))
+    tree.put(ctr, V2Cgroup(cpu_max=(50_000, 100_000), cpuset_cpus="", cpuset_effective="0-3"))
+    return uid, path, ctr
+
+
+def test_v2_cpuset_policy_uses_the_parents_effective_cpus(tmp_path: Path) -> None:
+    tree, model, enf = _v2(tmp_path, cpu_policy="cpuset", cpu_manager_state=str(tmp_path / "none"))
+    uid, path, ctr = _v2_pod(tree, model, 1)
+    enf.on_snapshot(_snapshot([_pod(uid, "offline", path, [ctr], None)]))  # budget 0.1 core: one CPU
+    assert (tree.read(path, "cpuset.cpus"), tree.read(ctr, "cpuset.cpus")) == (b"3", b"3")
+    assert enf.errors == 0 and enf.section()["offline_cpuset"] == "3"
+    enf.stop()  # v2 pods inherit (empty cpuset.cpus), which cannot be written back: the parent's CPUs
+    assert (tree.read(path, "cpuset.cpus"), tree.read(ctr, "cpuset.cpus")) == (b"0-3", b"0-3")
+
+
+def test_v2_memory_high_is_published_whole_and_restored_when_switched_off(tmp_path: Path) -> None:
+    tree, model, enf = _v2(tmp_path)
+    made = [_v2_pod(tree, model, n) for n in (1, 2)]
+    pods = [_pod(uid, "offline", path, [ctr], None, memory=256 << 20) for uid, path, ctr in made]
+    # what the HTTP thread would see in the middle of a pass: the previous pass's values, whole
+    seen: list[dict[str, int]] = []
+    read = enf.reader.memory_high
+
+    def spying(cgroup: str) -> int | None:
+        seen.append(dict(enf.memory_high))
+        return read(cgroup)
+
+    enf.reader.memory_high = spying  # type: ignore[method-assign]
+    enf.on_snapshot(_snapshot(pods))
+    first = dict(enf.memory_high)
+    assert len(first) == 2 and seen == [{}, {}]
+    seen.clear()
+    enf.on_snapshot(_snapshot(pods[:1]))
+    assert seen == [first] and set(enf.memory_high) == {made[0][0]}
+    assert int(tree.read(made[0][1], "memory.high")) == enf.memory_high[made[0][0]] > 0
+    assert tree.read(made[1][1], "memory.high") == b"max"  # the pod that left got its original back
+    # a restart with memory.high switched off puts the original back and keeps the rest
+    _, _, after = _v2(tmp_path, memory_high=False)
+    after.on_snapshot(_snapshot(pods[:1]))
+    assert tree.read(made[0][1], "memory.high") == b"max"
+    assert tree.read(made[0][1], "cpu.idle") == b"1" and after.ledger.entries[made[0][0]].memory_high is False
