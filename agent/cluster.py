@@ -1,9 +1,13 @@
 """Everything the agent does with the API server: watch this node's pods and Node, classify pods, publish
-oversubscribable capacity. All calls go through `kube/`; an absent API server only delays writes."""
+oversubscribable capacity. All calls go through `kube/`; an absent API server only delays writes.
+
+`ClusterLink` is a service (started and stopped once by the agent); the part that runs on every snapshot
+is a separate stage whose stop does nothing, so shutdown (last capacity round, restore) happens once."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from agent.classify import Classifier
@@ -11,7 +15,7 @@ from agent.enforcer import Enforcer
 from agent.eviction import Evictor
 from agent.kubepods import KubePodSource
 from agent.oversubscription import OversubscriptionOwner
-from agent.publisher import AnnotationOwner, NodePublisher
+from agent.publisher import AnnotationOwner, ApiHealth, NodePublisher
 from agent.resources import node_allocatable
 from agent.runtime import Agent
 from agent.snapshot import Snapshot
@@ -19,6 +23,21 @@ from cgroup import CgroupWriter
 from kube import Informer, Kube
 
 log = logging.getLogger(__name__)
+
+
+class ProtectionStage:
+    """ClusterLink's work in the sampling thread."""
+
+    name = "cluster"
+
+    def __init__(self, link: ClusterLink) -> None:
+        self.link = link
+
+    def on_snapshot(self, snap: Snapshot) -> None:
+        self.link.on_snapshot(snap)
+
+    def stop(self) -> None:
+        """Nothing: ClusterLink.stop, the service's, shuts everything down once."""
 
 
 class ClusterLink:
@@ -37,24 +56,25 @@ class ClusterLink:
         agent.source = agent.sampler.source = source
         agent.view.cluster_synced = self.pods.synced.is_set
         enf = cfg.enforcement
+        self.health = ApiHealth()
+        self.oversubscription = OversubscriptionOwner(agent.view, cfg.oversubscription, evicting=self.is_evicting)
         self.evictor = Evictor(
             kube, node, self.node_object, CgroupWriter(agent.layout, agent.reader), enf.eviction,
-            api_healthy=self.api_healthy, on_state_change=lambda: self.publisher.poke(), dry_run=cfg.dry_run,
+            api_healthy=self.api_healthy, health=self.health, oversubscribed=self.oversubscription.enabled,
+            on_state_change=lambda: self.publisher.poke(), dry_run=cfg.dry_run,
         )  # fmt: skip
         self.enforcer = Enforcer(
             agent.layout, agent.model, agent.reader, enf, lambda: node_allocatable(self.node_object() or {}),
             dry_run=cfg.dry_run, host_root=cfg.host_root,
             memory_high_watermark=lambda: float(self.evictor.watermarks.high["memory"]),
         )  # fmt: skip
-        self.oversubscription = OversubscriptionOwner(
-            agent.view, cfg.oversubscription, evicting=self.evictor.is_evicting
-        )
         self.owners: list[AnnotationOwner] = [self.oversubscription, self.evictor]
         self.publisher = NodePublisher(
             kube, node, self.node_object, self.owners, period=cfg.interval, backoff_max=backoff_max,
-            dry_run=cfg.dry_run,
+            dry_run=cfg.dry_run, health=self.health,
         )  # fmt: skip
-        agent.stages.append(self)
+        self.stage = ProtectionStage(self)
+        agent.stages.append(self.stage)
         view = agent.view
         view.node_sections["oversubscription"] = self.oversubscription.section
         view.node_sections["enforcement"] = lambda: {**self.enforcer.section(), "eviction": self.evictor.section()}
@@ -62,16 +82,26 @@ class ClusterLink:
         view.metric_sources["enforcement"] = self.enforcer.metrics
         view.metric_sources["eviction"] = self.evictor.metrics
 
+    def is_evicting(self) -> bool:
+        return self.evictor.is_evicting()
+
     def api_healthy(self) -> bool:
-        """The API server answered the last watch and the last write."""
-        return self.pods.last_error is None and self.publisher.last_error is None
+        """Reachable unless the last API call of any component (informers, publisher, evictor) got no answer
+        or a server error; see ApiHealth."""
+        self.health.observe("pods", self.pods.last_status)
+        self.health.observe("node", self.node.last_status)
+        return self.health.reachable()
 
     def on_snapshot(self, snap: Snapshot) -> None:
-        """Protection runs on every snapshot, whether or not the API server is reachable."""
+        """Protection runs on every snapshot, whether or not the API server is reachable; eviction and
+        enforcement each on its own, so a failure of one never stops the other."""
         if not self.pods.synced.is_set():
             return  # classes are unknown until the first list: touch nothing
-        self.evictor.on_snapshot(snap)
-        self.enforcer.on_snapshot(snap)
+        for part in (self.evictor, self.enforcer):
+            try:
+                part.on_snapshot(snap)
+            except Exception:
+                log.exception("%s failed on snapshot %d", part.name, snap.seq)
 
     def node_object(self) -> dict[str, Any] | None:
         return self.node.get(self.node_name)
@@ -83,8 +113,18 @@ class ClusterLink:
         self.evictor.start()
 
     def stop(self) -> None:
-        self.evictor.stop()
-        self.enforcer.stop()
-        self.publisher.stop()
-        self.pods.stop()
-        self.node.stop()
+        """Capacity goes to 0 first (one last publisher round; the evicting annotation is left as it is),
+        then eviction stops and enforcement restores what it changed, then the watches end."""
+        self.oversubscription.withdraw()
+        steps: list[tuple[str, Callable[[], None]]] = [
+            ("publisher", lambda: self.publisher.stop(final=[self.oversubscription])),
+            ("eviction", self.evictor.stop),
+            ("enforcement", self.enforcer.stop),
+            ("pod informer", self.pods.stop),
+            ("node informer", self.node.stop),
+        ]
+        for what, step in steps:
+            try:
+                step()
+            except Exception:
+                log.exception("stopping %s failed", what)

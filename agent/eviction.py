@@ -14,6 +14,8 @@ Decisions are made in the sampling thread; API calls happen in this module's wor
 `policy/v1` Eviction subresource so PodDisruptionBudgets hold (a 429 moves on to the next victim). If the
 API server stays unreachable while memory is above its high watermark, offline pods' processes are killed
 through their cgroups (memory only by default), and reported when the API returns.
+
+Whether the API server is reachable is the shared `ApiHealth`: this module's own calls report to it too.
 """
 
 from __future__ import annotations
@@ -21,18 +23,21 @@ from __future__ import annotations
 import collections
 import logging
 import queue
+import re
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from agent.config import EvictionConfig
-from agent.publisher import Changes
+from agent.oversubscription import oversubscription_enabled
+from agent.publisher import ApiHealth, Changes
 from agent.resources import node_allocatable
 from agent.snapshot import PodSample, Snapshot
 from cgroup import CgroupError, CgroupWriter
@@ -44,8 +49,9 @@ Resource = Literal["cpu", "memory"]
 RESOURCES: tuple[Resource, ...] = ("cpu", "memory")
 EVICTING_ANNOTATION = "volcano.sh/offline-job-evicting"
 EVICTING_TAINT = "volcano.sh/offline-job-evicting"
-OVERSUBSCRIPTION_LABEL = "volcano.sh/oversubscription"
 COMPONENT = "colo-agent"
+RESULTS = ("evicted", "blocked", "gone", "error", "killed", "dry_run", "dry_run_kill")
+_PERCENT = re.compile(r"[0-9]{1,3}")  # ASCII digits only: str.isdigit() also takes '²' and '٥'
 
 
 def watermark_key(resource: str, level: str) -> str:
@@ -73,7 +79,7 @@ def parse_watermarks(annotations: Mapping[str, str], defaults: EvictionConfig) -
             if raw is None:
                 continue
             text = str(raw).strip()
-            if not text.lstrip("-").isdigit() or not 0 <= int(text) <= 100:
+            if not _PERCENT.fullmatch(text) or not 0 <= int(text) <= 100:
                 problems.append(f"{watermark_key(res, level)}={raw!r} is not an integer percent in 0-100")
                 bad = True
             else:
@@ -130,26 +136,38 @@ class Evictor:
         writer: CgroupWriter,
         config: EvictionConfig,
         *,
-        api_healthy: Callable[[], bool] = lambda: True,
+        api_healthy: Callable[[], bool] | None = None,
+        health: ApiHealth | None = None,
+        oversubscribed: Callable[[dict[str, Any]], bool] | None = None,
         on_state_change: Callable[[], None] = lambda: None,
         dry_run: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.kube, self.node_name, self.get_node, self.writer = kube, node_name, get_node, writer
-        self.config, self.api_healthy, self.on_state_change = config, api_healthy, on_state_change
+        self.health = health if health is not None else ApiHealth()
+        self.api_healthy = api_healthy if api_healthy is not None else self.health.reachable
+        # the overcommit rule applies where capacity is published: one definition, shared with the publisher
+        self.oversubscribed = oversubscribed or partial(oversubscription_enabled, enabled_on_all_nodes=False)
+        self.config, self.on_state_change = config, on_state_change
         self.dry_run, self.clock = dry_run, clock
         self.evicting: dict[str, bool] = {r: False for r in RESOURCES}
         self.usage: dict[str, float | None] = {r: None for r in RESOURCES}
         self.watermarks, _ = parse_watermarks({}, config)
-        self.results: collections.Counter[str] = collections.Counter()
+        # every key present from the start: the HTTP thread copies it while the worker counts
+        self.results: collections.Counter[str] = collections.Counter(dict.fromkeys(RESULTS, 0))
         self.last_round: float | None = None
         self.last_decision: str = "no snapshot yet"
         self._smoothers = {r: Smoother(config.smoothing_seconds) for r in RESOURCES}
         self._warned: set[str] = set()
-        self._asked: dict[str, float] = {}  # uid -> when its eviction was requested (or done)
+        # uid -> when its eviction was asked (self.clock); forgotten on failure and after asked_ttl, so a pod
+        # whose eviction was lost or did not end it becomes a candidate again
+        self._asked: dict[str, float] = {}
         self._asked_lock = threading.Lock()
+        self.asked_ttl = max(60.0, 3 * config.cooldown_seconds)
         self._api_down_since: float | None = None
+        self._above_since: dict[str, float | None] = {r: None for r in RESOURCES}
         self._killed_during_outage: list[str] = []
+        self._killed_uids: set[str] = set()
         self._jobs: queue.Queue[EvictionJob | None] = queue.Queue()
         self._taint_state: bool | None = None
         self._thread = threading.Thread(target=self._work, name="colo-evictor", daemon=True)
@@ -193,6 +211,10 @@ class Evictor:
             if res == "cpu" and snap.node.cpu_cores is None:
                 continue
             usage = self.usage[res] = self._smoothers[res].add(now, raw[res])
+            if usage <= self.watermarks.high[res]:
+                self._above_since[res] = None
+            elif self._above_since[res] is None:
+                self._above_since[res] = now
             if usage > self.watermarks.high[res] and not self.evicting[res]:
                 self.evicting[res], changed = True, True
                 log.warning("node %s: %s usage %.1f%% above high watermark %d%%: evicting offline pods",
@@ -203,9 +225,9 @@ class Evictor:
                          self.node_name, res, usage, self.watermarks.low[res])  # fmt: skip
         if changed:
             self.on_state_change()
-        live = set(snap.pods)
+        live, asked_now = set(snap.pods), self.clock()
         with self._asked_lock:
-            self._asked = {uid: t for uid, t in self._asked.items() if uid in live}
+            self._asked = {u: t for u, t in self._asked.items() if u in live and asked_now - t < self.asked_ttl}
         self._track_api(now)
         job = self._decide(snap, node, alloc, now)
         if job is not None:
@@ -221,7 +243,7 @@ class Evictor:
             usage = self.usage[res]
             if not self.evicting[res] or usage is None or usage <= self.watermarks.high[res]:
                 continue
-            if self.config.require_overcommit_when_oversubscribed and self._oversubscribed(node):
+            if self.config.require_overcommit_when_oversubscribed and self.oversubscribed(node):
                 requested = sum(
                     p.meta.cpu_request_cores if res == "cpu" else p.meta.memory_request_bytes
                     for p in snap.pods.values()
@@ -234,7 +256,8 @@ class Evictor:
                     continue
             with self._asked_lock:
                 asked = set(self._asked)
-            offline = [p for p in snap.pods.values() if p.meta.pod_class == "offline" and p.uid not in asked]
+            skip = asked | self._killed_uids
+            offline = [p for p in snap.pods.values() if p.meta.pod_class == "offline" and p.uid not in skip]
             if not offline:
                 self.last_decision = f"{res} above high watermark but no offline pod left to evict"
                 continue
@@ -246,19 +269,14 @@ class Evictor:
                 use = (p.cpu_cores or 0.0) if res == "cpu" else float(p.memory_working_set_bytes)
                 projected -= 100.0 * use / alloc[res]
                 wanted += 1
-            self.last_round = now
             self.last_decision = (f"{res} at {usage:.1f}% > {self.watermarks.high[res]}%: evicting {wanted} "
                                   f"offline pod(s), projected {projected:.1f}%")  # fmt: skip
-            if self._api_down_since is not None:
-                self._kill_if_due(res, order[:wanted], now)
+            self.last_round = now
+            if self._api_down_since is not None and self._kill_if_due(res, order[:wanted], now):
                 return None
+            # also while the API server seems away: the eviction is the way to find out that it is back
             return EvictionJob(res, order, wanted, usage, self.watermarks.high[res], alloc[res])
         return None
-
-    @staticmethod
-    def _oversubscribed(node: dict[str, Any]) -> bool:
-        labels = (node.get("metadata") or {}).get("labels") or {}
-        return labels.get(OVERSUBSCRIPTION_LABEL) == "true"
 
     def _track_api(self, now: float) -> None:
         if self.api_healthy():
@@ -269,14 +287,18 @@ class Evictor:
                     EvictionJob("memory", [], 0, 0.0, 0, 0.0, [("Node", self.node_name, "", "OfflinePodsKilled", msg)])
                 )
             self._api_down_since = None
+            self._killed_uids.clear()
         elif self._api_down_since is None:
             self._api_down_since = now
 
-    def _kill_if_due(self, res: Resource, victims: list[PodSample], now: float) -> None:
+    def _kill_if_due(self, res: Resource, victims: list[PodSample], now: float) -> bool:
+        """Kill once usage has been above the high watermark for kill_after_seconds while the API server
+        was unreachable: the later of the two start times counts, not the start of the outage."""
         allowed = self.config.kill_when_api_down_memory if res == "memory" else self.config.kill_when_api_down_cpu
         assert self._api_down_since is not None
-        if not allowed or now - self._api_down_since < self.config.kill_after_seconds:
-            return
+        since = max(self._api_down_since, self._above_since[res] or now)
+        if not allowed or now - since < self.config.kill_after_seconds:
+            return False
         for p in victims:
             name = f"{p.meta.namespace}/{p.meta.name}"
             if self.dry_run:
@@ -288,10 +310,12 @@ class Evictor:
             except CgroupError as exc:
                 log.warning("cannot kill %s: %s", name, exc)
                 continue
-            log.warning("API server unreachable for %.0fs and %s above high watermark: killed %d processes of %s",
-                        now - self._api_down_since, res, n, name)  # fmt: skip
+            log.warning("API server unreachable and %s above high watermark for %.0fs: killed %d processes of %s",
+                        res, now - since, n, name)  # fmt: skip
             self.results["killed"] += 1
             self._killed_during_outage.append(name)
+            self._killed_uids.add(p.uid)
+        return True
 
     # -- acting (worker thread) ----------------------------------------------------------------------
     def _event(self, kind: str, name: str, namespace: str, reason: str, message: str, uid: str | None = None) -> None:
@@ -302,7 +326,10 @@ class Evictor:
             self.kube.create_event(kind=kind, name=name, namespace=namespace, uid=uid, reason=reason, message=message,
                                    event_type="Warning", component=COMPONENT)  # fmt: skip
         except ApiError as exc:
+            self.health.note(exc.status)
             log.warning("cannot record event %s on %s %s: %s", reason, kind, name, exc)
+            return
+        self.health.note(None)
 
     def _run_job(self, job: EvictionJob) -> None:
         for kind, name, ns, reason, message in job.events:
@@ -324,11 +351,15 @@ class Evictor:
             try:
                 result = self.kube.evict_pod(ns, name)
             except ApiError as exc:
+                self.health.note(exc.status)
                 self.results["error"] += 1
+                with self._asked_lock:
+                    self._asked.pop(p.uid, None)  # not evicted: a later round may ask again
                 log.warning("eviction of %s/%s failed: %s", ns, name, exc)
-                if exc.status == 0 or exc.status >= 500:
+                if ApiHealth.unreachable(exc.status):
                     return  # the API server is away: the next round decides again
                 continue
+            self.health.note(None)
             self.results[result] += 1
             if result == "blocked":
                 log.info("eviction of %s/%s blocked by a PodDisruptionBudget: next victim", ns, name)
@@ -337,42 +368,66 @@ class Evictor:
                 continue
             if result == "evicted":
                 evicted += 1
-                usage = p.cpu_cores if job.resource == "cpu" else p.memory_working_set_bytes
-                self._event("Pod", name, ns, "EvictedByColo", f"{why}; this pod used {usage}", uid=p.uid)
+                if job.resource == "cpu":
+                    used = f"{p.cpu_cores or 0.0:.3g} cores"
+                else:
+                    used = f"{p.memory_working_set_bytes} bytes"
+                self._event("Pod", name, ns, "EvictedByColo", f"{why}; this pod used {used}", uid=p.uid)
                 self._event("Node", self.node_name, "", "OfflinePodEvicted", f"evicted {ns}/{name}: {why}")
 
     def _sync_taint(self) -> None:
-        if not self.config.taint or self.dry_run:
+        """The taint while evicting, if configured; with the taint or eviction switched off, one left by an
+        earlier run is removed (the node object tells whether it is there)."""
+        if self.dry_run:
             return
-        want = self.is_evicting()
+        want = self.config.enabled and self.config.taint and self.is_evicting()
+        if self._taint_state is None:
+            node = self.get_node()
+            if node is None:
+                return
+            taints = (node.get("spec") or {}).get("taints") or []
+            self._taint_state = any(t.get("key") == EVICTING_TAINT for t in taints if isinstance(t, dict))
         if want == self._taint_state:
             return
         try:
             self.kube.set_node_taint(self.node_name, EVICTING_TAINT, "true", "NoSchedule", want)
             self._taint_state = want
         except ApiError as exc:
+            self.health.note(exc.status)
             log.warning("cannot %s taint %s: %s", "set" if want else "remove", EVICTING_TAINT, exc)
+            return
+        self.health.note(None)
 
     def _work(self) -> None:
         while True:
             try:
                 job = self._jobs.get(timeout=1.0)
             except queue.Empty:
-                self._sync_taint()
+                try:
+                    self._sync_taint()
+                except Exception:
+                    log.exception("taint update failed")
                 continue
-            if job is None:
-                return
             try:
+                if job is None:
+                    return
                 self._run_job(job)
                 self._sync_taint()
             except Exception:
                 log.exception("eviction job failed")
+            finally:
+                self._jobs.task_done()
 
-    def drain(self, timeout: float = 5.0) -> None:
-        """Wait until queued jobs are done (tests, shutdown)."""
+    def drain(self, timeout: float = 5.0) -> bool:
+        """Wait until every queued job has finished (not merely left the queue); False on timeout."""
         deadline = time.monotonic() + timeout
-        while not self._jobs.empty() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        with self._jobs.all_tasks_done:
+            while self._jobs.unfinished_tasks:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._jobs.all_tasks_done.wait(remaining)
+        return True
 
     # -- the evicting annotation, written by the node publisher ---------------------------------------
     def changes(self, node: dict[str, Any], now: float) -> Changes:
@@ -394,6 +449,7 @@ class Evictor:
             "watermarks": {"high": self.watermarks.high, "low": self.watermarks.low},
             "decision": self.last_decision,
             "evictions": dict(self.results),
+            "api_reachable": self.api_healthy(),
         }
 
     def metrics(self) -> Iterable[Metric]:
@@ -414,6 +470,6 @@ class Evictor:
             wm.add_metric([res, "high"], self.watermarks.high[res] / 100.0)
             wm.add_metric([res, "low"], self.watermarks.low[res] / 100.0)
         ev = CounterMetricFamily("colo_evictions", "Offline pod evictions by result", labels=["result"])
-        for result in ("evicted", "blocked", "gone", "error", "killed", "dry_run", "dry_run_kill"):
+        for result in RESULTS:
             ev.add_metric([result], float(self.results[result]))
         return [st, usage, wm, ev]

@@ -8,13 +8,14 @@ extended resources), following the rules of the oversubscription issue:
 - `volcano.sh/oversubscription-cpu` in integer milli-CPU, `volcano.sh/oversubscription-memory` in bytes;
 - 0 while the node is evicting or sampling has stalled (no stale capacity);
 - a value is patched when it moved by more than `update_fraction`, or changed at all and
-  `update_interval_seconds` passed since the last write; a drop to 0 is written at once.
+  `update_interval_seconds` passed since the last write; a drop to 0 is written at once;
+- at shutdown the published values become 0: no agent protects the node until the next one starts.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily
@@ -49,6 +50,12 @@ def parse_types(value: object, warn: Callable[[str], None] | None = None) -> fro
     return frozenset(parts)
 
 
+def oversubscription_enabled(node: Mapping[str, Any], enabled_on_all_nodes: bool) -> bool:
+    """Is this node oversubscribed? The one definition, for publishing capacity and for eviction's rule."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    return enabled_on_all_nodes or labels.get(LABEL_ENABLED) == "true"
+
+
 def _int_or_none(value: object) -> int | None:
     try:
         return int(str(value))
@@ -75,6 +82,14 @@ class OversubscriptionOwner:
         self.last: dict[str, Any] = {"enabled": None, "reason": "no node object yet"}
         self._last_write: float | None = None
         self._warned_types: str | None = None
+        self._withdrawn = False
+
+    def enabled(self, node: Mapping[str, Any]) -> bool:
+        return oversubscription_enabled(node, self.config.enabled_on_all_nodes)
+
+    def withdraw(self) -> None:
+        """Shutting down: from now on only zeros for the values the node carries."""
+        self._withdrawn = True
 
     def _warn_types(self, msg: str) -> None:
         if self._warned_types != msg:
@@ -84,9 +99,8 @@ class OversubscriptionOwner:
     def desired(self, node: dict[str, Any], now: float) -> tuple[bool, dict[str, int]]:
         """(enabled, {"cpu": milli, "memory": bytes}) and the explanation kept in `self.last`."""
         meta = node.get("metadata") or {}
-        labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
-        enabled = self.config.enabled_on_all_nodes or labels.get(LABEL_ENABLED) == "true"
-        if not enabled:
+        annotations = meta.get("annotations") or {}
+        if not self.enabled(node):
             self.last = {"enabled": False, "reason": f"node label {LABEL_ENABLED} is not 'true'"}
             return False, {}
         types = parse_types(annotations.get(ANNOTATION_TYPES), self._warn_types)
@@ -133,6 +147,8 @@ class OversubscriptionOwner:
     def changes(self, node: dict[str, Any], now: float) -> Changes:
         meta = node.get("metadata") or {}
         annotations = meta.get("annotations") or {}
+        if self._withdrawn:
+            return self._zeros(node)
         enabled, values = self.desired(node, now)
         out = Changes()
         if not enabled:
@@ -147,6 +163,17 @@ class OversubscriptionOwner:
             out.annotations = {ANNOTATION_CPU: str(values["cpu"]), ANNOTATION_MEMORY: str(values["memory"])}
             if self.config.extended_resources:
                 out.extended_resources = {BATCH_CPU: str(values["cpu"]), BATCH_MEMORY: str(values["memory"])}
+        return out
+
+    def _zeros(self, node: dict[str, Any]) -> Changes:
+        """0 for each published value the node carries (a scheduler must not count on stale capacity)."""
+        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        out = Changes()
+        out.annotations = {k: "0" for k in (ANNOTATION_CPU, ANNOTATION_MEMORY) if annotations.get(k) not in (None, "0")}
+        if self.config.extended_resources:
+            cap = (node.get("status") or {}).get("capacity") or {}
+            out.extended_resources = {k: "0" for k in (BATCH_CPU, BATCH_MEMORY) if cap.get(k) not in (None, "0")}
+        self.last = {**self.last, "reason": "agent stopping: publishing 0"}
         return out
 
     def committed(self, changes: Changes, now: float) -> None:

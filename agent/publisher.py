@@ -3,7 +3,10 @@
 Each owner (capacity, the evicting state) says which of its keys should change now; the publisher batches
 them into one JSON merge patch on metadata.annotations. A failed write is not replayed: the next round
 asks the owners again, so what reaches the API server is always the latest value. While the API server is
-away nothing else stops: sampling, exporting and enforcement go on.
+away nothing else stops: sampling, exporting and enforcement go on. At shutdown one last round can withdraw
+what must not outlive the agent (capacity).
+
+`ApiHealth` is the agent's one answer to "is the API server reachable?".
 """
 
 from __future__ import annotations
@@ -30,6 +33,43 @@ class Changes:
         return bool(self.annotations or self.extended_resources)
 
 
+class ApiHealth:
+    """The API server is unreachable when the last API call of any component got no answer (status 0:
+    connection error, timeout) or a server error (>= 500); any successful call clears it. A refusal (403,
+    422, 429...) is an answer: the server is there.
+
+    Components that make their own calls `note()` each result; informers, which only expose the status of
+    their last list/watch, are `observe()`d, and a change of that status counts as a new call."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._lock = threading.Lock()
+        self.last_status: int | None = None  # None: the last call succeeded
+        self.last_at: float | None = None
+        self._seen: dict[str, int | None] = {}
+
+    @staticmethod
+    def unreachable(status: int | None) -> bool:
+        return status is not None and (status == 0 or status >= 500)
+
+    def note(self, status: int | None) -> None:
+        """One API call's result: None for success, else the HTTP status (0: no answer)."""
+        with self._lock:
+            self.last_status, self.last_at = status, self.clock()
+
+    def observe(self, source: str, status: int | None) -> None:
+        """The status a component reports for its last call; only a change is news."""
+        with self._lock:
+            if self._seen.get(source) == status:
+                return
+            self._seen[source] = status
+            self.last_status, self.last_at = status, self.clock()
+
+    def reachable(self) -> bool:
+        with self._lock:
+            return not self.unreachable(self.last_status)
+
+
 class AnnotationOwner(Protocol):
     name: str
 
@@ -54,14 +94,17 @@ class NodePublisher:
         backoff_max: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
         dry_run: bool = False,
+        health: ApiHealth | None = None,
     ) -> None:
         self.kube, self.node_name, self.get_node, self.owners = kube, node_name, get_node, owners
         self.dry_run = dry_run
         self.period, self.backoff_max, self.clock = period, backoff_max, clock
+        self.health = health if health is not None else ApiHealth(clock)
         self.name = "publisher"
         self.writes = 0
         self.failures = 0
         self.last_error: str | None = None
+        self.last_status: int | None = None  # HTTP status of the last failed write (0: no answer); None: success
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="colo-publisher", daemon=True)
@@ -75,19 +118,26 @@ class NodePublisher:
         """Run a round now (the evicting state changed)."""
         self._wake.set()
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def stop(self, timeout: float = 5.0, *, final: list[AnnotationOwner] | None = None) -> None:
+        """Stop the thread; with `final`, then run one last round for those owners (what they withdraw at
+        shutdown reaches the node even though the thread is gone)."""
         self._stop.set()
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
+        if final is not None:
+            try:
+                self.run_once(final)
+            except Exception:
+                log.exception("last publisher round failed")
 
-    def run_once(self) -> bool:
-        """One round; True when nothing failed."""
+    def run_once(self, owners: list[AnnotationOwner] | None = None) -> bool:
+        """One round (for all owners, or the given ones); True when nothing failed."""
         node = self.get_node()
         if node is None:
             return True
         now = self.clock()
-        per_owner = [(o, o.changes(node, now)) for o in self.owners]
+        per_owner = [(o, o.changes(node, now)) for o in (self.owners if owners is None else owners)]
         merged = Changes()
         for _, ch in per_owner:
             merged.annotations.update(ch.annotations)
@@ -107,12 +157,14 @@ class NodePublisher:
                 self.kube.patch_node_extended_resources(self.node_name, merged.extended_resources)
         except ApiError as exc:
             self.failures += 1
-            self.last_error = str(exc)
+            self.last_error, self.last_status = str(exc), exc.status
+            self.health.note(exc.status)
             self._retry_after = exc.retry_after
             log.warning("node %s: annotation patch failed, will retry with the latest values: %s", self.node_name, exc)
             return False
         self.writes += 1
-        self.last_error = None
+        self.last_error = self.last_status = None
+        self.health.note(None)
         for owner, ch in per_owner:
             if ch:
                 owner.committed(ch, now)

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from agent.cluster import ClusterLink
 from agent.config import AgentConfig
+from agent.main import wants_cluster
 from agent.runtime import Agent
 from cgroup import CgroupWriter
 from kube import Kube
@@ -86,7 +85,7 @@ def test_pods_mapped_classified_and_capacity_published(
     section = link.oversubscription.section()
     assert section["reason"] == "computed"
     reclaimable = section["cpu"]["reclaimable"]
-    assert 1.2 <= reclaimable <= 1.36  # 1.5 requested, ~0.2 used
+    assert 1.2 <= reclaimable <= 1.5  # 1.5 requested, at most 0.2 used (less on a busy machine)
     mem = section["memory"]
     assert mem["reclaimable"] == pytest.approx(4 * 2**30 - snap.pods[on_uid].memory_working_set_bytes, rel=0.05)  # type: ignore[union-attr]
     assert int(annotations[CPU_KEY]) == pytest.approx(
@@ -174,8 +173,83 @@ def test_stalled_sampling_publishes_zero(
     assert "stalled" in link.oversubscription.section()["reason"]
 
 
-def test_standalone_without_cluster_config(tmp_path: Path) -> None:
-    assert Kube.connect(None) is None or json  # in-cluster env absent here: standalone
+def test_standalone_without_cluster_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert Kube.connect(None) is None  # no kubeconfig and not in a pod: no client
+    assert wants_cluster(False, None) is False
+    assert wants_cluster(False, "/etc/kubeconfig") is True and wants_cluster(True, "/etc/kubeconfig") is False
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    assert wants_cluster(False, None) is True and wants_cluster(True, None) is False
+
+
+def test_the_link_is_a_service_and_its_stage_stops_nothing(
+    agent_in_cluster: tuple[Agent, ClusterLink, V1Tree],
+) -> None:
+    """Shutdown (last capacity round, restore) must run once: the stage is not the service."""
+    agent, link, _ = agent_in_cluster
+    assert link in agent.services and link not in agent.stages
+    assert not any(s is t for s in agent.stages for t in agent.services)
+    assert [type(s).__name__ for s in agent.stages] == ["ProtectionStage"]
+
+
+def test_api_reachability_ignores_refusals(
+    agent_in_cluster: tuple[Agent, ClusterLink, V1Tree], kube_api: FakeKubeAPI
+) -> None:
+    agent, link, tree = agent_in_cluster
+    uid, _, (ctr,) = tree.pod("burstable")
+    kube_api.put("nodes", node(labels={"volcano.sh/oversubscription": "true"}))
+    kube_api.put("pods", pod("web", uid, container_ids=[container_id_of(ctr)], cpu_request="1", memory_request="1Gi"))
+    kube_api.inject("PATCH", r"/api/v1/nodes/", status=403, times=None)  # RBAC refuses: the server is there
+    agent.start()
+    wait_for(lambda: link.publisher.failures >= 3)
+    assert link.publisher.last_status == 403 and link.api_healthy()
+    kube_api.clear_faults()
+    kube_api.inject("PATCH", r"/api/v1/nodes/", status=503, times=None)
+    wait_for(lambda: link.publisher.last_status == 503)
+    assert not link.api_healthy()
+    kube_api.clear_faults()  # any successful call clears it
+    wait_for(link.api_healthy)
+    assert CPU_KEY in node_annotations(kube_api) and link.publisher.last_status is None
+    # the watches lose the server: unreachable until they are back
+    kube_api.stop()
+    wait_for(lambda: not link.api_healthy())
+    kube_api.start()
+    wait_for(link.api_healthy, timeout=15)
+
+
+def test_shutdown_publishes_zero_capacity(v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI) -> None:
+    tree = v1tree_cgroupfs
+    cfg = AgentConfig.model_validate(
+        {"interval": 0.2, "cgroup_root": tree.cgroup_root, "cgroup_driver": "cgroupfs", "state_file": "",
+         "node_name": NODE, "enforcement": {"ledger_file": ""},
+         "oversubscription": {"min_history_seconds": 0, "peak_window": "avg_1m"}}
+    )  # fmt: skip
+    agent = Agent(cfg, in_cluster=True, layout=tree.layout)
+    agent.services.append(ClusterLink(agent, kube, backoff_initial=0.05, backoff_max=0.5))
+    uid, _, (ctr,) = tree.pod("burstable")
+    kube_api.put("nodes", node(labels={"volcano.sh/oversubscription": "true"}, annotations={"other.io/keep": "yes"}))
+    kube_api.put("pods", pod("web", uid, container_ids=[container_id_of(ctr)], cpu_request="1", memory_request="1Gi"))
+    agent.start()
+    try:
+        wait_for(lambda: int(node_annotations(kube_api).get(CPU_KEY, "0")) > 0)
+        wait_for(lambda: int(node_annotations(kube_api).get(MEM_KEY, "0")) > 0)
+    finally:
+        agent.stop()
+    annotations = node_annotations(kube_api)
+    assert (annotations[CPU_KEY], annotations[MEM_KEY], annotations["other.io/keep"]) == ("0", "0", "yes")
+
+
+def test_the_overcommit_rule_shares_the_publishers_definition(
+    v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI
+) -> None:
+    tree = v1tree_cgroupfs
+    cfg = AgentConfig.model_validate(
+        {"cgroup_root": tree.cgroup_root, "cgroup_driver": "cgroupfs", "state_file": "", "node_name": NODE,
+         "enforcement": {"ledger_file": ""}, "oversubscription": {"enabled_on_all_nodes": True}}
+    )  # fmt: skip
+    link = ClusterLink(Agent(cfg, in_cluster=True, layout=tree.layout), kube)
+    unlabelled = node()
+    assert link.oversubscription.enabled(unlabelled) and link.evictor.oversubscribed(unlabelled)
 
 
 def test_extended_resources_optional(v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI) -> None:

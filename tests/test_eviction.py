@@ -9,9 +9,13 @@ from typing import Any
 
 import pytest
 
-from agent.config import EvictionConfig
+from agent.config import EvictionConfig, OversubscriptionConfig
 from agent.eviction import EVICTING_ANNOTATION, Evictor, parse_watermarks, victim_order
+from agent.oversubscription import OversubscriptionOwner
+from agent.publisher import ApiHealth
 from agent.snapshot import NodeSample, PodMeta, PodSample, Snapshot
+from agent.view import AgentView
+from agent.windows import WindowStore
 from cgroup import CgroupWriter
 from kube import Kube
 from tests.cgtree import V1Tree
@@ -83,6 +87,10 @@ def test_watermark_parsing() -> None:
                 {"volcano.sh/evicting-cpu-high-watermark": "101"},
                 {"volcano.sh/evicting-cpu-high-watermark": "-1"},
                 {"volcano.sh/evicting-cpu-high-watermark": "85.5"},
+                {"volcano.sh/evicting-cpu-high-watermark": "--5"},  # str.isdigit() after lstrip('-') took these
+                {"volcano.sh/evicting-cpu-high-watermark": "\u00b2"},  # superscript two: isdigit(), int() refuses
+                {"volcano.sh/evicting-cpu-high-watermark": "\u0669\u0660"},  # Arabic-Indic 90: int() takes it
+                {"volcano.sh/evicting-cpu-high-watermark": "+90"},
                 {"volcano.sh/evicting-cpu-high-watermark": "20"},  # below the default low 30
                 {"volcano.sh/evicting-cpu-high-watermark": "50", "volcano.sh/evicting-cpu-low-watermark": "50"}):  # fmt: skip
         wm, problems = parse_watermarks(bad, d)
@@ -95,21 +103,20 @@ def test_enter_evict_in_order_then_hysteresis(setup: tuple[Evictor, FakeKubeAPI,
     # CPU at 15/16 = 94% of allocatable, above 80%: evict until projected < 80% (2.4 cores less)
     for i in range(5):
         ev.on_snapshot(snap(pods, 15.0, 10 * GI, t + i))
-    ev.drain()
-    time.sleep(0.2)
+    assert ev.drain()
     assert ev.evicting["cpu"] and ev.is_evicting()
     # lowest priority first; among equals the higher CPU user: batch-old's 3 cores bring 94% to 75%
     assert evictions(api) == ["batch-old"]
     assert api.get("pods", "default", "batch-old") is None
     events = api.objects("events")
-    assert any(e["involvedObject"]["kind"] == "Pod" and e["involvedObject"]["name"] == "batch-old" for e in events)
+    (pod_event,) = [e for e in events if e["involvedObject"]["kind"] == "Pod"]
+    assert pod_event["involvedObject"]["name"] == "batch-old" and pod_event["message"].endswith("this pod used 3 cores")
     assert any(e["involvedObject"]["kind"] == "Node" and "high watermark 80%" in e["message"] for e in events)
     rest = pods[:1] + pods[2:]
     # still above after the cooldown (the eviction did not help enough): the next round takes the next victims
     for i in range(5, 7):
         ev.on_snapshot(snap(rest, 14.0, 10 * GI, t + i))
-    ev.drain()
-    time.sleep(0.2)
+    assert ev.drain()
     assert evictions(api) == ["batch-old", "batch-young", "batch-big"]
     # between low and high: the state is kept (hysteresis), nothing evicted
     for i in range(20):
@@ -128,11 +135,14 @@ def test_pdb_429_moves_on_and_rate_limit(setup: tuple[Evictor, FakeKubeAPI, list
     # memory at 60/64 GiB = 94% > 60%: needs many victims, max_per_round = 2
     for i in range(5):
         ev.on_snapshot(snap(pods, 1.0, 60 * GI, 1000.0 + i))
-    ev.drain()
-    time.sleep(0.2)
+    assert ev.drain()
     # memory order: priority -100 first (old 8 GiB before young 2 GiB), then -10 (big)
     assert evictions(api) == ["batch-old", "batch-young", "batch-big"]
     assert ev.results["blocked"] == 1 and ev.results["evicted"] == 2
+    pod_events = {
+        e["involvedObject"]["name"]: e["message"] for e in api.objects("events") if e["reason"] == "EvictedByColo"
+    }
+    assert pod_events["batch-young"].endswith(f"this pod used {2 * GI} bytes")
     assert api.get("pods", "default", "batch-old") is not None  # the PDB held
 
 
@@ -146,8 +156,7 @@ def test_malformed_watermark_annotation_warns_once_with_a_node_event(
     api.put("nodes", obj)
     for i in range(5):
         ev.on_snapshot(snap(pods, 1.0, 10 * GI, 1000.0 + i))
-    ev.drain()
-    time.sleep(0.2)
+    assert ev.drain()
     warnings = [e for e in api.objects("events") if e["reason"] == "InvalidEvictionWatermark"]
     assert len(warnings) == 1 and "lots" in warnings[0]["message"]
     assert ev.watermarks.high["memory"] == 60
@@ -168,9 +177,91 @@ def test_oversubscribed_node_requires_overcommit(setup: tuple[Evictor, FakeKubeA
              for p in pods]  # fmt: skip
     ev.last_round = None
     ev.on_snapshot(snap(heavy, 15.0, 10 * GI, 1010.0))
-    ev.drain()
-    time.sleep(0.2)
+    assert ev.drain()
     assert len(evictions(api)) == 1
+
+
+def test_oversubscribed_on_all_nodes_requires_overcommit_without_the_label(kube: Kube, kube_api: FakeKubeAPI) -> None:
+    """The rule follows the publisher's definition: `enabled_on_all_nodes` needs no label."""
+    kube_api.put("nodes", node())
+    owner = OversubscriptionOwner(
+        AgentView(WindowStore(), 1.0, NODE), OversubscriptionConfig(enabled_on_all_nodes=True)
+    )
+    ev = Evictor(kube, NODE, lambda: kube_api.get("nodes", None, NODE), CgroupWriter.__new__(CgroupWriter),
+                 EvictionConfig(), oversubscribed=owner.enabled)  # fmt: skip
+    for i in range(6):
+        ev.on_snapshot(snap([sample("batch", "offline", cpu=8.0)], 15.0, 10 * GI, 1000.0 + i))
+    assert ev.evicting["cpu"] and "oversubscription rule" in ev.last_decision
+
+
+def test_failed_eviction_is_asked_again(setup: tuple[Evictor, FakeKubeAPI, list[PodSample]]) -> None:
+    ev, api, pods = setup
+    api.inject("POST", r"/eviction$", status=500)
+    ev.on_snapshot(snap(pods, 15.0, 10 * GI, 1000.0))  # above the CPU watermark at once: a round
+    assert ev.drain()
+    assert evictions(api) == ["batch-old"] and ev.results["error"] == 1
+    ev.on_snapshot(snap(pods, 15.0, 10 * GI, 1006.0))  # after the cooldown: the same victim again
+    assert ev.drain()
+    assert evictions(api) == ["batch-old", "batch-old"] and ev.results["evicted"] == 1
+
+
+def test_an_asked_pod_that_stays_is_asked_again_after_a_while(kube: Kube, kube_api: FakeKubeAPI) -> None:
+    kube_api.put("nodes", node())
+    kube_api.put("pods", pod("batch", "batch"))
+    clock = Clock()
+    ev = Evictor(kube, NODE, lambda: kube_api.get("nodes", None, NODE), CgroupWriter.__new__(CgroupWriter),
+                 EvictionConfig(cooldown_seconds=5.0), clock=lambda: clock.t)  # fmt: skip
+    ev.start()
+    try:
+        pods = [sample("batch", "offline", cpu=8.0)]  # the eviction is accepted but the pod lingers
+        for i in range(0, 30, 6):
+            ev.on_snapshot(snap(pods, 15.0, 10 * GI, 1000.0 + i))
+            assert ev.drain()
+        assert evictions(kube_api) == ["batch"] and "no offline pod left" in ev.last_decision
+        clock.t += ev.asked_ttl
+        ev.on_snapshot(snap(pods, 15.0, 10 * GI, 1036.0))
+        assert ev.drain()
+        assert evictions(kube_api) == ["batch", "batch"]
+    finally:
+        ev.stop()
+
+
+def test_evictor_calls_tell_whether_the_api_server_is_reachable(kube: Kube, kube_api: FakeKubeAPI) -> None:
+    kube_api.put("nodes", node())
+    pods = [sample("batch", "offline", cpu=8.0)]
+    kube_api.put("pods", pod("batch", "batch"))
+    health = ApiHealth()
+    ev = Evictor(kube, NODE, lambda: kube_api.get("nodes", None, NODE), CgroupWriter.__new__(CgroupWriter),
+                 EvictionConfig(cooldown_seconds=0.0), health=health)  # fmt: skip
+    ev.start()
+    try:
+        kube_api.inject("POST", r"/eviction$", status=503)
+        ev.on_snapshot(snap(pods, 15.0, 10 * GI, 1000.0))
+        assert ev.drain()
+        assert not health.reachable() and not ev.api_healthy() and health.last_status == 503
+        kube_api.inject("POST", r"/eviction$", status=403)  # an answer: the server is there
+        ev.on_snapshot(snap(pods, 15.0, 10 * GI, 1001.0))
+        assert ev.drain()
+        assert health.reachable() and health.last_status == 403
+    finally:
+        ev.stop()
+
+
+def test_api_health_definition() -> None:
+    health = ApiHealth()
+    assert health.reachable()
+    for status, reachable in ((0, False), (None, True), (500, False), (403, True), (504, False), (422, True)):
+        health.note(status)
+        assert health.reachable() is reachable, status
+    health.observe("pods", 0)  # an informer's failed watch
+    assert not health.reachable()
+    health.note(None)  # any successful call clears it ...
+    assert health.reachable()
+    health.observe("pods", 0)  # ... and the informer's unchanged status is no news
+    assert health.reachable()
+    health.observe("pods", None)
+    health.observe("pods", 0)
+    assert not health.reachable()
 
 
 def test_dry_run_writes_nothing(kube: Kube, kube_api: FakeKubeAPI) -> None:
@@ -182,8 +273,7 @@ def test_dry_run_writes_nothing(kube: Kube, kube_api: FakeKubeAPI) -> None:
     try:
         for i in range(6):
             ev.on_snapshot(snap(pods, 15.0, 10 * GI, 1000.0 + i))
-        ev.drain()
-        time.sleep(0.2)
+        assert ev.drain()
         assert ev.results["dry_run"] == 1 and ev.is_evicting()
         assert kube_api.requests_for("POST") == []
         assert "evicting 1 offline pod" in ev.section()["decision"]
@@ -201,6 +291,33 @@ def test_evicting_annotation_owner(setup: tuple[Evictor, FakeKubeAPI, list[PodSa
     assert not ev.changes(n, 0)
     ev.evicting["memory"] = False
     assert ev.changes(n, 0).annotations == {EVICTING_ANNOTATION: None}
+
+
+@pytest.mark.cgroupv1
+def test_kill_counts_time_above_the_watermark_while_the_api_is_down(
+    v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI
+) -> None:
+    """A long outage does not make a fresh memory spike a kill at once: both must last kill_after_seconds."""
+    tree = v1tree_cgroupfs
+    _, pod_path, (ctr,) = tree.pod("besteffort")
+    proc = tree.start(ctr)
+    kube_api.put("nodes", node())
+    meta = sample("batch", "offline").meta
+    victim = PodSample(meta, "besteffort", pod_path, 0.1, 8 * GI, 8 * GI, 8 * GI, 0, 0.0, ())
+    cfg = EvictionConfig(kill_after_seconds=3.0, cooldown_seconds=0.0, smoothing_seconds=1.0)
+    ev = Evictor(kube, NODE, lambda: kube_api.get("nodes", None, NODE), CgroupWriter(tree.layout), cfg,
+                 api_healthy=lambda: False)  # fmt: skip
+    t = 1000.0
+    for i in range(20):  # the API server is unreachable from t on; memory is fine
+        ev.on_snapshot(snap([victim], 1.0, 10 * GI, t + i))
+    for i in range(20, 23):  # memory above its high watermark for 0-2 s: not yet
+        ev.on_snapshot(snap([victim], 1.0, 60 * GI, t + i))
+    assert proc.poll() is None and ev.results["killed"] == 0
+    ev.on_snapshot(snap([victim], 1.0, 60 * GI, t + 23))  # 3 s above while the API is down
+    proc.wait(5)
+    assert proc.returncode == -9 and ev.results["killed"] == 1
+    ev.on_snapshot(snap([victim], 1.0, 60 * GI, t + 24))
+    assert ev.results["killed"] == 1  # a pod is killed once per outage
 
 
 @pytest.mark.cgroupv1
@@ -229,9 +346,29 @@ def test_kill_when_api_down_then_report(v1tree_cgroupfs: V1Tree, kube: Kube, kub
         kube_api.start()
         healthy["ok"] = True
         ev.on_snapshot(snap([], 1.0, 10 * GI, t + 10))
-        ev.drain()
-        time.sleep(0.3)
+        assert ev.drain()
         assert any(e["reason"] == "OfflinePodsKilled" for e in kube_api.objects("events"))
+    finally:
+        ev.stop()
+
+
+@pytest.mark.parametrize("config", [EvictionConfig(taint=False), EvictionConfig(enabled=False, taint=True)])
+def test_a_taint_left_by_an_earlier_run_goes_when_switched_off(
+    kube: Kube, kube_api: FakeKubeAPI, config: EvictionConfig
+) -> None:
+    obj = node()
+    obj["spec"]["taints"] = [{"key": "volcano.sh/offline-job-evicting", "value": "true", "effect": "NoSchedule"},
+                             {"key": "other", "value": "x", "effect": "NoSchedule"}]  # fmt: skip
+    kube_api.put("nodes", obj)
+    ev = Evictor(kube, NODE, lambda: kube_api.get("nodes", None, NODE), CgroupWriter.__new__(CgroupWriter), config)
+    ev.start()
+    try:
+        deadline = time.monotonic() + 5
+        while len(kube_api.get("nodes", None, NODE)["spec"]["taints"]) == 2 and time.monotonic() < deadline:  # type: ignore[index]
+            time.sleep(0.05)
+        assert kube_api.get("nodes", None, NODE)["spec"]["taints"] == [  # type: ignore[index]
+            {"key": "other", "value": "x", "effect": "NoSchedule"}
+        ]
     finally:
         ev.stop()
 
