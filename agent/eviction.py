@@ -254,29 +254,42 @@ class Evictor:
                         f"{alloc[res]:.3g}: not evicting (oversubscription rule)"
                     )
                     continue
+            alive = [p for p in snap.pods.values() if p.meta.pod_class == "offline" and p.uid not in self._killed_uids]
+            if self._api_down_since is not None:
+                # an eviction still in flight to an unreachable server frees nothing: asked pods may be killed
+                victims, _, _ = self._victims(alive, res, usage, alloc[res])
+                if victims and self._kill_if_due(res, victims, now):
+                    self.last_round = now
+                    self.last_decision = f"{res} at {usage:.1f}% with the API server unreachable: killed offline pods"
+                    return None
             with self._asked_lock:
                 asked = set(self._asked)
-            skip = asked | self._killed_uids
-            offline = [p for p in snap.pods.values() if p.meta.pod_class == "offline" and p.uid not in skip]
+            offline = [p for p in alive if p.uid not in asked]
             if not offline:
                 self.last_decision = f"{res} above high watermark but no offline pod left to evict"
                 continue
-            order = victim_order(offline, res)
-            projected, wanted = usage, 0
-            for p in order:
-                if projected < self.watermarks.high[res] or wanted >= self.config.max_per_round:
-                    break
-                use = (p.cpu_cores or 0.0) if res == "cpu" else float(p.memory_working_set_bytes)
-                projected -= 100.0 * use / alloc[res]
-                wanted += 1
-            self.last_decision = (f"{res} at {usage:.1f}% > {self.watermarks.high[res]}%: evicting {wanted} "
+            victims, order, projected = self._victims(offline, res, usage, alloc[res])
+            self.last_decision = (f"{res} at {usage:.1f}% > {self.watermarks.high[res]}%: evicting {len(victims)} "
                                   f"offline pod(s), projected {projected:.1f}%")  # fmt: skip
             self.last_round = now
-            if self._api_down_since is not None and self._kill_if_due(res, order[:wanted], now):
-                return None
             # also while the API server seems away: the eviction is the way to find out that it is back
-            return EvictionJob(res, order, wanted, usage, self.watermarks.high[res], alloc[res])
+            return EvictionJob(res, order, len(victims), usage, self.watermarks.high[res], alloc[res])
         return None
+
+    def _victims(
+        self, pods: list[PodSample], res: Resource, usage: float, alloc: float
+    ) -> tuple[list[PodSample], list[PodSample], float]:
+        """The pods to evict this round (in order, until the projected usage is under the high watermark, at
+        most max_per_round), all candidates in order, and the projected usage."""
+        order = victim_order(pods, res)
+        projected, wanted = usage, 0
+        for p in order:
+            if projected < self.watermarks.high[res] or wanted >= self.config.max_per_round:
+                break
+            use = (p.cpu_cores or 0.0) if res == "cpu" else float(p.memory_working_set_bytes)
+            projected -= 100.0 * use / alloc
+            wanted += 1
+        return order[:wanted], order, projected
 
     def _track_api(self, now: float) -> None:
         if self.api_healthy():

@@ -21,6 +21,7 @@ from kube import Kube
 from tests.cgtree import V1Tree
 from tests.k8sobjects import NODE, node, pod
 from tests.kubeapi.server import FakeKubeAPI
+from tests.waiting import wait_for
 
 GI = 1 << 30
 
@@ -318,6 +319,30 @@ def test_kill_counts_time_above_the_watermark_while_the_api_is_down(
     assert proc.returncode == -9 and ev.results["killed"] == 1
     ev.on_snapshot(snap([victim], 1.0, 60 * GI, t + 24))
     assert ev.results["killed"] == 1  # a pod is killed once per outage
+
+
+@pytest.mark.cgroupv1
+def test_an_eviction_hanging_on_an_unreachable_server_does_not_shield_from_the_kill(
+    v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI
+) -> None:
+    tree = v1tree_cgroupfs
+    _, pod_path, (ctr,) = tree.pod("besteffort")
+    proc = tree.start(ctr)
+    kube_api.put("nodes", node())
+    kube_api.inject("POST", r"/eviction$", status=None, delay=2.5, times=None)  # answers only after 2.5 s
+    victim = PodSample(sample("batch", "offline").meta, "besteffort", pod_path, 0.1, 8 * GI, 8 * GI, 8 * GI, 0, 0.0, ())
+    cfg = EvictionConfig(kill_after_seconds=3.0, cooldown_seconds=0.0, smoothing_seconds=1.0)
+    ev = Evictor(kube, NODE, lambda: kube_api.get("nodes", None, NODE), CgroupWriter(tree.layout), cfg,
+                 api_healthy=lambda: False)  # fmt: skip
+    ev.start()
+    try:
+        ev.on_snapshot(snap([victim], 1.0, 60 * GI, 1000.0))  # an eviction is tried, and hangs
+        wait_for(lambda: kube_api.requests_for("POST", r"/eviction$"))
+        ev.on_snapshot(snap([victim], 1.0, 60 * GI, 1003.0))  # still in flight when the kill is due
+        proc.wait(5)
+        assert proc.returncode == -9 and ev.results["killed"] == 1
+    finally:
+        ev.stop()
 
 
 @pytest.mark.cgroupv1
