@@ -14,7 +14,6 @@ from cgroup.files import FileCache, parse_psi_avg10
 @dataclass(frozen=True, slots=True)
 class CpuTimes:
     busy_seconds: float  # all CPU time except idle, iowait and steal
-    total_seconds: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +45,7 @@ class HostProc:
         t = psutil.cpu_times()
         # guest time is already counted in user/nice by the kernel: leave it out of the total
         total = t.user + t.nice + t.system + t.idle + t.iowait + t.irq + t.softirq + t.steal
-        return CpuTimes(total - t.idle - t.iowait - t.steal, total)
+        return CpuTimes(total - t.idle - t.iowait - t.steal)
 
     def meminfo(self) -> MemInfo:
         """MemTotal, MemAvailable and Cached from /proc/meminfo (psutil's `cached` adds reclaimable slab,

@@ -41,11 +41,9 @@ class ApiHealth:
     Components that make their own calls `note()` each result; informers, which only expose the status of
     their last list/watch, are `observe()`d, and a change of that status counts as a new call."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clock = clock
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self.last_status: int | None = None  # None: the last call succeeded
-        self.last_at: float | None = None
         self._seen: dict[str, int | None] = {}
 
     @staticmethod
@@ -55,7 +53,7 @@ class ApiHealth:
     def note(self, status: int | None) -> None:
         """One API call's result: None for success, else the HTTP status (0: no answer)."""
         with self._lock:
-            self.last_status, self.last_at = status, self.clock()
+            self.last_status = status
 
     def observe(self, source: str, status: int | None) -> None:
         """The status a component reports for its last call; only a change is news."""
@@ -63,7 +61,7 @@ class ApiHealth:
             if self._seen.get(source) == status:
                 return
             self._seen[source] = status
-            self.last_status, self.last_at = status, self.clock()
+            self.last_status = status
 
     def reachable(self) -> bool:
         with self._lock:
@@ -99,7 +97,7 @@ class NodePublisher:
         self.kube, self.node_name, self.get_node, self.owners = kube, node_name, get_node, owners
         self.dry_run = dry_run
         self.period, self.backoff_max, self.clock = period, backoff_max, clock
-        self.health = health if health is not None else ApiHealth(clock)
+        self.health = health if health is not None else ApiHealth()
         self.name = "publisher"
         self.writes = 0
         self.failures = 0

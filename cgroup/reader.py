@@ -130,6 +130,7 @@ class CgroupReader:
         self._counters: dict[str, _Counters] = {}
         self._v2 = layout.is_v2
         self._no_cfs_stat = False
+        self._no_cpu_idle = False
 
     # -- helpers -----------------------------------------------------------------------------------
     def _read(self, controller: str, cgroup: str, name: str) -> tuple[str, bytes]:
@@ -290,11 +291,13 @@ class CgroupReader:
             period = parse_int(path, data)
             path, data = self._read("cpu", cgroup, "cpu.shares")
             shares, weight = parse_int(path, data), None
-        idle_path = f"{self.layout.dir('cpu', cgroup)}/cpu.idle"
-        try:
-            idle: bool | None = parse_int(idle_path, read_once(idle_path)) == 1
-        except CgroupFileMissing:
-            idle = None
+        idle: bool | None = None
+        if not self._no_cpu_idle:  # enforcement reads this every pass: a cached descriptor, like the counters
+            idle_path = f"{self.layout.dir('cpu', cgroup)}/cpu.idle"
+            try:
+                idle = parse_int(idle_path, self.files.read(idle_path)) == 1
+            except CgroupFileMissing:
+                self._no_cpu_idle = True  # a kernel older than 5.15 has no cpu.idle anywhere
         return CpuSettings(quota, period, shares, weight, idle)
 
     def cpuset(self, cgroup: str, effective: bool = False) -> frozenset[int]:

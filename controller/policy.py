@@ -129,13 +129,6 @@ class PolicySpec(_Strict):
             raise ValueError("priority: the weights must not all be 0")
         return self
 
-    def period_of(self, name: str) -> float | None:
-        """Sync period of a metric in seconds, or None when the policy does not sync it."""
-        for s in self.sync_policy:
-            if s.name == name:
-                return s.period
-        return None
-
 
 class DynamicSchedulerPolicy(_Strict):
     """The whole policy document."""
