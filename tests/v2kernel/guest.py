@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from tests.v2kernel.report import RESULTS_ENV
+
 GUEST_ENV = "COLO_UML_GUEST"
 KERNEL_ENV = "COLO_UML_KERNEL"  # another kernel binary, or "" to skip the tier
 DEFAULT_KERNEL = "/usr/bin/linux.uml"
@@ -97,12 +99,8 @@ class GuestRun:
     def _boot(self, kernel: str, tmp: Path) -> None:
         args = " ".join(f"'{n}'" for n in self.nodeids)
         script = tmp / "init.sh"
-        script.write_text(
-            INIT.format(
-                tmp=tmp, repo=REPO, python=sys.executable, args=args, guest_env=GUEST_ENV,
-                results_env="COLO_UML_RESULTS",
-            )  # fmt: skip
-        )
+        values = {"tmp": tmp, "repo": REPO, "python": sys.executable, "args": args}
+        script.write_text(INIT.format(guest_env=GUEST_ENV, results_env=RESULTS_ENV, **values))
         script.chmod(0o755)
         cmd = [
             kernel, "mem=1G", "root=/dev/root", "rootfstype=hostfs", "rootflags=/", "rw", f"init={script}",

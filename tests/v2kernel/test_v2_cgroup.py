@@ -156,7 +156,7 @@ def test_the_kernels_own_rejections_arrive_typed(v2tree: V2Tree) -> None:
 
 
 def test_a_removed_cgroup_reads_as_gone(v2tree: V2Tree) -> None:
-    _, pod, (ctr,) = v2tree.pod("burstable")
+    _, _, (ctr,) = v2tree.pod("burstable")
     reader = CgroupReader(v2tree.layout)
     reader.cpu(ctr)  # descriptors now open
     os.rmdir(v2tree.dir(ctr))
