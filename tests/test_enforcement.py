@@ -14,14 +14,15 @@ from typing import Any
 import pytest
 
 from agent.cluster import ClusterLink
-from agent.config import AgentConfig, EnforcementConfig
+from agent.config import EnforcementConfig
 from agent.enforcer import Enforcer, kubelet_oom_score_adj, kubelet_shares
 from agent.runtime import Agent
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
 from cgroup import CgroupReader, CgroupWriter, PathModel, parse_container_id
 from kube import Kube
+from tests.agentbuild import build_agent, build_enforcer
 from tests.cgtree import V1Tree
-from tests.k8sobjects import NODE, container_id_of, node, pod
+from tests.k8sobjects import container_id_of, node, pod
 from tests.kubeapi.server import FakeKubeAPI
 from tests.v2tree import V2Cgroup, V2Tree
 from tests.waiting import wait_for
@@ -43,26 +44,7 @@ def oom_score_adj(pid: int) -> int:
 
 
 def make_agent(tree: V1Tree, kube: Kube, tmp_path: Path, **enforcement: Any) -> tuple[Agent, ClusterLink]:
-    cfg = AgentConfig.model_validate(
-        {
-            "interval": INTERVAL,
-            "cgroup_root": tree.cgroup_root,
-            "cgroup_driver": tree.driver,
-            "state_file": "",
-            "node_name": NODE,
-            "dry_run": enforcement.pop("dry_run", False),
-            "enforcement": {
-                "ledger_file": str(tmp_path / "ledger.json"),
-                "oom_reapply_seconds": 0.5,
-                "eviction": {"enabled": False},
-                **enforcement,
-            },
-        }
-    )
-    agent = Agent(cfg, in_cluster=True, layout=tree.layout)
-    link = ClusterLink(agent, kube, backoff_initial=0.05, backoff_max=0.5)
-    agent.services.append(link)
-    return agent, link
+    return build_agent(tree.layout, tree.model, kube, str(tmp_path / "ledger.json"), interval=INTERVAL, **enforcement)
 
 
 @pytest.fixture
@@ -235,8 +217,7 @@ def _pod(uid: str, cls: str, pod_path: str, ctrs: list[str], limit: float | None
 
 
 def _enforcer(tree: V1Tree, ledger: str = "", **config: Any) -> Enforcer:
-    cfg = EnforcementConfig(ledger_file=ledger, **config)
-    return Enforcer(tree.layout, tree.model, CgroupReader(tree.layout), cfg, lambda: (2.0, 8 << 30))
+    return build_enforcer(tree.layout, tree.model, ledger, **config)
 
 
 @V1
@@ -308,7 +289,7 @@ def test_the_entry_is_on_disk_before_the_first_write(v1tree_cgroupfs: V1Tree, tm
     def allocatable() -> tuple[float | None, int | None]:
         raise RuntimeError("node object broken")
 
-    crashing = Enforcer(tree.layout, tree.model, reader, EnforcementConfig(ledger_file=ledger), allocatable)
+    crashing = build_enforcer(tree.layout, tree.model, ledger, allocatable)
     with pytest.raises(RuntimeError):
         crashing.on_snapshot(_snapshot([_pod(uid, "offline", pod_path, [ctr], None)]))
     assert reader.cpu_settings(pod_path).idle is True  # the baseline was written
@@ -516,8 +497,7 @@ def _v2(tmp_path: Path, **config: Any) -> tuple[V2Tree, PathModel, Enforcer]:
     tree, model = V2Tree(str(tmp_path / "host")), PathModel("systemd")
     for qos in ("burstable", "besteffort"):
         tree.put(model.tier(qos), V2Cgroup(cpuset_cpus="", cpuset_effective="0-3"))  # type: ignore[arg-type]
-    cfg = EnforcementConfig(**{"ledger_file": str(tmp_path / "ledger.json"), **config})
-    return tree, model, Enforcer(tree.layout, model, CgroupReader(tree.layout), cfg, lambda: (2.0, 8 << 30))
+    return tree, model, build_enforcer(tree.layout, model, str(tmp_path / "ledger.json"), **config)
 
 
 def _v2_pod(tree: V2Tree, model: PathModel, n: int) -> tuple[str, str, str]:

@@ -27,6 +27,7 @@ from tests.v2kernel.report import RESULTS_ENV
 
 GUEST_ENV = "COLO_UML_GUEST"
 KERNEL_ENV = "COLO_UML_KERNEL"  # another kernel binary, or "" to skip the tier
+KEEP_ENV = "COLO_UML_KEEP"  # 1: keep the guest's console, log and results for a look
 DEFAULT_KERNEL = "/usr/bin/linux.uml"
 BOOT_TIMEOUT = 600.0  # the whole guest run, boot to halt; the tier takes about a minute on a quiet machine
 REPO = Path(__file__).resolve().parents[2]
@@ -42,7 +43,7 @@ ip link set lo up
 mkdir -p {tmp}/guest-tmp
 echo started > {tmp}/started
 cd {repo}
-{python} -m pytest -p tests.v2kernel.report -p no:cacheprovider -q --basetemp={tmp}/basetemp \\
+{python} -m pytest -p tests.v2kernel.report -p no:cacheprovider -q --durations=0 -s --basetemp={tmp}/basetemp \\
   {args} > {tmp}/guest.log 2>&1
 echo $? > {tmp}/exit
 halt -f
@@ -94,7 +95,10 @@ class GuestRun:
         try:
             self._boot(kernel, tmp)
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            if os.environ.get(KEEP_ENV) == "1":
+                print(f"\nUML guest files kept in {tmp}", file=sys.stderr)
+            else:
+                shutil.rmtree(tmp, ignore_errors=True)
 
     def _boot(self, kernel: str, tmp: Path) -> None:
         args = " ".join(f"'{n}'" for n in self.nodeids)
@@ -172,7 +176,11 @@ class GuestItem(pytest.Item):
             GuestItem.run = GuestRun(ids)
             GuestItem.run.run()
             if GuestItem.run.seconds:
-                print(f"\nUML guest: {len(ids)} tests, {GuestItem.run.seconds:.1f} s boot to halt", file=sys.stderr)
+                slowest = sorted(GuestItem.run.results.items(), key=lambda kv: -kv[1].duration)[:3]
+                times = ", ".join(f"{n.rsplit('::', 1)[-1]} {r.duration:.1f} s" for n, r in slowest)
+                print(
+                    f"\nUML guest: {len(ids)} tests in {GuestItem.run.seconds:.1f} s; slowest {times}", file=sys.stderr
+                )
         return GuestItem.run
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:

@@ -66,11 +66,13 @@ class V2Tree:
             paths.append(self.mkdir(f"{pod}/{name}"))
         return uid, pod, paths
 
-    def start(self, cgroup: str, code: str = BURN, *args: str) -> subprocess.Popen[bytes]:
-        """A Python process that enters the cgroup before running `code`."""
-        procs = f"{self.dir(cgroup)}/cgroup.procs"
+    def start(self, cgroup: str | None, code: str = BURN, *args: str) -> subprocess.Popen[bytes]:
+        """A Python process that enters the cgroup (None: stays in the test's) before running `code`."""
+        procs = f"{self.dir(cgroup or '/')}/cgroup.procs"
 
         def enter() -> None:
+            if cgroup is None:
+                return
             with open(procs, "w") as fh:
                 fh.write(str(os.getpid()))
 
@@ -79,6 +81,10 @@ class V2Tree:
         )
         self.procs.append(proc)
         return proc
+
+    def move(self, proc: subprocess.Popen[bytes], cgroup: str) -> None:
+        """Move a started process into `cgroup` (a throttled cgroup would take long to start Python in)."""
+        self.write(cgroup, "cgroup.procs", str(proc.pid))
 
     def allocate(self, cgroup: str, mib: int) -> subprocess.Popen[bytes]:
         """A process holding `mib` MiB of touched anonymous memory once this returns."""
