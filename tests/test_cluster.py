@@ -157,7 +157,7 @@ def test_api_outage_and_faults(agent_in_cluster: tuple[Agent, ClusterLink, V1Tre
     kube_api.put("nodes", obj)
     kube_api.start()
     # back: the informer resyncs and the annotation converges to the current value
-    wait_for(lambda: node_annotations(kube_api).get(MEM_KEY) == "0", timeout=15)
+    wait_for(lambda: node_annotations(kube_api).get(MEM_KEY) == "0")
     assert uid in agent.view.snapshot.pods  # type: ignore[union-attr]
 
 
@@ -216,7 +216,7 @@ def test_api_reachability_ignores_refusals(
     kube_api.stop()
     wait_for(lambda: not link.api_healthy())
     kube_api.start()
-    wait_for(link.api_healthy, timeout=15)
+    wait_for(link.api_healthy)
 
 
 def test_shutdown_publishes_zero_capacity(v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI) -> None:

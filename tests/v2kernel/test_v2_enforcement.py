@@ -74,15 +74,15 @@ def test_offline_pods_suppressed_while_online_wants_the_cpu_and_restored(
     try:
         # baseline: v2's minimum weight (1, not v1's 2 shares), SCHED_IDLE, OOM preference
         for o in offline:
-            wait_for(lambda o=o: tree.read(o["pod"], "cpu.idle") == "1", timeout=30)
-            assert wait_for(lambda o=o: oom_score_adj(o["proc"].pid) == 1000, timeout=30)
+            wait_for(lambda o=o: tree.read(o["pod"], "cpu.idle") == "1")
+            assert wait_for(lambda o=o: oom_score_adj(o["proc"].pid) == 1000)
         assert tree.read(online["pod"], "cpu.idle") == "0" and oom_score_adj(online["proc"].pid) == 0
 
         # the online burner wants the whole CPU: offline pods are cut to the 0.1-core floor, split by request
         def quotas() -> list[int | None]:
             return [reader.cpu_settings(o["pod"]).quota_us for o in offline]
 
-        wait_for(lambda: all(q is not None and q <= 5_000 for q in quotas()), timeout=30)
+        wait_for(lambda: all(q is not None and q <= 5_000 for q in quotas()))
         # the runtime restarts an offline container with its own, larger quota: v1 would refuse it (EINVAL,
         # child above parent); v2 takes it and the pod's quota still binds the whole pod
         restarted = tree.mkdir(f"{offline[0]['pod']}/{'e' * 64}")
@@ -136,7 +136,7 @@ def test_memory_high_throttles_an_offline_allocation_and_is_restored(
         events0 = tree.stat(pod_path, "memory.events")["high"]
         allocator = tree.start(ctr, ALLOC, str(high // MIB + 64))  # more than memory.high, no swap to go to
         # the kernel throttles the allocation above memory.high instead of killing it
-        wait_for(lambda: tree.stat(pod_path, "memory.events")["high"] > events0, timeout=30)
+        wait_for(lambda: tree.stat(pod_path, "memory.events")["high"] > events0)
         assert tree.stat(pod_path, "memory.events")["oom_kill"] == 0 and allocator.poll() is None
     finally:
         agent.stop()
