@@ -8,7 +8,7 @@ import pytest
 
 from tests import defaultpaths
 from tests.cgtree import V1Tree, v1_available
-from tests.v2kernel.guest import in_guest, mirror_guest_items
+from tests.v2kernel import guest
 
 pytest_plugins = ["tests.kubeapi.fixtures"]  # kube_api (the fake API server) and kube (a connected client)
 
@@ -35,6 +35,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         reporter.write_line(f"warning: changed during the run by another process: {', '.join(changed)}", yellow=True)
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    line = guest.summary()
+    if line is not None:
+        terminalreporter.write_line(line)
+
+
 @pytest.fixture(autouse=True)
 def _stay_off_production_paths() -> Iterator[None]:
     """A test that opens, writes or removes anything under /var/lib/colo fails (agent/config.py's defaults)."""
@@ -46,8 +52,8 @@ def _stay_off_production_paths() -> Iterator[None]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not in_guest():
-        mirror_guest_items(items)  # the v2 tier runs inside the UML kernel; its results come back here
+    if not guest.in_guest():
+        guest.mirror_guest_items(items)  # the v2 tier runs inside the UML kernel; its results come back here
     if v1_available():
         return
     skip = pytest.mark.skip(reason="needs root and a mounted cgroup v1 hierarchy")

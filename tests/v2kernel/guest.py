@@ -175,12 +175,6 @@ class GuestItem(pytest.Item):
             ids = [i.nodeid for i in self.session.items if isinstance(i, GuestItem)]
             GuestItem.run = GuestRun(ids)
             GuestItem.run.run()
-            if GuestItem.run.seconds:
-                slowest = sorted(GuestItem.run.results.items(), key=lambda kv: -kv[1].duration)[:3]
-                times = ", ".join(f"{n.rsplit('::', 1)[-1]} {r.duration:.1f} s" for n, r in slowest)
-                print(
-                    f"\nUML guest: {len(ids)} tests in {GuestItem.run.seconds:.1f} s; slowest {times}", file=sys.stderr
-                )
         return GuestItem.run
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
@@ -190,6 +184,20 @@ class GuestItem(pytest.Item):
 
     def reportinfo(self) -> tuple[str, int | None, str]:
         return str(self.path), None, f"{self.name} (UML guest)"
+
+
+def summary() -> str | None:
+    """One line for the terminal summary: how the guest run went."""
+    run = GuestItem.run
+    if run is None:
+        return None
+    if run.skip_reason:
+        return f"cgroup v2 tier skipped: {run.skip_reason}"
+    slowest = sorted(run.results.items(), key=lambda kv: -kv[1].duration)[:3]
+    times = ", ".join(f"{n.rsplit('::', 1)[-1]} {r.duration:.1f} s" for n, r in slowest)
+    return (
+        f"cgroup v2 tier: {len(run.nodeids)} tests in a UML guest, {run.seconds:.1f} s boot to halt; slowest: {times}"
+    )
 
 
 def mirror_guest_items(items: list[pytest.Item]) -> None:
