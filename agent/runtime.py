@@ -23,7 +23,7 @@ from agent.view import AgentView
 from agent.window_state import load_windows, save_windows
 from agent.windows import WindowStore, wall_aligned_phase
 from cgroup import CgroupReader, Layout, PathModel, detect_driver, detect_layout
-from common.logs import Repeats
+from common.logs import Repeats, repeated
 
 log = logging.getLogger("colo.agent")
 
@@ -131,11 +131,12 @@ class Agent:
                 save_windows(self.windows, path, node=self.node_name, mono_now=time.monotonic(), wall_now=time.time())
         except OSError as exc:
             what = f"not saved: {path}: {exc.strerror or exc}"
-            if self._save_failures.occurred(path) is not None:
-                log.warning("window state %s", what)
+            held = self._save_failures.occurred(path)
+            if held is not None:
+                log.warning("window state %s%s", what, repeated(held))
             return what
-        if (held := self._save_failures.ended(path)) is not None:
-            log.info("window state saved to %s again (after %d failed saves)", path, held + 1)
+        if (failed := self._save_failures.ended(path)) is not None:
+            log.info("window state saved to %s again (after %d failed saves)", path, failed)
         return f"saved to {path}"
 
     def tick(self) -> Snapshot:

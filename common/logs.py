@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -46,22 +47,26 @@ class OnChange:
 
     def __init__(self) -> None:
         self._last: dict[Hashable, object] = {}
+        self._lock = threading.Lock()
 
     def changed(self, subject: Hashable, value: object) -> bool:
-        if subject in self._last and self._last[subject] == value:
-            return False
-        self._last[subject] = value
-        return True
+        with self._lock:
+            if subject in self._last and self._last[subject] == value:
+                return False
+            self._last[subject] = value
+            return True
 
     def forget(self, subject: Hashable) -> None:
         """The subject is gone (or back to normal): its next value is news again."""
-        self._last.pop(subject, None)
+        with self._lock:
+            self._last.pop(subject, None)
 
 
 @dataclass(slots=True)
 class _Streak:
     logged_at: float
-    held_back: int = 0
+    held_back: int = 0  # since the last logged occurrence
+    total: int = 1  # since the streak began
 
 
 class Repeats:
@@ -72,25 +77,31 @@ class Repeats:
         self.period = period
         self.clock = clock
         self._streaks: dict[Hashable, _Streak] = {}
+        self._lock = threading.Lock()
 
     def occurred(self, subject: Hashable) -> int | None:
         """None: hold this one back. Else log it now, noting the returned count held back since the last."""
-        now = self.clock()
+        with self._lock:
+            return self._occurred(subject, self.clock())
+
+    def _occurred(self, subject: Hashable, now: float) -> int | None:
         streak = self._streaks.get(subject)
         if streak is None:
             self._streaks[subject] = _Streak(now)
             return 0
+        streak.total += 1
         if now - streak.logged_at < self.period:
             streak.held_back += 1
             return None
         held = streak.held_back
-        self._streaks[subject] = _Streak(now)
+        streak.logged_at, streak.held_back = now, 0
         return held
 
     def ended(self, subject: Hashable) -> int | None:
-        """The failure stopped: None if it was not failing, else how many occurrences were never logged."""
-        streak = self._streaks.pop(subject, None)
-        return None if streak is None else streak.held_back
+        """The failure stopped: None if it was not failing, else how many times it occurred in a row."""
+        with self._lock:
+            streak = self._streaks.pop(subject, None)
+        return None if streak is None else streak.total
 
 
 def repeated(held_back: int) -> str:
