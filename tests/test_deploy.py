@@ -1656,7 +1656,6 @@ def test_dashboard_is_well_formed() -> None:
                 assert var in variables or var.startswith("__"), f"{p['title']}: undefined variable ${var}"
 
 
-
 def test_dashboard_asks_for_its_data_source_on_import() -> None:
     """Grafana's import dialog asks for each `__inputs` entry and substitutes `${NAME}` everywhere."""
     doc = dashboard()
