@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         agent = Agent(config, in_cluster=in_cluster)
     except (CgroupError, ValueError, OSError) as exc:
         sock.close()
-        return _fail(f"cannot read this host's cgroups (--host-root {config.host_root}): {exc}", 1)
+        return _fail(f"cannot read this host's cgroups under host_root {config.host_root}: {exc}", 1)
     warn_without_kubepods(agent)
     _add_process_metrics(agent)
     if kube is not None:
@@ -91,8 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         agent.services.append(ClusterLink(agent, kube))
     else:
         log.info("no cluster configuration: running standalone")
-    asyncio.run(serve(agent, sock))
-    return 0
+    return 0 if asyncio.run(serve(agent, sock)) else 1
 
 
 def _add_process_metrics(agent: Agent) -> None:

@@ -177,8 +177,9 @@ class Agent:
             self.sampler.close()
 
 
-async def serve(agent: Agent, sock: socket.socket) -> None:
-    """Serve HTTP on the already bound `sock` until SIGTERM/SIGINT; then stop sampling and save state."""
+async def serve(agent: Agent, sock: socket.socket) -> bool:
+    """Serve HTTP on the already bound `sock` until SIGTERM/SIGINT; then stop sampling and save state.
+    False when the server never started (a runtime failure: nothing was sampled)."""
     from agent.windows import WINDOW_NAMES
     from exporter.app import close_app, create_app, make_server
 
@@ -204,6 +205,7 @@ async def serve(agent: Agent, sock: socket.socket) -> None:
             await asyncio.to_thread(agent.stop)
         close_app(app)
         log.info("colo-agent stopped; window state %s", agent.last_save)
+    return bool(server.started)
 
 
 def _request_exit(server: uvicorn.Server, sig: int) -> None:
