@@ -13,6 +13,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from controller.scoring import Scorer
 
 AGENT = [sys.executable, "-m", "agent.main"]
 CONTROLLER = [sys.executable, "-m", "controller.main"]
+ROOT = Path(__file__).resolve().parent.parent
 CRANE_VALUE = re.compile(r"\d+\.\d{5},\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 
 
@@ -170,3 +172,37 @@ def test_serves_the_extender_and_metrics_and_stops_on_sigterm(agents: dict[str, 
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert "Traceback" not in err
+
+
+def free_port_on(*hosts: str) -> int:
+    """A port free on every one of `hosts` right now."""
+    import socket
+
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind((hosts[0], 0))
+            port = int(probe.getsockname()[1])
+        try:
+            for host in hosts[1:]:
+                with socket.socket() as s:
+                    s.bind((host, port))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no common free port")
+
+
+def test_make_demo_shows_three_nodes(tmp_path: Path) -> None:
+    """`make demo`'s script, once: three agents on 127.0.0.2-4 and the controller's cycle over them."""
+    port = free_port_on("127.0.0.2", "127.0.0.3", "127.0.0.4")
+    env = clean_env(BIN=str(Path(sys.executable).parent), DEMO_PORT=str(port), TMPDIR=str(tmp_path))
+    proc = subprocess.run(
+        [str(ROOT / "demo" / "run.sh"), "--once", "--output", "json"],
+        capture_output=True, text=True, timeout=120, env=env, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout.splitlines()[-1])
+    assert sorted(doc["nodes"]) == ["demo-node-1", "demo-node-2", "demo-node-3"]
+    for name, node in doc["nodes"].items():
+        check_node(name, node, time.time())
+    assert list(tmp_path.iterdir()) == [], "the demo removes its log directory"
