@@ -23,6 +23,7 @@ from common.config import ConfigError
 from common.listen import bind, url_of
 from controller.config import ControllerConfig, parse_listen
 from controller.policy import DynamicSchedulerPolicy
+from controller.standalone import CLEAR_SCREEN, NodeReport, StandaloneController, cycle_document, table
 
 if TYPE_CHECKING:
     from kube import Kube
@@ -134,7 +135,6 @@ def standalone(
 ) -> int:
     """Poll `targets` every polling interval and show each cycle; serve HTTP unless `once`."""
     from controller.extender import create_app
-    from controller.standalone import StandaloneController
 
     sock = None if once else _listen(cfg, listen_origin)
     ctl = StandaloneController(targets, cfg, policy)
@@ -180,12 +180,9 @@ class _Display:
         self.metric_names = metric_names
         self.redraw = output == "table" and sys.stdout.isatty()
 
-    def __call__(self, reports: Mapping[str, object], at: float) -> None:
-        from controller.standalone import CLEAR_SCREEN, NodeReport, cycle_document, table
-
-        typed = {k: v for k, v in reports.items() if isinstance(v, NodeReport)}
+    def __call__(self, reports: Mapping[str, NodeReport], at: float) -> None:
         if self.output == "json":
-            text = json.dumps(cycle_document(typed, at), separators=(",", ":"))
+            text = json.dumps(cycle_document(reports, at), separators=(",", ":"))
         else:
-            text = (CLEAR_SCREEN if self.redraw else "") + table(typed, self.metric_names, at) + "\n"
+            text = (CLEAR_SCREEN if self.redraw else "") + table(reports, self.metric_names, at) + "\n"
         print(text, flush=True)

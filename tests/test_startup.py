@@ -209,3 +209,17 @@ def test_every_settings_flag_names_its_default_and_variable(program: str) -> Non
         assert f"env {prefix}{key.upper()}" in helps[flag], flag
     for flag, text in helps.items():
         assert text, f"{flag} has no help"
+
+
+def test_common_imports_none_of_the_programs() -> None:
+    """`common` sits below both programs: the controller importing it must not load the agent."""
+    import ast
+
+    root = Path(__file__).resolve().parent.parent / "common"
+    for path in root.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                assert name.split(".")[0] not in {"agent", "controller", "exporter", "kube", "cgroup"}, (path, name)
