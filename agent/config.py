@@ -171,26 +171,34 @@ def build_flags() -> Flags:
         "listen",
         "address of /metrics, /healthz and the JSON API",
         metavar="HOST:PORT",
-        default="127.0.0.1:9817 standalone, 0.0.0.0:9817 in a cluster",
+        shown_default="127.0.0.1:9817 standalone, 0.0.0.0:9817 in a cluster",
     )
-    f.add("--interval", "interval", "sampling interval", type=float, metavar="SECONDS", default="1")
-    f.add("--standalone", "standalone", "never contact a cluster", action="store_true", default="off")
-    f.add("--cgroup-root", "cgroup_root", "kubelet's --cgroup-root (KinD: /kubelet)", metavar="PATH", default="/")
-    f.add("--host-root", "host_root", "where the host's / is mounted", metavar="PATH", default="/")
+    f.add("--interval", "interval", "sampling interval", type=float, metavar="SECONDS", shown_default="1")
+    f.add("--standalone", "standalone", "never contact a cluster", action="store_true", shown_default="off")
+    f.add("--cgroup-root", "cgroup_root", "kubelet's --cgroup-root (KinD: /kubelet)", metavar="PATH", shown_default="/")
+    f.add("--host-root", "host_root", "where the host's / is mounted", metavar="PATH", shown_default="/")
     f.add(
-        "--cgroup-driver", "cgroup_driver", "skip driver detection", choices=["systemd", "cgroupfs"], default="detected"
+        "--cgroup-driver",
+        "cgroup_driver",
+        "skip driver detection",
+        choices=["systemd", "cgroupfs"],
+        shown_default="detected",
     )
     f.add(
         "--state-file",
         "state_file",
         "window state file ('' disables)",
         metavar="PATH",
-        default="/var/lib/colo/agent-state.json",
+        shown_default="/var/lib/colo/agent-state.json",
     )
-    f.add("--kubeconfig", "kubeconfig", "kubeconfig file", metavar="PATH", default="in-cluster config in a pod")
-    f.add("--node-name", "node_name", "this node's name", metavar="NAME", default="$NODE_NAME, else the hostname")
+    f.add("--kubeconfig", "kubeconfig", "kubeconfig file", metavar="PATH", shown_default="in-cluster config in a pod")
+    f.add("--node-name", "node_name", "this node's name", metavar="NAME", shown_default="$NODE_NAME, else the hostname")
     f.add(
-        "--dry-run", "dry_run", "decide, log and export everything, write nothing", action="store_true", default="off"
+        "--dry-run",
+        "dry_run",
+        "decide, log and export everything, write nothing",
+        action="store_true",
+        shown_default="off",
     )
     f.add_logging()
     for action in f.parser._actions:

@@ -4,6 +4,7 @@ variable, `--version`, `--log-level` and `--log-format`, and `--help` explains t
 from __future__ import annotations
 
 import argparse
+import textwrap
 from typing import Any
 
 from common.buildinfo import version_line
@@ -29,17 +30,17 @@ class Flags:
             text = text.replace("POLLING__INTERVAL=10s for polling.interval", "ENFORCEMENT__CPU_POLICY=cpuset")
         self.parser = argparse.ArgumentParser(
             prog=prog,
-            description=description,
-            epilog=f"{text}\n\n{epilog}".strip(),
+            description=textwrap.fill(description, 100),
+            epilog=f"{textwrap.fill(text, 100)}\n\n{epilog}".strip(),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         self.parser.add_argument("--version", action="version", version=version_line(prog))
 
-    def add(self, flag: str, key: str | None, help: str, *, default: str | None = None, **kw: Any) -> None:
+    def add(self, flag: str, key: str | None, help: str, *, shown_default: str | None = None, **kw: Any) -> None:
         """A flag for config `key` (None: a flag without a config key); the help gets default and variable."""
         notes = []
-        if default is not None:
-            notes.append(f"default: {default}")
+        if shown_default is not None:
+            notes.append(f"default: {shown_default}")
         if key is not None:
             notes.append(f"env {env_name(self.env_prefix, key)}")
             self.flag_of[key] = flag
@@ -48,8 +49,8 @@ class Flags:
         self.parser.add_argument(flag, help=text, **kw)
 
     def add_logging(self) -> None:
-        self.add("--log-level", "log_level", "log threshold", default="info", choices=LOG_LEVELS)
+        self.add("--log-level", "log_level", "log threshold", shown_default="info", choices=LOG_LEVELS)
         self.add(
-            "--log-format", "log_format", "'json': one JSON object per line, for log pipelines", default="text",
+            "--log-format", "log_format", "'json': one JSON object per line, for log pipelines", shown_default="text",
             choices=LOG_FORMATS,
         )  # fmt: skip

@@ -37,9 +37,13 @@ def build_flags() -> Flags:
     p.add_argument(
         "--config", metavar="FILE", help=f"settings YAML, or the ConfigMap holding it (env {ENV_PREFIX}CONFIG)"
     )
-    f.add("--kubeconfig", "kubeconfig", "kubeconfig file", metavar="PATH", default="in-cluster service account")
-    f.add("--policy", "policy_file", "crane DynamicSchedulerPolicy file", metavar="FILE", default="crane's default")
-    f.add("--listen", "listen", "extender, health and metrics address", metavar="HOST:PORT", default="0.0.0.0:8090")
+    f.add("--kubeconfig", "kubeconfig", "kubeconfig file", metavar="PATH", shown_default="in-cluster service account")
+    f.add(
+        "--policy", "policy_file", "crane DynamicSchedulerPolicy file", metavar="FILE", shown_default="crane's default"
+    )
+    f.add(
+        "--listen", "listen", "extender, health and metrics address", metavar="HOST:PORT", shown_default="0.0.0.0:8090"
+    )
     f.add_logging()
     p.add_argument("--check", action="store_true", help="validate settings and policy, print them, and exit")
     p.add_argument(
