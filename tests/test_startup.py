@@ -147,6 +147,7 @@ def test_controller_bad_kubeconfig_is_one_line() -> None:
         (["--agent", "a=ftp://x"], {}, ("--agent 'a=ftp://x'", "http://")),
         (["--agent", "just-a-url"], {}, ("--agent 'just-a-url'", "NAME=URL")),
         (["--once"], {}, ("--once", "--agent")),
+        (["--agent", "a=http://127.0.0.1:1", "--listen", "no-such-host.invalid:1"], {}, ("--listen", "cannot resolve")),
         (["--listen", "nope"], {}, ("--listen (listen)",)),
         ([], {"COLO_CONTROLLER_POLLING__TIMEOUT": "0s"}, ("COLO_CONTROLLER_POLLING__TIMEOUT (polling.timeout)",)),
         (["--policy", "/nonexistent/policy.yaml"], {}, ("policy file /nonexistent/policy.yaml",)),
