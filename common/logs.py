@@ -79,6 +79,10 @@ class Repeats:
         self._streaks: dict[Hashable, _Streak] = {}
         self._lock = threading.Lock()
 
+    def __bool__(self) -> bool:
+        """Is anything failing? (cheap: lets a hot path skip `ended` while nothing fails)"""
+        return bool(self._streaks)
+
     def occurred(self, subject: Hashable) -> int | None:
         """None: hold this one back. Else log it now, noting the returned count held back since the last."""
         with self._lock:

@@ -108,3 +108,12 @@ def test_dry_run_logs_would_patch_node_once_per_intention(kube: Kube, caplog: py
     lines = [r.getMessage() for r in caplog.records if "would patch node" in r.getMessage()]
     assert len(lines) == 2 and "5500" in lines[0] and "6000" in lines[1]
     assert publisher.writes == 0
+
+
+def test_repeats_is_false_while_nothing_fails() -> None:
+    repeats = Repeats()
+    assert not repeats
+    repeats.occurred("pod-a")
+    assert repeats
+    repeats.ended("pod-a")
+    assert not repeats
