@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import argparse
 import textwrap
-from typing import Any
+from typing import Any, NoReturn
 
 from common.buildinfo import version_line
 from common.config import env_name
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """A command-line mistake is one line too (argparse would print the whole usage first); exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see --help)\n")
 
 
 class Flags:
@@ -28,7 +35,7 @@ class Flags:
         )
         if env_prefix == "COLO_":
             text = text.replace("POLLING__INTERVAL=10s for polling.interval", "ENFORCEMENT__CPU_POLICY=cpuset")
-        self.parser = argparse.ArgumentParser(
+        self.parser = OneLineParser(
             prog=prog,
             description=textwrap.fill(description, 100),
             epilog=f"{textwrap.fill(text, 100)}\n\n{epilog}".strip(),

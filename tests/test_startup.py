@@ -83,6 +83,8 @@ def test_agent_port_from_the_file_names_the_file_and_key(taken_port: int, tmp_pa
         ([], {"COLO_ENFORCEMENT__CPU_POLICY": "fast"}, ("COLO_ENFORCEMENT__CPU_POLICY (enforcement.cpu_policy)",)),
         ([], {"COLO_NO_SUCH_KEY": "1"}, ("COLO_NO_SUCH_KEY (no_such_key): unknown key",)),
         (["--config", "/nonexistent/agent.yaml"], {}, ("config file /nonexistent/agent.yaml",)),
+        (["--no-such-flag"], {}, ("colo-agent: unrecognized arguments: --no-such-flag",)),
+        (["--cgroup-driver", "systemdd"], {}, ("--cgroup-driver: invalid choice: 'systemdd'",)),
     ],
 )
 def test_agent_configuration_errors_are_one_line(args: list[str], env: dict[str, str], needles: tuple[str]) -> None:
