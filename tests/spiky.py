@@ -3,18 +3,23 @@ CFS burst, measured from the kernel's own throttling counters (shared by the tes
 
 from __future__ import annotations
 
-import time
+import subprocess
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from cgroup import CgroupReader, CgroupWriter
+from cgroup import CgroupReader, CgroupWriter, Layout
 from tests.cgtree import V1Tree
 
 QUOTA_US, PERIOD_US = 50_000, 100_000  # 0.5 CPU
 
 # spikes of SPIKE_MS of this thread's CPU time (not wall time: a busy machine stretches a spike, never
-# shrinks it), one every EVERY_MS of wall time, COUNT of them, then exit
+# shrinks it), one every EVERY_MS of wall time, COUNT of them. It says "ready" once started and waits for a
+# line, says "done" after the spikes and waits for stdin to close: the interpreter's own start and exit
+# (slow under user-mode Linux) stay out of the measurement.
 SPIKY = """import sys, time
 spike, every, count = float(sys.argv[1]) / 1000, float(sys.argv[2]) / 1000, int(sys.argv[3])
+sys.stdout.write("ready\\n"); sys.stdout.flush(); sys.stdin.readline()
 start = time.monotonic()
 for i in range(count):
     delay = start + i * every - time.monotonic()
@@ -23,7 +28,41 @@ for i in range(count):
     t0 = time.thread_time()
     while time.thread_time() - t0 < spike:
         pass
+sys.stdout.write("done\\n"); sys.stdout.flush(); sys.stdin.read()
 """
+
+
+def spike_in(procs: Sequence[subprocess.Popen[bytes]]) -> Callable[[], None]:
+    """Wait until every spiky process started; return what lets them all go and waits until they are done
+    (their counters are read around it)."""
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline() == b"ready\n"
+
+    def go() -> None:
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write(b"go\n")
+            p.stdin.flush()
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline() == b"done\n"
+
+    return go
+
+
+def finish(procs: Sequence[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.close()
+        p.wait(30)
+
+
+class SpikeTree(Protocol):
+    """A test tree that starts processes in its cgroups: the v1 tree here, the v2 one in the UML guest."""
+
+    @property
+    def layout(self) -> Layout: ...
+
+    def start(self, cgroup: str, code: str = ..., *args: str) -> subprocess.Popen[bytes]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,19 +91,20 @@ def make_spiky_pair(tree: V1Tree) -> tuple[str, str]:
 
 
 def run_spikes(
-    tree: V1Tree, cgroups: tuple[str, ...], spike_ms: int = 150, every_ms: int = 600, count: int = 5
+    tree: SpikeTree, cgroups: tuple[str, ...], spike_ms: int = 150, every_ms: int = 600, count: int = 5
 ) -> dict[str, Throttling]:
     """Start the spiky program in every cgroup at once (same windows, same machine noise), wait for all,
     return each cgroup's throttling over the run from cpu.stat and cpuacct.usage deltas."""
     reader = CgroupReader(tree.layout)
-    before = {cg: reader.cpu(cg) for cg in cgroups}
     procs = [tree.start(cg, SPIKY, str(spike_ms), str(every_ms), str(count)) for cg in cgroups]
-    deadline = time.monotonic() + 60 + count * every_ms / 1000 * 4
-    for p in procs:
-        p.wait(max(1.0, deadline - time.monotonic()))
+    go = spike_in(procs)
+    before = {cg: reader.cpu(cg) for cg in cgroups}
+    go()
+    after = {cg: reader.cpu(cg) for cg in cgroups}
+    finish(procs)
     out = {}
     for cg in cgroups:
-        a, b = before[cg], reader.cpu(cg)
+        a, b = before[cg], after[cg]
         out[cg] = Throttling(
             b.nr_periods - a.nr_periods,
             b.nr_throttled - a.nr_throttled,
