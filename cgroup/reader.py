@@ -325,7 +325,16 @@ class CgroupReader:
         try:
             return parse_int(path, read_once(path))
         except CgroupFileMissing:
-            raise Unsupported(path, "this kernel has no CFS burst (needs Linux 5.14+)") from None
+            raise self.no_burst(cgroup) from None
+
+    def no_burst(self, cgroup: str) -> CgroupError:
+        """Why a cgroup has no burst file: the kernel lacks burst (its quota file is there), or the cgroup has
+        no CPU controller at all (v2 without cpu in the parent's subtree_control)."""
+        path = self.cpu_burst_file(cgroup)
+        quota = f"{self.layout.dir('cpu', cgroup)}/{'cpu.max' if self.layout.is_v2 else 'cpu.cfs_quota_us'}"
+        if os.path.exists(quota):
+            return Unsupported(path, "this kernel has no CFS burst (needs Linux 5.14+)")
+        return CgroupFileMissing(path, "no CPU bandwidth files in this cgroup (cpu controller not enabled)")
 
     def memory_protection(self, cgroup: str) -> MemoryProtection:
         """v2 memory.min/low/high; `Unsupported` on v1, which has no memory protection files."""

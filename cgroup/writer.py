@@ -104,7 +104,7 @@ class CgroupWriter:
         try:
             write_value(path, str(burst_us))
         except CgroupFileMissing:
-            raise Unsupported(path, "this kernel has no CFS burst (needs Linux 5.14+)") from None
+            raise self.reader.no_burst(cgroup) from None
 
     def set_cpu_bandwidth(self, cgroup: str, quota_us: int | None, burst_us: int, period_us: int = 100_000) -> None:
         """Quota and burst together, in the order the kernel accepts: it refuses a quota below the current

@@ -7,6 +7,7 @@ import errno
 import pytest
 
 from cgroup import (
+    CgroupFileMissing,
     CgroupReader,
     CgroupValueError,
     CgroupWriteError,
@@ -109,6 +110,9 @@ def test_v2_kernel_without_burst_is_unsupported(v2: tuple[V2Tree, str]) -> None:
     assert t.read(ctr, "cpu.max") == b"30000 100000"
     with pytest.raises(Unsupported):
         writer.set_cpu_bandwidth(ctr, 30_000, 1000)
+    os.remove(os.path.join(t.dir(ctr), "cpu.max"))  # no cpu controller here at all: not the kernel's lack
+    with pytest.raises(CgroupFileMissing, match="cpu controller"):
+        reader.cpu_burst(ctr)
 
 
 def test_v2_memory_protection(v2: tuple[V2Tree, str]) -> None:
