@@ -104,6 +104,7 @@ def ctr(quota: int, ratio: float, usage: float, own: int = 100_000, cgroup: str 
         (node(1.0, suppressed=True), "blocked"),
         (node(1.0, evicting=True), "blocked"),
         (node(0.0, cpus=0), "busy"),
+        (NodeCpu(8, None, False, False), "busy"),  # no CPU rate yet: never read as idle
     ],
 )
 def test_node_state(n: NodeCpu, state: str) -> None:
@@ -126,6 +127,8 @@ def test_node_state(n: NodeCpu, state: str) -> None:
         # the node's headroom bounds the step: 10 × 0.6 − 5.35 = 0.65 core, a step of a 4-core quota is 1
         (node(5.35, cpus=10), ctr(400_000, 0.5, 4.0, own=400_000), 465_000, "raise"),
         (node(5.35, cpus=10), ctr(100_000, 0.5, 1.0), 125_000, "raise"),
+        # the container's first pass: no rate yet, nothing decided
+        (node(1.0), ContainerCpu(C1, POD, 100_000, 150_000, 100_000, None, None), 150_000, "hold"),
         # quiet (not throttled, under 90% of its own quota) but not yet for 30 s: held
         (node(1.0), ctr(200_000, 0.0, 0.5), 200_000, "hold"),
     ],

@@ -30,7 +30,7 @@ class NodeCpu:
     """The node's CPU as the state record holds it for this pass."""
 
     cpus: float  # CPUs the node can give (allocatable)
-    busy_cores: float  # node CPU busy now: every pod and the system
+    busy_cores: float | None  # node CPU busy now, every pod and the system; None: no rate yet (not idle)
     offline_suppressed: bool  # enforcement is holding offline pods below what they want
     evicting: bool
 
@@ -44,8 +44,8 @@ class ContainerCpu:
     own_quota_us: int  # recorded before any write: the quota its limit gives it
     quota_us: int  # what it holds now
     period_us: int
-    throttled_ratio: float  # throttled periods / periods over the last interval
-    usage_cores: float
+    throttled_ratio: float | None  # throttled periods / periods over the last interval; None: no rate yet
+    usage_cores: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +74,8 @@ class QuotaBurstPlan:
 def node_state(cfg: QuotaBurstConfig, node: NodeCpu) -> NodeBurstState:
     if node.evicting or node.offline_suppressed:
         return "blocked"
-    if node.cpus <= 0:
-        return "busy"
+    if node.cpus <= 0 or node.busy_cores is None:
+        return "busy"  # unknown is never read as idle
     usage = node.busy_cores / node.cpus
     if usage >= cfg.node_safe_usage:
         return "busy"
@@ -92,6 +92,8 @@ def _decide(
     if state in ("busy", "blocked"):
         cause = "node CPU at or above its safe level" if state == "busy" else "offline pods suppressed or evicting"
         return QuotaDecision(own, "reset" if c.quota_us != own else "hold", cause), None, 0.0
+    if c.throttled_ratio is None or c.usage_cores is None:
+        return QuotaDecision(max(c.quota_us, own), "hold", "no rate yet"), None, 0.0
     throttled = c.throttled_ratio >= cfg.throttled_ratio
     fits = c.throttled_ratio == 0 and c.usage_cores * c.period_us <= own * FITS_OWN_QUOTA
     if fits:
@@ -124,10 +126,10 @@ def plan_quota_burst(
 
     The most throttled containers are served first when the headroom does not reach everyone."""
     state = node_state(cfg, node)
-    headroom = max(0.0, node.cpus * cfg.node_safe_usage - node.busy_cores)
+    headroom = 0.0 if node.busy_cores is None else max(0.0, node.cpus * cfg.node_safe_usage - node.busy_cores)
     plan = QuotaBurstPlan(state, headroom)
     room = headroom
-    for c in sorted(containers, key=lambda c: (-c.throttled_ratio, c.cgroup)):
+    for c in sorted(containers, key=lambda c: (-(c.throttled_ratio or 0.0), c.cgroup)):
         decision, since, took = _decide(cfg, state, c, quiet.get(c.cgroup, QuietSince()).at, now, room)
         room -= took
         plan.containers[c.cgroup] = decision
