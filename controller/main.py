@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from collections.abc import Sequence
+from types import FrameType
 
 from controller.config import ControllerConfig, load_config, parse_listen
 from controller.errors import ConfigError
@@ -77,6 +79,7 @@ def serve(cfg: ControllerConfig, policy: DynamicSchedulerPolicy) -> int:
     from controller.extender import create_app
     from controller.service import Controller
     from kube import Kube
+    from serving.server import Server
 
     kube = Kube.connect(cfg.kubeconfig, request_timeout=cfg.kube_request_timeout)
     if kube is None:
@@ -91,9 +94,19 @@ def serve(cfg: ControllerConfig, policy: DynamicSchedulerPolicy) -> int:
         max_body_bytes=cfg.extender.max_body_bytes,
     )
     host, port = parse_listen(cfg.listen)
-    server = uvicorn.Server(
+    server = Server(
         uvicorn.Config(app, host=host, port=port, log_level=cfg.log_level, access_log=False, lifespan="off")
     )
+
+    def _on_signal(signum: int, _frame: FrameType | None) -> None:
+        # Hand leadership over first (the lease thread releases the Lease at once), then stop serving;
+        # uvicorn's own handler would re-raise the signal and end the process before controller.stop().
+        log.info("received %s: releasing leadership and shutting down", signal.Signals(signum).name)
+        controller.begin_stop()
+        server.stop()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _on_signal)
     controller.start()
     log.info(
         "colo-controller listening on %s:%d; %d metrics synced per policy; leader election %s",

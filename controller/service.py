@@ -152,8 +152,9 @@ class Controller:
         return [i for i in (self.nodes, self.slices, self.pods) if i is not None]
 
     def ready(self) -> bool:
-        """Ready to score once the node cache is filled; to write once every informer is."""
-        return self.nodes.synced.is_set()
+        """Ready to score once the node cache is filled (to write once every informer is); not ready
+        once shutting down, so the Service stops sending the scheduler here."""
+        return self.nodes.synced.is_set() and not self._stop.is_set()
 
     def synced(self) -> bool:
         return all(i.synced.is_set() for i in self.informers())
@@ -309,10 +310,14 @@ class Controller:
         t.start()
         self._threads.append(t)
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop polling and writing, release the lease, stop informers."""
+    def begin_stop(self) -> None:
+        """Stop polling and writing now; the lease thread wakes and releases the Lease (signal-safe)."""
         self._stop.set()
         self.writer.clear()  # nothing more goes out once we are shutting down
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop polling and writing, release the lease, stop informers."""
+        self.begin_stop()
         for t in self._threads:
             t.join(timeout)
         self.writer.stop(timeout)
