@@ -23,26 +23,34 @@ NAMESPACE, LEASE = "colo-system", "colo-controller"
 LEADER_SETTINGS = {"lease_duration": 15, "renew_deadline": 10, "retry_period": 0.2}
 
 
-def start_controller(kube_api: FakeKubeAPI, tmp_path: Path, identity: str) -> subprocess.Popen[str]:
+def start_controller(api: FakeKubeAPI, tmp_path: Path, identity: str) -> subprocess.Popen[str]:
     config = {
         "listen": "127.0.0.1:0",
         "agent": {"use_endpointslices": False},
         "leader_election": {"identity": identity, **LEADER_SETTINGS},
     }
     (tmp_path / "controller.yaml").write_text(yaml.safe_dump(config))
-    kubeconfig = kube_api.kubeconfig(tmp_path / "kubeconfig")
-    cmd = [sys.executable, "-m", "controller.main", "--kubeconfig", kubeconfig, "--config", str(tmp_path / "controller.yaml")]
+    kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
+    cmd = [
+        sys.executable,
+        "-m",
+        "controller.main",
+        "--kubeconfig",
+        kubeconfig,
+        "--config",
+        str(tmp_path / "controller.yaml"),
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def holder(kube: Kube) -> str:
-    lease = kube.get_lease(NAMESPACE, LEASE) or {}
+def holder(client: Kube) -> str:
+    lease = client.get_lease(NAMESPACE, LEASE) or {}
     return str((lease.get("spec") or {}).get("holderIdentity") or "")
 
 
 def test_sigterm_releases_the_lease_and_a_follower_takes_over_within_a_second(
-    kube_api: FakeKubeAPI,
+    kube_api: FakeKubeAPI,  # noqa: F811
     kube: Kube,  # noqa: F811
     tmp_path: Path,
 ) -> None:
