@@ -17,6 +17,7 @@ from controller.annotator import MAX_POLLING_INTERVAL
 from controller.durations import to_seconds
 from controller.errors import ConfigError, from_validation_error
 from controller.scoring import MAX_EXTENDER_PRIORITY
+from serving.settings import ServingSettings
 
 
 def _positive_seconds(v: object) -> float:
@@ -116,7 +117,9 @@ class ExtenderSettings(_Section):
     #: Not a knob: kube-scheduler scales extender scores assuming 0..10. Accepted (only as 10) so that
     #: existing config files keep loading.
     max_priority: int = MAX_EXTENDER_PRIORITY
-    max_body_bytes: int = Field(default=64 << 20, ge=1024)
+    #: The largest real ExtenderArgs with nodeCacheCapable: 5000 names of up to 253 characters (1.3 MB) and a
+    #: Pod of up to 1.5 MiB (the API server's object limit), doubled (controller.extender).
+    max_body_bytes: int = Field(default=8 << 20, ge=1024)
 
     @field_validator("max_priority")
     @classmethod
@@ -143,6 +146,7 @@ class ControllerConfig(_Section):
     leader_election: LeaderSettings = LeaderSettings()
     classify: ClassifySettings = ClassifySettings()
     extender: ExtenderSettings = ExtenderSettings()
+    serving: ServingSettings = ServingSettings()
 
     @field_validator("listen")
     @classmethod

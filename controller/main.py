@@ -74,12 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def serve(cfg: ControllerConfig, policy: DynamicSchedulerPolicy) -> int:
     """Run until SIGTERM/SIGINT."""
-    import uvicorn
-
-    from controller.extender import create_app
+    from controller.extender import EXTENDER_PATHS, create_app
     from controller.service import Controller
     from kube import Kube
-    from serving.server import Server
+    from serving.server import make_server, secure
 
     kube = Kube.connect(cfg.kubeconfig, request_timeout=cfg.kube_request_timeout)
     if kube is None:
@@ -92,11 +90,16 @@ def serve(cfg: ControllerConfig, policy: DynamicSchedulerPolicy) -> int:
         ready=controller.ready,
         unhealthy=controller.unhealthy,
         max_body_bytes=cfg.extender.max_body_bytes,
+        serving=cfg.serving,
     )
     host, port = parse_listen(cfg.listen)
-    server = Server(
-        uvicorn.Config(app, host=host, port=port, log_level=cfg.log_level, access_log=False, lifespan="off")
-    )
+    try:
+        secure(app, cfg.serving, kube, open_paths=EXTENDER_PATHS)
+        server = make_server(app, host, port, cfg.serving, log_level=cfg.log_level)
+    except (OSError, ValueError) as err:  # ssl.SSLError is an OSError
+        print(f"colo-controller: serving: {err}", file=sys.stderr)
+        kube.close()
+        return EXIT_CONFIG
 
     def _on_signal(signum: int, _frame: FrameType | None) -> None:
         # Hand leadership over first (the lease thread releases the Lease at once), then stop serving;
@@ -109,7 +112,8 @@ def serve(cfg: ControllerConfig, policy: DynamicSchedulerPolicy) -> int:
         signal.signal(sig, _on_signal)
     controller.start()
     log.info(
-        "colo-controller listening on %s:%d; %d metrics synced per policy; leader election %s",
+        "colo-controller listening on %s://%s:%d; %d metrics synced per policy; leader election %s",
+        "https" if cfg.serving.tls else "http",
         host,
         port,
         len(policy.spec.sync_policy),
@@ -119,6 +123,7 @@ def serve(cfg: ControllerConfig, policy: DynamicSchedulerPolicy) -> int:
         server.run()
     finally:
         controller.stop()
+        server.close()
         kube.close()
     return EXIT_OK if server.started else EXIT_RUNTIME
 

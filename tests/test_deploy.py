@@ -637,7 +637,7 @@ def test_kube_scheduler_config_registers_the_extender() -> None:
 # RBAC against the API calls the code makes
 
 KUBE_NAME = re.compile(r"^_?[kK]ube$")
-PROJECT_PACKAGES = ("agent", "cgroup", "controller", "exporter")
+PROJECT_PACKAGES = ("agent", "cgroup", "controller", "exporter", "serving")
 Scope = Literal["cluster", "configured-namespace"]
 
 
