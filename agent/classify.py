@@ -98,7 +98,8 @@ class Classifier:
         self._warned.add(uid)
         log.warning(
             "pod %s/%s: annotation %s=%s is not an integer in -7..7 nor LC/HLS/LS/BE; treating the pod as online",
-            str(meta.get("namespace"))[:_MAX_SHOWN], str(meta.get("name"))[:_MAX_SHOWN], QOS_LEVEL_ANNOTATION, _clip(raw),
+            str(meta.get("namespace"))[:_MAX_SHOWN], str(meta.get("name"))[:_MAX_SHOWN],
+            QOS_LEVEL_ANNOTATION, _clip(raw),
         )  # fmt: skip
 
     def forget(self, live_uids: Collection[str]) -> None:

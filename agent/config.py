@@ -15,6 +15,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from serving.settings import ServingSettings
+
 DEFAULT_PORT = 9817
 LogLevel = Literal["debug", "info", "warning", "error"]
 
@@ -115,6 +117,7 @@ class AgentConfig(Strict):
     classify: ClassifyConfig = ClassifyConfig()
     oversubscription: OversubscriptionConfig = OversubscriptionConfig()
     enforcement: EnforcementConfig = EnforcementConfig()
+    serving: ServingSettings = ServingSettings()
 
     @field_validator("listen")
     @classmethod

@@ -26,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
-    from agent.runtime import Agent, serve
+    from agent.runtime import Agent, build_server, serve
 
     kube = None
     if wants_cluster(config.standalone, config.kubeconfig):
@@ -53,7 +53,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         logging.getLogger("colo.agent").info("no cluster configuration: running standalone")
     host, port = config.listen_address(in_cluster)
-    asyncio.run(serve(agent, host, port))
+    try:
+        app, server = build_server(agent, host, port, kube)
+    except (OSError, ValueError) as exc:  # certificate files, or authentication without a cluster
+        print(f"colo-agent: serving: {exc}", file=sys.stderr)
+        return 2
+    asyncio.run(serve(agent, app, server))
     return 0
 
 

@@ -15,6 +15,7 @@ import time
 from typing import Protocol
 
 import uvicorn
+from fastapi import FastAPI
 
 from agent.config import AgentConfig
 from agent.sampler import CgroupPodSource, PodSource, Sampler
@@ -23,6 +24,7 @@ from agent.view import AgentView
 from agent.window_state import load_windows, save_windows
 from agent.windows import WindowStore, wall_aligned_phase
 from cgroup import CgroupReader, Layout, PathModel, detect_driver, detect_layout
+from serving.server import Server, make_server, secure
 
 log = logging.getLogger("colo.agent")
 
@@ -166,14 +168,25 @@ class Agent:
             self.sampler.close()
 
 
-async def serve(agent: Agent, host: str, port: int) -> None:
-    """Serve HTTP until SIGTERM/SIGINT; then stop sampling and save state."""
+def build_server(agent: Agent, host: str, port: int, kube: object = None) -> tuple[FastAPI, Server]:
+    """The app and its server (TLS, authentication through `kube`); OSError or ValueError when the
+    certificate files cannot be loaded or authentication has no cluster to ask."""
     from agent.windows import WINDOW_NAMES
-    from exporter.app import close_app, create_app, make_server
+    from exporter.app import create_app
 
     cfg = agent.config
-    app = create_app(agent.view, label_keys=cfg.aggregate_label_keys, pod_windows=cfg.pod_windows or WINDOW_NAMES)
-    server = make_server(app, host, port, log_level="warning")
+    app = create_app(
+        agent.view, label_keys=cfg.aggregate_label_keys, pod_windows=cfg.pod_windows or WINDOW_NAMES,
+        api_docs=cfg.serving.api_docs,
+    )  # fmt: skip
+    secure(app, cfg.serving, kube, open_paths=cfg.serving.open_paths)
+    return app, make_server(app, host, port, cfg.serving)
+
+
+async def serve(agent: Agent, app: FastAPI, server: Server) -> None:
+    """Serve HTTP until SIGTERM/SIGINT; then stop sampling and save state."""
+    from exporter.app import close_app
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -183,12 +196,16 @@ async def serve(agent: Agent, host: str, port: int) -> None:
     while not server.started and not task.done():
         await asyncio.sleep(0.02)
     if server.started:
+        host = server.config.host
         url_host = f"[{host}]" if ":" in host else host
-        print(f"colo-agent: serving http://{url_host}:{server.bound_port}/metrics  ({agent.describe()})", flush=True)
+        scheme = "https" if server.tls is not None else "http"
+        url = f"{scheme}://{url_host}:{server.bound_port}/metrics"
+        print(f"colo-agent: serving {url}  ({agent.describe()})", flush=True)
     try:
         await task
     finally:
         await asyncio.to_thread(agent.stop)
+        server.close()
         close_app(app)
         log.info("colo-agent stopped; window state saved")
 

@@ -95,9 +95,10 @@ def create_app(
     pod_windows: Sequence[str] = WINDOW_NAMES,
     max_staleness: float | None = None,
     gzip_level: int = 1,
+    api_docs: bool = False,
 ) -> FastAPI:
     """The app for one view. Its render cache (``app.state.render_cache``) starts a worker thread and
-    registers as a seq listener; `close_app` undoes both."""
+    registers as a seq listener; `close_app` undoes both. Interactive docs only with `api_docs`."""
     windows = WindowStatsCache(view)
     collector = ColoCollector(view, label_keys=label_keys, windows=windows, pod_windows=pod_windows)
     cache = RenderCache(view, collector, max_staleness=max_staleness, gzip_level=gzip_level)
@@ -105,6 +106,9 @@ def create_app(
         title="colo-agent",
         description="Node and pod usage, rolling windows and the agent's state. Units: /api/v1/units.",
         version="1",
+        docs_url="/docs" if api_docs else None,
+        redoc_url="/redoc" if api_docs else None,
+        openapi_url="/openapi.json" if api_docs else None,
     )
     app.state.view = view
     app.state.windows = windows

@@ -21,6 +21,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self._header_timer: asyncio.TimerHandle | None = None
         self._header_bytes: int | None = 0  # None: between requests' headers (body or response phase)
+        self._tail = b""  # the last bytes of the headers so far, to find their end across reads
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -33,9 +34,14 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if self._header_bytes is None and (self.cycle is None or self.cycle.response_complete):
             self._header_bytes = 0  # the first bytes of the next request on a kept-alive connection
+            self._tail = b""
             self._arm()
         if self._header_bytes is not None:
-            self._header_bytes += len(data)
+            # Count up to the blank line that ends the headers (a read may carry the body's start too).
+            seen = self._tail + data
+            end = seen.find(b"\r\n\r\n")
+            self._header_bytes += len(data) if end < 0 else end + 4 - len(self._tail)
+            self._tail = seen[-3:]
             if self._header_bytes > self.max_header_bytes:
                 self._disarm()
                 self._refuse(431, b"request headers too large")

@@ -28,6 +28,8 @@ class ServingSettings(BaseModel):
     #: Bearer tokens checked with TokenReview, then SubjectAccessReview (`get` on the request's path as a
     #: non-resource URL); /healthz and /readyz stay open for probes. Needs a cluster.
     authenticate: bool = False
+    #: Paths served without a token besides /healthz and /readyz (e.g. what an unauthenticated poller reads).
+    open_paths: tuple[str, ...] = ()
     #: How long a review's answer is reused (allowed / denied).
     auth_cache_seconds: float = Field(default=60.0, ge=0)
     auth_cache_denied_seconds: float = Field(default=10.0, ge=0)

@@ -56,6 +56,7 @@ from exporter.collector import POD_LABELS, ColoCollector
 from exporter.render import encode_families
 from kube import ApiError, Kube
 from kube.permissions import Permission
+from serving.auth import User
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -997,6 +998,8 @@ SAMPLE_CALLS: dict[str, Callable[[Kube, str | None], object]] = {
     "get_lease": lambda k, _: k.get_lease("ns", "l1"),
     "create_lease": lambda k, _: k.create_lease("ns", {"metadata": {"name": "l1"}}),
     "replace_lease": lambda k, _: k.replace_lease("ns", "l1", {"metadata": {"name": "l1"}}),
+    "review_token": lambda k, _: k.review_token("t"),
+    "review_access": lambda k, _: k.review_access(User("u", "", (), ()), "get", "/metrics"),
 }
 
 
