@@ -7,6 +7,7 @@ Every duration accepts seconds or a Go duration string. Unknown keys are errors:
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -18,6 +19,13 @@ from controller.durations import to_seconds
 from controller.errors import ConfigError, from_validation_error
 from controller.scoring import MAX_EXTENDER_PRIORITY
 from serving.settings import ServingSettings
+
+_LABEL_KEY = r"([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+_LABEL_VALUE = r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
+_SELECTOR_TERM = re.compile(
+    rf"!?{_LABEL_KEY}|{_LABEL_KEY}\s*(=|==|!=)\s*{_LABEL_VALUE}"
+    rf"|{_LABEL_KEY}\s+(in|notin)\s*\(\s*{_LABEL_VALUE}(\s*,\s*{_LABEL_VALUE})*\s*\)"
+)
 
 
 def _positive_seconds(v: object) -> float:
@@ -140,6 +148,10 @@ class ControllerConfig(_Section):
     listen: str = "0.0.0.0:8090"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     kube_request_timeout: Seconds = 10.0
+    #: Label selector of the nodes Colo manages (polled and annotated), e.g. `colo.io/agent=true`; the
+    #: node informer only sees those. Empty: the nodes with a ready agent endpoint (with
+    #: agent.use_endpointslices), else every node with an InternalIP.
+    node_selector: str = ""
     agent: AgentSettings = AgentSettings()
     polling: PollingSettings = PollingSettings()
     writer: WriterSettings = WriterSettings()
@@ -153,6 +165,14 @@ class ControllerConfig(_Section):
     def _listen(cls, v: str) -> str:
         parse_listen(v)
         return v
+
+    @field_validator("node_selector")
+    @classmethod
+    def _selector(cls, v: str) -> str:
+        for term in filter(None, (t.strip() for t in re.split(r",(?![^()]*\))", v))):
+            if not _SELECTOR_TERM.fullmatch(term):
+                raise ValueError(f"{term!r} is not a label selector term (k, !k, k=v, k!=v, k in (a,b), k notin (a))")
+        return v.strip()
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -20,6 +20,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -93,7 +94,10 @@ class Controller:
         self._loop_progress: float | None = None  # monotonic end of the polling loop's last complete pass
         self.last_report: CycleReport | None = None
 
-        self.nodes = Informer(kube, "nodes", on_event=self._on_node, transform=self._slim)
+        self.nodes = Informer(
+            kube, "nodes", label_selector=cfg.node_selector or None, on_event=self._on_node, transform=self._slim
+        )
+        self._failures_logged: tuple[int, int, tuple[tuple[str, int], ...]] = (0, 0, ())
         self.slices: Informer | None = None
         if cfg.agent.use_endpointslices:
             self.slices = Informer(
@@ -221,7 +225,8 @@ class Controller:
         started = time.monotonic()
         nodes = self.nodes.items()
         slices = self.slices.items() if self.slices is not None else []
-        targets = discover(nodes, slices, self.cfg.agent)
+        # Scope: the selected nodes; without a selector, those where an agent endpoint says one runs.
+        targets = discover(nodes, slices, self.cfg.agent, internal_ip_fallback=bool(self.cfg.node_selector))
         result = await self.poller.poll_all(targets)
         poll_seconds = time.monotonic() - started
         now = self.clock()
@@ -232,8 +237,8 @@ class Controller:
         patches = 0
         for node in nodes:
             name = node_name(node)
-            if name is None:
-                continue
+            if name is None or name not in targets:
+                continue  # out of scope: neither polled nor annotated
             anns = node_annotations(self.latest.get(node))
             patch = self.annotator.plan(name, anns, result.samples.get(name), hot.get(name, 0), now, gap=gap)
             if patch:
@@ -242,14 +247,27 @@ class Controller:
         for name, reason in result.failed.items():
             self.metrics.nodes_failed.labels(reason).inc()
             log.debug("polling agent of node %s failed: %s", name, result.errors.get(name, reason))
-        if result.failed:
-            sample = sorted(result.failed)[:5]
-            log.info("%d of %d agents failed this cycle (e.g. %s)", len(result.failed), len(targets), sample)
+        self._log_failures(result.failed, len(targets))
         self.metrics.nodes_polled.inc(len(result.samples))
         self.metrics.last_cycle_nodes.labels("ok").set(len(result.samples))
         self.metrics.last_cycle_nodes.labels("failed").set(len(result.failed))
         seconds = time.monotonic() - started
         return CycleReport(len(targets), len(result.samples), dict(result.failed), patches, poll_seconds, seconds)
+
+    def _log_failures(self, failed: Mapping[str, str], total: int) -> None:
+        """Say how many agents fail, by reason, when that changes (not every cycle)."""
+        reasons = Counter(failed.values())
+        state = (len(failed), total, tuple(sorted(reasons.items())))
+        if state == self._failures_logged:
+            return
+        self._failures_logged = state
+        if failed:
+            by_reason = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))
+            log.info(
+                "%d of %d agents failed (%s; e.g. %s)", len(failed), total, by_reason, sorted(failed)[:5]
+            )  # fmt: skip
+        else:
+            log.info("all %d agents answered", total)
 
     def refresh_gauges(self) -> None:
         """Publish every node's current score as gauges (both replicas)."""
