@@ -46,7 +46,11 @@ class AgentSettings(_Section):
     """How to find and query the node agents."""
 
     port: int = Field(default=9817, ge=1, le=65535)
-    scheme: Literal["http"] = "http"
+    scheme: Literal["http", "https"] = "http"
+    #: With https: the CA that signed the agents' certificate (else the system's), and the name it was
+    #: issued for (agents are reached by IP; default: the IP itself).
+    tls_ca_file: str | None = None
+    tls_server_name: str | None = None
     path: str = "/api/v1/node"
     namespace: str = "colo-system"
     endpointslice_selector: str = "kubernetes.io/service-name=colo-agent"

@@ -83,7 +83,12 @@ def serve(cfg: ControllerConfig, policy: DynamicSchedulerPolicy) -> int:
     if kube is None:
         log.error("no --kubeconfig given and not running in a cluster (KUBERNETES_SERVICE_HOST unset)")
         return EXIT_RUNTIME
-    controller = Controller(kube, cfg, policy)
+    try:
+        controller = Controller(kube, cfg, policy)
+    except OSError as err:  # agent.tls_ca_file unreadable
+        print(f"colo-controller: agent.tls_ca_file: {err}", file=sys.stderr)
+        kube.close()
+        return EXIT_CONFIG
     app = create_app(
         controller.extender,
         controller.metrics,

@@ -30,6 +30,7 @@ from controller.config import ControllerConfig
 from controller.discovery import discover
 from controller.extender import Extender
 from controller.hotvalue import BindingRecords
+from controller.httpget import agent_fetch
 from controller.latest import LatestNodes
 from controller.metrics import ControllerMetrics
 from controller.nodes import node_annotations, node_name, slim_node
@@ -141,6 +142,7 @@ class Controller:
             timeout=cfg.polling.timeout,
             max_response_bytes=cfg.polling.max_response_bytes,
             clock=clock,
+            fetch=agent_fetch(cfg.agent),
         )
 
     # ---- state -----------------------------------------------------------------------------------

@@ -182,3 +182,24 @@ def test_unloadable_certificate_files_fail_at_start(tmp_path: Path) -> None:
     settings = ServingSettings(tls_cert_file=str(tmp_path / "missing.crt"), tls_key_file=str(tmp_path / "k"))
     with pytest.raises(OSError):
         make_server(controller_app(), "127.0.0.1", 0, settings)  # type: ignore[arg-type]
+
+
+def test_controller_polls_agents_over_https(tls_server: tuple[Server, Path, Path]) -> None:
+    """With agent.scheme https the poller verifies the agents' certificate (issued for a name, reached by IP)."""
+    import asyncio
+
+    from controller.config import AgentSettings
+    from controller.httpget import FetchError, agent_fetch
+
+    server, tmp_path, first_cert = tls_server
+    url = f"https://127.0.0.1:{server.bound_port}/healthz"
+    fetch = agent_fetch(AgentSettings(scheme="https", tls_ca_file=str(first_cert)))
+    assert asyncio.run(fetch(url, 1024)) == b"ok"  # type: ignore[arg-type]
+    other, _ = make_cert(tmp_path, "other")
+    untrusted = agent_fetch(AgentSettings(scheme="https", tls_ca_file=str(other)))
+    with pytest.raises(FetchError) as err:
+        asyncio.run(untrusted(url, 1024))  # type: ignore[arg-type]
+    assert err.value.reason == "tls"
+    wrong_name = agent_fetch(AgentSettings(scheme="https", tls_ca_file=str(first_cert), tls_server_name="elsewhere"))
+    with pytest.raises(FetchError):
+        asyncio.run(wrong_name(url, 1024))  # type: ignore[arg-type]
