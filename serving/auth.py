@@ -27,6 +27,8 @@ VERBS = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "PATCH"
 #: Distinct answers kept; past this the cache starts over (a flood of random tokens cannot grow it).
 MAX_CACHED = 4096
 MAX_TOKEN_BYTES = 16 << 10
+#: Reviews in flight at once: a flood of new tokens must not turn into a flood of calls to the API server.
+MAX_REVIEWS_IN_FLIGHT = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +125,7 @@ class Authorizer:
 _MESSAGES = {
     Decision.UNAUTHENTICATED: "Unauthorized: a valid bearer token is required",
     Decision.FORBIDDEN: "Forbidden",
-    Decision.UNAVAILABLE: "cannot authenticate now: the Kubernetes API is unreachable",
+    Decision.UNAVAILABLE: "cannot authenticate now: the Kubernetes API is unreachable or busy",
 }
 
 
@@ -134,6 +136,7 @@ class AuthMiddleware:
         self.app = app
         self.authorizer = authorizer
         self.open_paths = frozenset(open_paths) | PROBE_PATHS
+        self._reviewing = 0  # only touched on the event loop
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in self.open_paths:
@@ -146,9 +149,7 @@ class AuthMiddleware:
             decision = Decision.UNAUTHENTICATED
         else:
             cached = self.authorizer.cached(token, verb, path)
-            decision = cached if cached is not None else await asyncio.to_thread(
-                self.authorizer.decide, token, verb, path
-            )  # fmt: skip
+            decision = cached if cached is not None else await self._review(token, verb, path)
         if decision == Decision.ALLOWED:
             await self.app(scope, receive, send)
             return
@@ -158,6 +159,15 @@ class AuthMiddleware:
             headers.append((b"www-authenticate", b'Bearer realm="colo"'))
         await send({"type": "http.response.start", "status": decision, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+    async def _review(self, token: str, verb: str, path: str) -> int:
+        if self._reviewing >= MAX_REVIEWS_IN_FLIGHT:
+            return Decision.UNAVAILABLE
+        self._reviewing += 1
+        try:
+            return await asyncio.to_thread(self.authorizer.decide, token, verb, path)
+        finally:
+            self._reviewing -= 1
 
 
 def _bearer(scope: Scope) -> str | None:

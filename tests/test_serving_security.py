@@ -203,3 +203,26 @@ def test_controller_polls_agents_over_https(tls_server: tuple[Server, Path, Path
     wrong_name = agent_fetch(AgentSettings(scheme="https", tls_ca_file=str(first_cert), tls_server_name="elsewhere"))
     with pytest.raises(FetchError):
         asyncio.run(wrong_name(url, 1024))  # type: ignore[arg-type]
+
+
+def test_a_flood_of_new_tokens_is_not_a_flood_of_reviews(kube_api: FakeKubeAPI, kube: Kube) -> None:  # noqa: F811
+    """Reviews in flight are capped (503 past the cap), so random tokens cannot hammer the API server."""
+    import asyncio
+
+    from serving.auth import MAX_REVIEWS_IN_FLIGHT
+
+    app = controller_app()
+    secure(app, ServingSettings(authenticate=True), kube)  # type: ignore[arg-type]
+    kube_api.inject("POST", TOKEN_REVIEWS, status=None, delay=0.5, times=None)
+
+    async def flood() -> list[int]:
+        transport = httpx.ASGITransport(app=app)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(transport=transport, base_url="http://colo") as client:
+            answers = await asyncio.gather(
+                *(client.get("/metrics", headers=bearer(f"random-{i}")) for i in range(3 * MAX_REVIEWS_IN_FLIGHT))
+            )
+        return [r.status_code for r in answers]
+
+    codes = asyncio.run(flood())
+    assert codes.count(401) == MAX_REVIEWS_IN_FLIGHT and codes.count(503) == 2 * MAX_REVIEWS_IN_FLIGHT
+    assert len(reviews(kube_api)) == MAX_REVIEWS_IN_FLIGHT
