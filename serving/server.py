@@ -55,7 +55,7 @@ def secure(app: FastAPI, settings: ServingSettings, kube: Any, open_paths: Colle
     if not settings.authenticate:
         return
     if kube is None:
-        raise ValueError("serving.authenticate needs a cluster (TokenReview and SubjectAccessReview)")
+        raise ValueError("authenticate needs a cluster (TokenReview and SubjectAccessReview)")
     from serving.auth import AuthMiddleware, Authorizer
 
     authorizer = Authorizer(kube, ttl=settings.auth_cache_seconds, denied_ttl=settings.auth_cache_denied_seconds)
