@@ -10,6 +10,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from kube import Kube, LeaderElector
@@ -80,3 +81,22 @@ def test_sigterm_releases_the_lease_and_a_follower_takes_over_within_a_second(
             proc.kill()
             proc.communicate()
         thread.join(5)
+
+
+def test_unloadable_certificate_exits_2_with_one_line(
+    kube_api: FakeKubeAPI,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from controller.main import main
+
+    config = {
+        "listen": "127.0.0.1:0",
+        "leader_election": {"enabled": False},
+        "serving": {"tls_cert_file": str(tmp_path / "missing.crt"), "tls_key_file": str(tmp_path / "missing.key")},
+    }
+    (tmp_path / "controller.yaml").write_text(yaml.safe_dump(config))
+    kubeconfig = kube_api.kubeconfig(tmp_path / "kubeconfig")
+    assert main(["--kubeconfig", kubeconfig, "--config", str(tmp_path / "controller.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("colo-controller: serving:") and "missing.crt" in err and len(err.splitlines()) == 1
