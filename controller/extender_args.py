@@ -38,7 +38,7 @@ def _object(value: Any, where: str) -> Mapping[str, Any]:
 def _string_map(value: Any, where: str) -> None:
     for key, item in _object(value, where).items():
         if not isinstance(item, str):
-            raise BadRequest(f"{where}[{clip(key, 60)}] must be a string, not {type(item).__name__}")
+            raise BadRequest(f"{where}[{clip(repr(key), 60)}] must be a string, not {type(item).__name__}")
 
 
 def _optional(value: Any, kind: type, where: str) -> None:

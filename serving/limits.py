@@ -30,10 +30,9 @@ class ClientGone(Exception):
     """The client went away before its body was complete: nobody is left to answer."""
 
 
-def clip(value: object, limit: int = 80) -> str:
-    """repr() of an untrusted value, cut to `limit` characters for logs and error messages."""
-    text = repr(value) if not isinstance(value, str) else repr(value[: limit + 1])
-    return text if len(text) <= limit else f"{text[:limit]}…({len(value) if isinstance(value, str) else '?'} chars)"
+def clip(text: str, limit: int = 80) -> str:
+    """An untrusted string cut to `limit` characters for logs and error messages."""
+    return text if len(text) <= limit else f"{text[:limit]}…({len(text)} characters)"
 
 
 async def read_body(request: Request, max_bytes: int, timeout: float) -> bytes:

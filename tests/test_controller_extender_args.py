@@ -50,6 +50,7 @@ MALFORMED: list[tuple[str, Any]] = [
     ("NodeNames a string", {"Pod": POD, "NodeNames": "a"}),
     ("NodeNames of numbers", {"Pod": POD, "NodeNames": [1]}),
     ("a number", 7),
+    ("a long key with a newline", {"Pod": {"metadata": {"labels": {"a\n" * 100_000: 1}}}, "NodeNames": ["a"]}),
 ]
 
 
