@@ -177,7 +177,7 @@ def build_server(agent: Agent, host: str, port: int, kube: object = None) -> tup
     cfg = agent.config
     app = create_app(
         agent.view, label_keys=cfg.aggregate_label_keys, pod_windows=cfg.pod_windows or WINDOW_NAMES,
-        api_docs=cfg.serving.api_docs,
+        api_docs=cfg.serving.api_docs, max_concurrent=cfg.serving.max_concurrent,
     )  # fmt: skip
     secure(app, cfg.serving, kube, open_paths=cfg.serving.open_paths)
     return app, make_server(app, host, port, cfg.serving)
