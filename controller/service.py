@@ -20,11 +20,11 @@ import socket
 import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from common.logs import OnChange, Repeats, repeated
 from controller.annotator import Annotator
 from controller.config import ControllerConfig
 from controller.discovery import discover
@@ -94,11 +94,12 @@ class Controller:
         self._gauge_nodes: set[str] = set()
         self._loop_progress: float | None = None  # monotonic end of the polling loop's last complete pass
         self.last_report: CycleReport | None = None
+        self._failed_logs = OnChange()
+        self._overrun_logs = Repeats(period=600.0)
 
         self.nodes = Informer(
             kube, "nodes", label_selector=cfg.node_selector or None, on_event=self._on_node, transform=self._slim
         )
-        self._failures_logged: tuple[int, int, tuple[tuple[str, int], ...]] = (0, 0, ())
         self.slices: Informer | None = None
         if cfg.agent.use_endpointslices:
             self.slices = Informer(
@@ -249,27 +250,17 @@ class Controller:
         for name, reason in result.failed.items():
             self.metrics.nodes_failed.labels(reason).inc()
             log.debug("polling agent of node %s failed: %s", name, result.errors.get(name, reason))
-        self._log_failures(result.failed, len(targets))
+        if self._failed_logs.changed("failed", frozenset(result.failed)):  # the same outage every cycle is no news
+            if result.failed:
+                sample = sorted(result.failed)[:5]
+                log.info("%d of %d agents failing since this cycle (e.g. %s)", len(result.failed), len(targets), sample)
+            else:
+                log.info("every agent answered (%d)", len(targets))
         self.metrics.nodes_polled.inc(len(result.samples))
         self.metrics.last_cycle_nodes.labels("ok").set(len(result.samples))
         self.metrics.last_cycle_nodes.labels("failed").set(len(result.failed))
         seconds = time.monotonic() - started
         return CycleReport(len(targets), len(result.samples), dict(result.failed), patches, poll_seconds, seconds)
-
-    def _log_failures(self, failed: Mapping[str, str], total: int) -> None:
-        """Say how many agents fail, by reason, when that changes (not every cycle)."""
-        reasons = Counter(failed.values())
-        state = (len(failed), total, tuple(sorted(reasons.items())))
-        if state == self._failures_logged:
-            return
-        self._failures_logged = state
-        if failed:
-            by_reason = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))
-            log.info(
-                "%d of %d agents failed (%s; e.g. %s)", len(failed), total, by_reason, sorted(failed)[:5]
-            )  # fmt: skip
-        else:
-            log.info("all %d agents answered", total)
 
     def refresh_gauges(self) -> None:
         """Publish every node's current score as gauges (both replicas)."""
@@ -298,7 +289,9 @@ class Controller:
                     self.metrics.cycle_duration.observe(report.seconds)
                     if report.seconds > interval:
                         self.metrics.cycle_overruns.inc()
-                        log.warning("cycle took %.1fs, longer than the %.1fs interval", report.seconds, interval)
+                        if (held := self._overrun_logs.occurred("overrun")) is not None:
+                            log.warning("cycle took %.1fs, longer than the %.1fs interval%s",
+                                        report.seconds, interval, repeated(held))  # fmt: skip
                 if self.ready():
                     self.refresh_gauges()
                 self._loop_progress = self._monotonic()

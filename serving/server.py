@@ -70,6 +70,7 @@ def uvicorn_config(
     Raises OSError or ssl.SSLError when the certificate files cannot be loaded."""
     config = uvicorn.Config(
         app, host=host, port=port, log_level=log_level, access_log=False, lifespan="off",
+        log_config=None,  # uvicorn's few lines go through the program's handler (text or JSON)
         timeout_keep_alive=settings.idle_timeout,
         http=bounded_protocol(settings.header_timeout, settings.max_header_bytes),
     )  # fmt: skip
