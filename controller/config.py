@@ -16,6 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from controller.annotator import MAX_POLLING_INTERVAL
 from controller.durations import to_seconds
 from controller.errors import ConfigError, from_validation_error
+from controller.rebalance.settings import RebalanceSettings
 from controller.scoring import MAX_EXTENDER_PRIORITY
 
 
@@ -143,6 +144,7 @@ class ControllerConfig(_Section):
     leader_election: LeaderSettings = LeaderSettings()
     classify: ClassifySettings = ClassifySettings()
     extender: ExtenderSettings = ExtenderSettings()
+    rebalance: RebalanceSettings = RebalanceSettings()
 
     @field_validator("listen")
     @classmethod

@@ -89,6 +89,7 @@ def serve(cfg: ControllerConfig, policy: DynamicSchedulerPolicy) -> int:
         ready=controller.ready,
         unhealthy=controller.unhealthy,
         max_body_bytes=cfg.extender.max_body_bytes,
+        rebalance=controller.rebalance_document,
     )
     host, port = parse_listen(cfg.listen)
     server = uvicorn.Server(

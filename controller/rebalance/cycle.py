@@ -1,0 +1,75 @@
+"""Steps 5 to 7 for one cycle, once the sources' pod usage is known: candidates, destinations, plan.
+
+Pure apart from `attempt` (see plan.py), so that the benchmark and the tests run exactly what the
+controller runs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.rebalance.assess import Assessment, destinations
+from controller.rebalance.candidates import Candidate, candidates
+from controller.rebalance.facts import FACTS, ZERO, Amounts, PodFacts
+from controller.rebalance.plan import Attempt, PlanResult, plan_moves
+from controller.rebalance.settings import RebalanceSettings
+from controller.rebalance.usage import PodUsage
+
+#: Looks a cached slim pod up by "namespace/name" (the pod informer's `get`).
+Lookup = Callable[[str], Mapping[str, Any] | None]
+
+
+@dataclass(slots=True)
+class CycleOutcome:
+    assessment: Assessment
+    candidates: dict[str, list[Candidate]] = field(default_factory=dict)
+    skipped_pods: dict[str, dict[str, int]] = field(default_factory=dict)  # source -> reason -> pods
+    poll_failed: dict[str, str] = field(default_factory=dict)  # source -> why its pods could not be read
+    plan: PlanResult = field(default_factory=PlanResult)
+
+
+def requested_on(pods: Iterable[Mapping[str, Any]], nodes: set[str]) -> dict[str, Amounts]:
+    """Σ requests of the active pods on each of `nodes`, from the slim cached pods."""
+    out: dict[str, Amounts] = {}
+    for pod in pods:
+        facts = pod.get(FACTS)
+        if isinstance(facts, PodFacts) and facts.active and facts.node in nodes:
+            out[facts.node] = out.get(facts.node, ZERO) + facts.requests
+    return out
+
+
+def _facts(lookup: Lookup, usage: PodUsage) -> PodFacts | None:
+    obj = lookup(f"{usage.namespace}/{usage.name}")
+    facts = obj.get(FACTS) if obj is not None else None
+    if not isinstance(facts, PodFacts) or (usage.uid and facts.uid and usage.uid != facts.uid):
+        return None  # unknown to the informer, or a namesake that replaced the measured pod
+    return facts
+
+
+def select_and_plan(
+    a: Assessment,
+    usages: Mapping[str, list[PodUsage]],
+    poll_failed: Mapping[str, str],
+    lookup: Lookup,
+    all_pods: Callable[[], Iterable[Mapping[str, Any]]],
+    cfg: RebalanceSettings,
+    attempt: Attempt,
+) -> CycleOutcome:
+    out = CycleOutcome(a, poll_failed=dict(poll_failed))
+    if a.gate is not None:
+        return out
+    for src in a.sources:
+        pods = [(_facts(lookup, u), f"{u.namespace}/{u.name}", u.usage) for u in usages.get(src.name, ())]
+        kept, skipped = candidates(pods, src.name, src.over, cfg)
+        out.candidates[src.name] = kept
+        out.skipped_pods[src.name] = dict(Counter(s.reason for s in skipped))
+    if not any(out.candidates.values()):
+        out.plan = plan_moves(a.sources, out.candidates, [], a.budget, cfg, attempt)
+        return out
+    low_names = {v.name for v in a.low}
+    dests = destinations(a.low, a.limits, requested_on(all_pods(), low_names))
+    out.plan = plan_moves(a.sources, out.candidates, dests, a.budget, cfg, attempt)
+    return out
