@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from agent.classify import Classifier
-from controller.errors import ConfigError
 from controller.config import build_config
+from controller.errors import ConfigError
 from controller.rebalance import anomaly
 from controller.rebalance.budget import budget, exhausted, gate
 from controller.rebalance.candidates import Candidate, candidates
@@ -21,6 +21,12 @@ from controller.rebalance.usage import node_usage, percent, pod_usages
 from tests.rebalance_objects import GIB, agent_pod, node, pod
 
 CFG = RebalanceSettings(enabled=True)
+
+
+def settings(**doc: Any) -> RebalanceSettings:
+    return RebalanceSettings.model_validate(doc)
+
+
 CLASSIFIER = Classifier()
 
 
@@ -158,11 +164,11 @@ U = Amounts(1.0, GIB)
         (pod("high-prio", "hot", priority=1000), RebalanceSettings(priority_below=1000), "priority"),
         (pod("low-prio", "hot", priority=999), RebalanceSettings(priority_below=1000), None),
         (pod("sys", "hot", namespace="kube-system"), CFG, "excluded_namespace"),
-        (pod("unsel", "hot"), RebalanceSettings(pod_selectors=({"matchLabels": {"app": "web"}},)), "not_selected"),
-        (pod("sel", "hot", labels={"app": "web"}), RebalanceSettings(pod_selectors=({"matchLabels": {"app": "web"}},)), None),
+        (pod("unsel", "hot"), settings(pod_selectors=({"matchLabels": {"app": "web"}},)), "not_selected"),
+        (pod("sel", "hot", labels={"app": "web"}), settings(pod_selectors=({"matchLabels": {"app": "web"}},)), None),
         (
             pod("expr", "hot", labels={"tier": "batch"}),
-            RebalanceSettings(pod_selectors=({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["batch"]}]},)),
+            settings(pod_selectors=({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["batch"]}]},)),
             "not_selected",
         ),
         (pod("empty", "hot", volumes=[{"name": "v", "emptyDir": {}}]), CFG, "local_storage"),
@@ -205,7 +211,12 @@ def test_candidate_order_offline_then_priority_then_usage_of_the_worst_resource(
 # ---- step 6: node fit ----------------------------------------------------------------------------
 
 
-def dest(obj: dict[str, Any], usage: Amounts = Amounts(2, 8 * GIB), requested: Amounts = Amounts(0, 0)) -> Destination:
+DEST_USAGE = Amounts(2, 8 * GIB)
+NOTHING = Amounts(0, 0)
+ALLOC = Amounts(16, 64 * GIB)
+
+
+def dest(obj: dict[str, Any], usage: Amounts = DEST_USAGE, requested: Amounts = NOTHING) -> Destination:
     f = node_facts(obj)
     assert f.allocatable is not None
     high = Amounts(0.75 * f.allocatable.cpu, 0.80 * f.allocatable.memory)
@@ -269,7 +280,7 @@ def test_first_fit_takes_the_first_node_that_fits_and_says_why_none_did() -> Non
 # ---- step 7: the plan ----------------------------------------------------------------------------
 
 
-def source(name: str, usage: Amounts, alloc: Amounts = Amounts(16, 64 * GIB)) -> Source:
+def source(name: str, usage: Amounts, alloc: Amounts = ALLOC) -> Source:
     high = Amounts(0.75 * alloc.cpu, 0.80 * alloc.memory)
     over = over_resources(percent(usage, alloc), Amounts(75, 80))
     return Source(name, alloc, usage, high, over)
