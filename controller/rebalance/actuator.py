@@ -172,7 +172,8 @@ class Rebalancer:
                 c.facts.namespace,
                 c.facts.uid,
                 "ColoRebalanced",
-                f"Evicted from node {src.name} to rebalance load ({over} of allocatable, {self.cfg.window}); "
+                f"Evicted from node {src.name} to rebalance load ({over} of allocatable, {self.cfg.window}, "
+                f"less this cycle's earlier evictions); "
                 f"the pod uses {c.usage.cpu:.2f} cores and {_gib(c.usage.memory)}; low node {dest.name} has room",
             )
         elif result == "blocked":
