@@ -14,7 +14,7 @@ from controller.rebalance.budget import budget, exhausted, gate
 from controller.rebalance.candidates import Candidate, candidates
 from controller.rebalance.classify import Limits, classify_node, effective_limits, over_resources
 from controller.rebalance.facts import Amounts, PodFacts, node_facts, pod_facts
-from controller.rebalance.fit import Destination, first_fit, misfit
+from controller.rebalance.fit import Destination, DestinationPool, misfit
 from controller.rebalance.plan import Source, plan_moves
 from controller.rebalance.settings import RebalanceSettings
 from controller.rebalance.usage import node_usage, percent, pod_usages
@@ -269,12 +269,19 @@ def test_node_fit(p: dict[str, Any], d: Destination, usage: Amounts, expected: s
     assert misfit(facts(p), usage, d) == expected
 
 
-def test_first_fit_takes_the_first_node_that_fits_and_says_why_none_did() -> None:
+def test_the_pool_takes_the_node_with_most_room_that_fits_and_says_why_none_did() -> None:
     p = facts(pod("p", "hot", node_selector=ZONE_A))
-    a, b = dest(node("a")), dest(node("b", labels=ZONE_A))
-    assert first_fit(p, U, [a, b]) == (b, "")
-    assert first_fit(p, U, [a]) == (None, "node_selector")
-    assert first_fit(p, U, []) == (None, "no_low_node")
+    a, b = dest(node("a", labels=ZONE_A)), dest(node("b", labels=ZONE_A), usage=Amounts(1, 8 * GIB))
+    c = dest(node("c"), usage=Amounts(0, 0))  # most room, but not in zone a
+    pool = DestinationPool([a, b, c])
+    assert pool.find(p, U) == (b, "")
+    pool.reserve(b, Amounts(0.5, GIB), Amounts(2, GIB))  # b now has less room than a
+    assert b.usage == Amounts(3, 9 * GIB) and b.requested == Amounts(0.5, GIB)
+    assert pool.find(p, U) == (a, "")
+    assert pool.find(p, Amounts(11, GIB)) == (None, "usage")  # 10 cores of room at most
+    assert pool.find(p, Amounts(9.5, GIB)) == (a, "")
+    assert DestinationPool([c]).find(p, U) == (None, "node_selector")
+    assert DestinationPool([]).find(p, U) == (None, "no_low_node")
 
 
 # ---- step 7: the plan ----------------------------------------------------------------------------
@@ -298,7 +305,7 @@ def test_plan_evicts_until_under_the_threshold_and_no_further() -> None:
     d = dest(node("cold"))
     out = plan_moves(
         [src],
-        {"hot": cands("hot", 1.5, 1.0, 1.0)},
+        lambda _s: cands("hot", 1.5, 1.0, 1.0),
         [d],
         Amounts(10, 40 * GIB),
         RebalanceSettings(max_evictions_per_node=5),
@@ -313,7 +320,7 @@ def test_plan_evicts_until_under_the_threshold_and_no_further() -> None:
 def test_a_refused_eviction_moves_on_to_the_next_candidate() -> None:
     src = source("hot", Amounts(14, 20 * GIB))
     results = {"default/hot-p0": "blocked", "default/hot-p1": "evicted", "default/hot-p2": "evicted"}
-    out = plan_moves([src], {"hot": cands("hot", 3, 2.5, 1)}, [dest(node("cold"))], Amounts(10, 40 * GIB), CFG,
+    out = plan_moves([src], lambda _s: cands("hot", 3, 2.5, 1), [dest(node("cold"))], Amounts(10, 40 * GIB), CFG,
                      lambda c, *a: results[c.key])  # fmt: skip
     assert [(m.pod, m.result) for m in out.moves] == [("default/hot-p0", "blocked"), ("default/hot-p1", "evicted")]
 
@@ -330,7 +337,7 @@ def test_a_refused_eviction_moves_on_to_the_next_candidate() -> None:
 def test_plan_limits(cfg: RebalanceSettings, budget_: Amounts, expected_moves: list[str], stopped: str | None) -> None:
     a = source("a", Amounts(15.5, 20 * GIB))  # worst first: a is 3.5 cores over, b 2
     b = source("b", Amounts(14, 20 * GIB))
-    out = plan_moves([b, a], {"a": cands("a", 1, 1, 1), "b": cands("b", 1, 1)}, [dest(node("cold"), usage=Amounts(0, 0))],
+    out = plan_moves([b, a], lambda s_: {"a": cands("a", 1, 1, 1), "b": cands("b", 1, 1)}[s_.name], [dest(node("cold"), usage=Amounts(0, 0))],
                      budget_, cfg, lambda *x: "dry_run")  # fmt: skip
     assert [m.pod.split("/")[1] for m in out.moves] == expected_moves
     assert out.stopped == stopped
@@ -339,14 +346,14 @@ def test_plan_limits(cfg: RebalanceSettings, budget_: Amounts, expected_moves: l
 def test_plan_skips_say_why() -> None:
     src = source("hot", Amounts(14, 20 * GIB))
     tight = dest(node("cold"), usage=Amounts(11.9, 8 * GIB))
-    out = plan_moves([src, source("empty", Amounts(15, 1 * GIB))], {"hot": cands("hot", 1, 1)}, [tight],
+    out = plan_moves([src, source("empty", Amounts(15, 1 * GIB))], lambda s_: cands("hot", 1, 1) if s_.name == "hot" else [], [tight],
                      Amounts(10, 40 * GIB), CFG, lambda *a: "evicted")  # fmt: skip
     assert [(s.node, s.reason, dict(s.details)) for s in out.skips] == [
         ("empty", "no_candidates", {}),
         ("hot", "no_fit_usage", {"no_fit_usage": 2}),
     ]
     lost = plan_moves(
-        [src], {"hot": cands("hot", 1, 1)}, [dest(node("cold"))], Amounts(10, 40 * GIB), CFG, lambda *a: "not_leader"
+        [src], lambda _s: cands("hot", 1, 1), [dest(node("cold"))], Amounts(10, 40 * GIB), CFG, lambda *a: "not_leader"
     )
     assert lost.stopped == "not_leader" and len(lost.moves) == 1 and lost.acted_on == set()
 

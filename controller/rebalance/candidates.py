@@ -56,20 +56,16 @@ def skip_reason(
         return "local_storage"
     if not facts.owner_kinds and not cfg.evict_bare_pods:
         return "no_owner"
-    if not any(usage.get(r) > 0 for r in over):
-        return "no_relief"
-    return None
+    for r in over:  # (a loop, not any(): this runs for every pod of every source)
+        if usage.get(r) > 0:
+            return None
+    return "no_relief"
 
 
-def order_key(c: Candidate, over: tuple[str, ...]) -> tuple[object, ...]:
-    ranked = over + tuple(r for r in RESOURCES if r not in over)
-    return (
-        0 if c.facts.offline else 1,
-        c.facts.priority,
-        *(-c.usage.get(r) for r in ranked),
-        c.facts.namespace,
-        c.facts.name,
-    )
+def order_key(c: Candidate, ranked: tuple[str, ...]) -> tuple[object, ...]:
+    """`ranked`: the resources over their threshold, worst first, then the others."""
+    f, u = c.facts, c.usage
+    return (0 if f.offline else 1, f.priority, -u.get(ranked[0]), -u.get(ranked[1]), f.namespace, f.name)
 
 
 def candidates(
@@ -87,5 +83,6 @@ def candidates(
             skipped.append(Skipped(key, reason or "unknown_pod"))
         else:
             kept.append(Candidate(facts, usage))
-    kept.sort(key=lambda c: order_key(c, over))
+    ranked = over + tuple(r for r in RESOURCES if r not in over)
+    kept.sort(key=lambda c: order_key(c, ranked))
     return kept, skipped

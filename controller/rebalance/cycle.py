@@ -13,8 +13,8 @@ from typing import Any
 
 from controller.rebalance.assess import Assessment, destinations
 from controller.rebalance.candidates import Candidate, candidates
-from controller.rebalance.facts import FACTS, ZERO, Amounts, PodFacts
-from controller.rebalance.plan import Attempt, PlanResult, plan_moves
+from controller.rebalance.facts import FACTS, Amounts, PodFacts
+from controller.rebalance.plan import Attempt, PlanResult, Source, plan_moves
 from controller.rebalance.settings import RebalanceSettings
 from controller.rebalance.usage import PodUsage
 
@@ -33,12 +33,14 @@ class CycleOutcome:
 
 def requested_on(pods: Iterable[Mapping[str, Any]], nodes: set[str]) -> dict[str, Amounts]:
     """Σ requests of the active pods on each of `nodes`, from the slim cached pods."""
-    out: dict[str, Amounts] = {}
-    for pod in pods:
+    cpu: dict[str, float] = {}
+    mem: dict[str, float] = {}
+    for pod in pods:  # every bound pod of the cluster: plain floats, no objects per pod
         facts = pod.get(FACTS)
         if isinstance(facts, PodFacts) and facts.active and facts.node in nodes:
-            out[facts.node] = out.get(facts.node, ZERO) + facts.requests
-    return out
+            cpu[facts.node] = cpu.get(facts.node, 0.0) + facts.requests.cpu
+            mem[facts.node] = mem.get(facts.node, 0.0) + facts.requests.memory
+    return {n: Amounts(c, mem[n]) for n, c in cpu.items()}
 
 
 def _facts(lookup: Lookup, usage: PodUsage) -> PodFacts | None:
@@ -61,15 +63,18 @@ def select_and_plan(
     out = CycleOutcome(a, poll_failed=dict(poll_failed))
     if a.gate is not None:
         return out
-    for src in a.sources:
+
+    def candidates_of(src: Source) -> list[Candidate]:
         pods = [(_facts(lookup, u), f"{u.namespace}/{u.name}", u.usage) for u in usages.get(src.name, ())]
         kept, skipped = candidates(pods, src.name, src.over, cfg)
         out.candidates[src.name] = kept
         out.skipped_pods[src.name] = dict(Counter(s.reason for s in skipped))
-    if not any(out.candidates.values()):
-        out.plan = plan_moves(a.sources, out.candidates, [], a.budget, cfg, attempt)
+        return kept
+
+    if not any(usages.get(s.name) for s in a.sources):
+        out.plan = plan_moves(a.sources, candidates_of, [], a.budget, cfg, attempt)
         return out
     low_names = {v.name for v in a.low}
     dests = destinations(a.low, a.limits, requested_on(all_pods(), low_names))
-    out.plan = plan_moves(a.sources, out.candidates, dests, a.budget, cfg, attempt)
+    out.plan = plan_moves(a.sources, candidates_of, dests, a.budget, cfg, attempt)
     return out

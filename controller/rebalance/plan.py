@@ -19,7 +19,7 @@ from typing import Literal
 from controller.rebalance.budget import exhausted
 from controller.rebalance.candidates import Candidate
 from controller.rebalance.facts import RESOURCES, ZERO, Amounts
-from controller.rebalance.fit import Destination, first_fit
+from controller.rebalance.fit import Destination, DestinationPool
 from controller.rebalance.settings import RebalanceSettings
 
 Outcome = Literal["evicted", "dry_run", "blocked", "gone", "error", "not_leader"]
@@ -81,21 +81,26 @@ Attempt = Callable[[Candidate, Source, Destination, str], str]
 
 def plan_moves(
     sources: Sequence[Source],
-    candidates: Mapping[str, Sequence[Candidate]],
+    candidates: Callable[[Source], Sequence[Candidate]],
     destinations: Sequence[Destination],
     budget: Amounts,
     cfg: RebalanceSettings,
     attempt: Attempt,
 ) -> PlanResult:
-    """Evict (through `attempt`) until every source is under its thresholds or a limit is reached."""
+    """Evict (through `attempt`) until every source is under its thresholds or a limit is reached.
+
+    `candidates(source)` is asked only for the sources planning reaches (the others are skipped with
+    the reason planning stopped), so a cycle that hits its limit early costs little.
+    """
     out = PlanResult(budget_left=budget)
+    pool = DestinationPool(destinations)
     per_namespace: Counter[str] = Counter()
     total = 0
     for src in sorted(sources, key=lambda s: (-s.worst_excess(), s.name)):
         if out.stopped is not None:
             out.skips.append(NodeSkip(src.name, out.stopped))
             continue
-        cands = candidates.get(src.name, ())
+        cands = candidates(src)
         if not cands:
             out.skips.append(NodeSkip(src.name, "no_candidates"))
             continue
@@ -116,7 +121,7 @@ def plan_moves(
             if per_namespace[c.facts.namespace] >= cfg.max_evictions_per_namespace:
                 misses["namespace_limit"] += 1
                 continue
-            dest, why = first_fit(c.facts, c.usage, destinations)
+            dest, why = pool.find(c.facts, c.usage)
             if dest is None:
                 misses[f"no_fit_{why}"] += 1
                 continue
@@ -128,7 +133,7 @@ def plan_moves(
             )
             if result in MOVED:
                 src.usage = after
-                dest.reserve(c.facts.requests, c.usage)
+                pool.reserve(dest, c.facts.requests, c.usage)
                 out.budget_left = out.budget_left - c.usage
                 moved += 1
                 total += 1
