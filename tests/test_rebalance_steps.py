@@ -390,3 +390,42 @@ def test_defaults_off_and_dry_run() -> None:
         80,
     )
     assert build_config({"rebalance": {"enabled": True}}).rebalance.dry_run  # switched on: still a dry run
+
+
+# ---- the README's worked example -----------------------------------------------------------------
+
+
+def test_readme_worked_example() -> None:
+    """README.md, "Rebalancing": four 16-core, 64 GiB nodes, default settings, n1 confirmed hot."""
+    from controller.rebalance.assess import assess
+    from controller.rebalance.cycle import select_and_plan
+    from controller.rebalance.facts import FACTS
+    from controller.rebalance.usage import PodUsage
+
+    cfg = RebalanceSettings(enabled=True, dry_run=False)
+    ratios = {"n1": (0.90, 0.50), "n2": (0.30, 0.40), "n3": (0.40, 0.60), "n4": (0.20, 0.30)}
+    nodes = {name: node_facts(node(name)) for name in ratios}
+    a = assess(nodes, ratios, {"n1": 4}, cfg)  # n1 was high in the 4 cycles before: this is the 5th
+    assert {n: v.cls for n, v in a.views.items()} == {"n1": "high", "n2": "low", "n3": "normal", "n4": "low"}
+    assert [s.name for s in a.sources] == ["n1"] and a.gate is None
+    assert a.budget.cpu == pytest.approx(7.2 + 8.8) and a.budget.memory == pytest.approx((25.6 + 32) * GIB)
+
+    specs = {
+        "batch-1": pod("batch-1", "n1", offline=True),
+        "web-1": pod("web-1", "n1"),
+        "web-2": pod("web-2", "n1"),
+        "web-3": pod("web-3", "n1"),
+        "cache": pod("cache", "n1", volumes=[{"name": "scratch", "emptyDir": {}}]),
+        "node-exporter": pod("node-exporter", "n1", owner="DaemonSet"),
+    }
+    used = {"batch-1": 0.6, "web-1": 1.5, "web-2": 1.0, "web-3": 0.4, "cache": 2.0, "node-exporter": 0.2}
+    mem = {"batch-1": 2 * GIB, "web-1": 1 * GIB}
+    cache = {f"default/{n}": {FACTS: facts(p)} for n, p in specs.items()}
+    usages = {"n1": [PodUsage("default", n, f"uid-default-{n}", Amounts(c, mem.get(n, GIB))) for n, c in used.items()]}
+    out = select_and_plan(a, usages, {}, cache.get, cache.values, cfg, lambda *x: "evicted")
+    assert [c.facts.name for c in out.candidates["n1"]] == ["batch-1", "web-1", "web-2", "web-3"]
+    assert out.skipped_pods["n1"] == {"local_storage": 1, "daemonset": 1}
+    moves = [(m.pod, m.destination, round(100 * m.source_after.cpu / 16, 2)) for m in out.plan.moves]
+    assert moves == [("default/batch-1", "n4", 86.25), ("default/web-1", "n4", 76.88)]  # max 2 per node
+    assert out.plan.budget_left.cpu == pytest.approx(13.9)
+    assert out.plan.budget_left.memory == pytest.approx(54.6 * GIB)
