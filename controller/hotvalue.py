@@ -70,19 +70,18 @@ class BindingRecords:
         self._by_uid: dict[str, tuple[str, float]] = {}
         self._lock = threading.Lock()
 
-    def keep(self, pod: Mapping[str, Any], *, any_age: bool = False) -> dict[str, Any] | None:
+    def keep(self, pod: Mapping[str, Any]) -> dict[str, Any] | None:
         """The pod informer's transform: a bound pod cut down to what `observe` reads.
 
         None (not cached at all) for an unbound pod or one bound before the longest time range: it can
         never count again. Such a pod that the informer already held is dropped at its next event.
-        `any_age`: keep those too (rebalancing needs every bound pod; `observe` still ignores them).
         """
         spec = pod.get("spec")
         meta = pod.get("metadata")
         if not isinstance(spec, Mapping) or not isinstance(meta, Mapping) or not spec.get("nodeName"):
             return None
         stamp = binding_time(pod)
-        if not any_age and stamp is not None and stamp <= self.clock() - self.horizon:
+        if stamp is not None and stamp <= self.clock() - self.horizon:
             return None
         kept_meta = {k: meta[k] for k in _KEPT_META if k in meta}
         if isinstance(kept_meta.get("namespace"), str):

@@ -215,10 +215,14 @@ class Controller:
         """The pod informer's transform: the binding stub, plus what rebalancing reads when it is on."""
         if self.rebalancer is None:
             return self.bindings.keep(pod)
-        kept = self.bindings.keep(pod, any_age=True)
         facts = self.rebalancer.pod_facts(pod)
-        if kept is not None and facts is not None:
-            kept[FACTS] = facts
+        kept = self.bindings.keep(pod)
+        if facts is None:
+            return kept
+        if kept is None:  # bound too long ago to count for the hot value: the informer's keys and the facts
+            meta = pod.get("metadata") or {}
+            kept = {"metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta}}
+        kept[FACTS] = facts
         return kept
 
     def rebalance_document(self) -> dict[str, Any]:

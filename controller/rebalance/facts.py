@@ -12,6 +12,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
 from agent.classify import Classifier
@@ -98,14 +100,25 @@ class PodFacts:
     active: bool  # Running or Pending and not being deleted
 
 
-def _intern_map(m: object, keys: Collection[str] | None = None) -> dict[str, str]:
+#: Shared by every object without labels / node selector (most pods): no empty dict per pod.
+EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+def _intern_map(m: object, keys: Collection[str] | None = None) -> Mapping[str, str]:
     if not isinstance(m, Mapping):
-        return {}
-    return {
+        return EMPTY
+    out = {
         sys.intern(str(k)): sys.intern(str(v))
         for k, v in m.items()
         if isinstance(k, str) and isinstance(v, str) and (keys is None or k in keys)
     }
+    return out or EMPTY
+
+
+@lru_cache(maxsize=4096)
+def _shared_tolerations(raw: tuple[tuple[str, str, str, str], ...]) -> tuple[Toleration, ...]:
+    """Most pods carry the same few default tolerations: one tuple of them for all."""
+    return tuple(Toleration(*t) for t in raw)
 
 
 def _amounts(raw: object) -> Amounts | None:
@@ -165,8 +178,8 @@ def _affinity_terms(spec: Mapping[str, Any]) -> tuple[tuple[Requirement, ...], .
 
 
 def _tolerations(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
-    return tuple(
-        Toleration(
+    raw = tuple(
+        (
             str(t.get("key", "") or ""),
             str(t.get("operator", "") or "Equal"),
             str(t.get("value", "") or ""),
@@ -175,6 +188,7 @@ def _tolerations(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
         for t in spec.get("tolerations") or ()
         if isinstance(t, Mapping)
     )
+    return _shared_tolerations(raw) if raw else ()
 
 
 def _local_storage(spec: Mapping[str, Any]) -> bool:
