@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -429,3 +430,13 @@ def test_readme_worked_example() -> None:
     assert moves == [("default/batch-1", "n4", 86.25), ("default/web-1", "n4", 76.88)]  # max 2 per node
     assert out.plan.budget_left.cpu == pytest.approx(13.9)
     assert out.plan.budget_left.memory == pytest.approx(54.6 * GIB)
+
+
+def test_a_bad_rebalance_setting_exits_2_naming_the_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from controller.main import main
+
+    cfg = tmp_path / "controller.yaml"
+    cfg.write_text("rebalance:\n  enabled: true\n  max_evictions_per_node: -1\n", encoding="utf-8")
+    assert main(["--config", str(cfg), "--check"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "rebalance.max_evictions_per_node" in err and len(err.splitlines()) == 1 and "Traceback" not in err
