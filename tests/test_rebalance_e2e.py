@@ -66,8 +66,8 @@ def rebalancing(dry_run: bool = False, **more: Any) -> dict[str, Any]:
     return {"enabled": True, "dry_run": dry_run, "consecutive_abnormalities": 2, "max_evictions_per_node": 5, **more}
 
 
-def start(kube: Kube, cfg: Any, started: list[Controller]) -> Controller:  # noqa: F811
-    c = Controller(kube, cfg, default_policy(), clock=Clock(T0))
+def start(kube: Kube, cfg: Any, started: list[Controller], clock: Clock | None = None) -> Controller:  # noqa: F811
+    c = Controller(kube, cfg, default_policy(), clock=clock or Clock(T0))
     started.append(c)
     c.start(run_loop=False)
     wait_for(c.synced, what="informers")
@@ -97,7 +97,8 @@ def test_hot_node_pods_are_evicted_until_it_is_under_its_threshold_and_no_furthe
     started: list[Controller],  # noqa: F811
 ) -> None:
     cluster(kube_api, fleet)
-    c = start(kube, config(rebalance=rebalancing()), started)
+    clock = Clock(T0)
+    c = start(kube, config(rebalance=rebalancing()), started, clock)
     cycle(c)
     assert evicted(kube_api) == []  # high once: not confirmed yet
     assert PODS_PATH not in fleet.paths.get("hot", [])  # no pod polls before a source is confirmed
@@ -128,9 +129,18 @@ def test_hot_node_pods_are_evicted_until_it_is_under_its_threshold_and_no_furthe
     assert doc["moves"][-1]["source_after"]["cpu_percent"] == pytest.approx(71.25)
     assert [c_["pod"] for c_ in doc["candidates"]["hot"]][:2] == ["default/batch", "default/web-a"]
 
-    # The agent's window still shows the evicted load for a while: the count restarted, nothing more goes.
+    # The agent's window still shows the evicted load for a while: the node settles, nothing more goes.
+    for _ in range(3):
+        cycle(c)
+    assert len(evicted(kube_api)) == 3 and c.rebalance_document()["nodes"]["high"][0]["abnormal_cycles"] == 0
+    # 5 minutes later (the agent here still says 90%) it is confirmed afresh: the pods that are left go.
+    wait_for(lambda: c.pods is not None and len(c.pods.items()) == 3, what="the pod informer sees the evictions")
+    clock.now = T0 + 300
     cycle(c)
     assert len(evicted(kube_api)) == 3
+    cycle(c)
+    assert evicted(kube_api)[3:] == ["web-c", "web-d"]
+    assert c.rebalance_document()["skipped_pods"]["hot"] == {"unknown_pod": 3}  # evicted, still in the agent's list
 
 
 def test_pdb_429_moves_on_to_the_next_candidate(

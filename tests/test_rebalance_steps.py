@@ -124,6 +124,17 @@ def test_a_node_is_a_source_only_after_consecutive_high_cycles() -> None:
     assert counts == {"a": 6, "b": 3}
     assert anomaly.after_evictions(counts, {"a"}) == {"a": 0, "b": 3}
     assert anomaly.next_counts(counts, set()) == {}  # not high (or no fresh sample): reset
+    assert anomaly.next_counts(counts, {"a", "b"}, settling={"a"}) == {"b": 4}  # lost pods recently: held at 0
+
+
+@pytest.mark.parametrize(
+    ("window", "seconds"),
+    [("avg_1m", 60), ("avg_5m", 300), ("p95_5m", 300), ("max_avg_1h", 3600), ("max_avg_1d", 86400)],
+)
+def test_a_node_settles_for_its_windows_span(window: str, seconds: float) -> None:
+    assert anomaly.settle_seconds(window) == seconds
+    acted = {"a": 1000.0, "b": 1000.0 - seconds}
+    assert anomaly.settling(acted, 1000.0 + seconds - 1, seconds) == {"a"}
 
 
 # ---- step 4: budget ------------------------------------------------------------------------------

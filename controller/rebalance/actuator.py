@@ -22,8 +22,8 @@ from prometheus_client import CollectorRegistry
 from agent.classify import KOORD_QOS_LABEL, Classifier
 from controller.config import ClassifySettings
 from controller.poller import AgentSample
+from controller.rebalance import anomaly
 from controller.rebalance.agentpods import Fetch, fetch_pod_usages
-from controller.rebalance.anomaly import after_evictions
 from controller.rebalance.assess import assess
 from controller.rebalance.candidates import Candidate
 from controller.rebalance.cycle import CycleOutcome, Lookup, select_and_plan
@@ -78,6 +78,8 @@ class Rebalancer:
         self._classifier = Classifier(classify.offline_priority_classes, classify.offline_priority_below)
         self._label_keys = cfg.selector_label_keys() | {KOORD_QOS_LABEL}
         self._counts: dict[str, int] = {}
+        self._acted_at: dict[str, float] = {}  # node -> when it last lost pods (clock)
+        self._settle = anomaly.settle_seconds(cfg.window)
         self._events: dict[str, str] = {}  # node -> last skip reason announced by an Event
         self._last_summary = ""
         self._last: CycleOutcome | None = None
@@ -114,7 +116,10 @@ class Rebalancer:
                 facts[name] = f if isinstance(f, NodeFacts) else None
         cpu_w, mem_w = self.windows
         ratios = {n: (s.windows.get(cpu_w), s.windows.get(mem_w)) for n, s in samples.items()}
-        a = assess(facts, ratios, self._counts, self.cfg)
+        now = self.clock()
+        settling = anomaly.settling(self._acted_at, now, self._settle)
+        self._acted_at = {n: t for n, t in self._acted_at.items() if n in settling}
+        a = assess(facts, ratios, self._counts, self.cfg, settling)
         cpu_seconds = time.process_time() - started
         usages: dict[str, Any] = {}
         failed: dict[str, str] = {}
@@ -140,7 +145,8 @@ class Rebalancer:
         else:  # evictions block on the API server: off the event loop
             out = await asyncio.to_thread(select_and_plan, a, usages, failed, lookup, all_pods, self.cfg, attempt)
         self.metrics.plan_duration.observe(cpu_seconds + time.process_time() - started)
-        self._counts = after_evictions(a.counts, out.plan.acted_on)
+        self._counts = anomaly.after_evictions(a.counts, out.plan.acted_on)
+        self._acted_at.update(dict.fromkeys(out.plan.acted_on, now))
         self._record(out)
         return out
 
@@ -244,6 +250,11 @@ class Rebalancer:
                 f"{v.pct.memory:.1f}% / {limits.high.memory:.0f}% of allocatable, {self.cfg.window}) but "
                 f"nothing was evicted: {skip.reason}" + (f" ({details})" if details else ""),
             )
+
+    def reset(self) -> None:
+        """Forget the counts and settling nodes (leadership changed: what we saw as leader is stale)."""
+        self._counts = {}
+        self._acted_at = {}
 
     # ---- serving -------------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@ sources, the low nodes as destinations, the budget and whether anything may happ
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from controller.rebalance import anomaly
@@ -48,8 +48,10 @@ def assess(
     ratios: Mapping[str, tuple[float | None, float | None]],
     previous_counts: Mapping[str, int],
     cfg: RebalanceSettings,
+    settling: Collection[str] = (),
 ) -> Assessment:
-    """`nodes`: every known node's facts; `ratios`: (cpu, memory) window ratios of the nodes polled now."""
+    """`nodes`: every known node's facts; `ratios`: (cpu, memory) window ratios of the nodes polled now;
+    `settling`: nodes that recently lost pods (never confirmed while their window still holds them)."""
     usages: dict[str, tuple[NodeFacts, Amounts, Amounts]] = {}
     unknown: list[str] = []
     for name, facts in nodes.items():
@@ -67,7 +69,7 @@ def assess(
         deviation=cfg.use_deviation_thresholds,
     )
     classes = {name: classify_node(pct, limits) for name, (_, _, pct) in usages.items()}
-    counts = anomaly.next_counts(previous_counts, [n for n, c in classes.items() if c == "high"])
+    counts = anomaly.next_counts(previous_counts, [n for n, c in classes.items() if c == "high"], settling)
     views = {
         name: NodeView(name, facts, facts.allocatable, usage, pct, classes[name], counts.get(name, 0))
         for name, (facts, usage, pct) in usages.items()
@@ -85,7 +87,7 @@ def assess(
 
 
 def destinations(low: Iterable[NodeView], limits: Limits, requested: Mapping[str, Amounts]) -> list[Destination]:
-    """The low nodes as destinations, most room first (the order `fit.first_fit` tries them in)."""
+    """The low nodes as destinations (`fit.DestinationPool` tries them most room first)."""
     return [
         Destination(
             v.name, v.facts, v.allocatable, v.usage, absolute(limits.high, v.allocatable), requested.get(v.name, ZERO)
