@@ -44,7 +44,7 @@ class RebalanceMetrics:
         )
         self.plan_duration = Histogram(
             "colo_controller_rebalance_plan_duration_seconds",
-            "CPU-bound planning time of one rebalancing cycle (pod polls and evictions excluded).",
+            "Wall time of planning one rebalancing cycle (pod polls excluded; evictions included outside a dry run).",
             registry=r,
             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5),
         )
