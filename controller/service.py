@@ -248,8 +248,8 @@ class Controller:
         self.metrics.is_leader.set(1 if leading else 0)
         if not leading:
             self.writer.clear()
-        if self.rebalancer is not None:
-            self.rebalancer.reset()
+        if leading and self.rebalancer is not None:
+            self.rebalancer.reset()  # what it counted when it last led is stale
         # Either way, trust the informer's objects again rather than our memory of past writes.
         self.latest.reset(self.nodes.items)
 

@@ -252,7 +252,7 @@ class Rebalancer:
             )
 
     def reset(self) -> None:
-        """Forget the counts and settling nodes (leadership changed: what we saw as leader is stale)."""
+        """Forget the counts and settling nodes (on gaining the lease: what we saw when we last led is stale)."""
         self._counts = {}
         self._acted_at = {}
 
