@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 from bench.bench_controller import AgentFleet, agent_payload
 from controller.extender import create_app
 from controller.policy import default_policy
+from controller.rebalance.facts import FACTS, Amounts
 from controller.rebalance.usage import pod_usages
 from controller.service import Controller
 from kube import Kube
@@ -99,6 +100,14 @@ def test_hot_node_pods_are_evicted_until_it_is_under_its_threshold_and_no_furthe
     cluster(kube_api, fleet)
     clock = Clock(T0)
     c = start(kube, config(rebalance=rebalancing()), started, clock)
+    # The informers keep the scheduling facts next to their slim objects, not whole Nodes and Pods.
+    hot = c.nodes.get("hot")
+    assert hot is not None and set(hot) == {"metadata", "status", FACTS}
+    assert hot[FACTS].allocatable == Amounts(16, 64 * GIB) and hot[FACTS].labels["kubernetes.io/hostname"] == "hot"
+    web_a = c.pods.get("default/web-a") if c.pods is not None else None
+    assert web_a is not None and set(web_a) <= {"metadata", "spec", "status", FACTS}
+    assert web_a.get("spec", {}) in ({}, {"nodeName": "hot"})  # the hot-value stub (created "now" > T0)
+    assert web_a[FACTS].requests == Amounts(0.5, GIB) and web_a[FACTS].owner_kinds == ("ReplicaSet",)
     cycle(c)
     assert evicted(kube_api) == []  # high once: not confirmed yet
     assert PODS_PATH not in fleet.paths.get("hot", [])  # no pod polls before a source is confirmed
