@@ -451,3 +451,42 @@ def test_a_bad_rebalance_setting_exits_2_naming_the_key(tmp_path: Path, capsys: 
     assert main(["--config", str(cfg), "--check"]) == 2
     err = capsys.readouterr().err.strip()
     assert "rebalance.max_evictions_per_node" in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_pod_lists_are_fetched_next_to_the_node_document_and_failures_named() -> None:
+    import asyncio
+    import json
+
+    from controller.httpget import FetchError
+    from controller.rebalance.agentpods import fetch_pod_usages, pods_url
+
+    assert pods_url("http://10.0.0.1:9817/api/v1/node", "/api/v1/pods") == "http://10.0.0.1:9817/api/v1/pods"
+    assert pods_url("http://[fd00::1]:9817/x?y=1", "/api/v1/pods") == "http://[fd00::1]:9817/api/v1/pods"
+    asked: list[str] = []
+
+    async def fetch(url: str, limit: int) -> bytes:
+        asked.append(url)
+        if "slow" in url:
+            await asyncio.sleep(1)
+        if "broken" in url:
+            raise FetchError("http_status", "HTTP 500")
+        if "garbage" in url:
+            return b"{not json"
+        return json.dumps([agent_pod("a", "p", 0.5, GIB)]).encode()
+
+    targets = {n: f"http://{n}:9817/api/v1/node" for n in ("ok", "slow", "broken", "garbage", "other")}
+    usages, failed = asyncio.run(
+        fetch_pod_usages(
+            targets,
+            ["ok", "slow", "broken", "garbage", "gone"],
+            path="/api/v1/pods",
+            window="avg_5m",
+            timeout=0.1,
+            limit=1 << 20,
+            concurrency=2,
+            fetch=fetch,
+        )
+    )
+    assert [u.name for u in usages["ok"]] == ["p"] and set(usages) == {"ok"}
+    assert failed == {"slow": "timeout", "broken": "http_status", "garbage": "bad_payload", "gone": "no_agent"}
+    assert "http://other:9817/api/v1/pods" not in asked  # only the sources' agents are asked
