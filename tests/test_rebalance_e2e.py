@@ -259,3 +259,22 @@ def test_the_pod_usage_parser_reads_the_real_agent_document() -> None:
     assert usages[("team-a", "web")].memory == pytest.approx(2000)
     assert len(usages) == 1  # the pod without a namespace/name (standalone) cannot be evicted
     assert set(agent_pod("a", "b", 1.0, 1.0)) <= set(body[0])  # the tests' agent documents have the real shape
+
+
+def test_an_api_server_that_does_not_answer_stops_the_cycles_evictions(
+    kube_api: FakeKubeAPI,  # noqa: F811
+    kube: Kube,  # noqa: F811
+    fleet: AgentFleet,
+    started: list[Controller],  # noqa: F811
+) -> None:
+    cluster(kube_api, fleet)
+    c = start(kube, config(rebalance=rebalancing()), started)
+    cycle(c)
+    fault = kube_api.inject("POST", r"/eviction$", status=503, times=None)
+    cycle(c)
+    assert fault.hits == 1 and len(kube_api.objects("pods")) == len(HOT_PODS) + 1  # one try, then stop
+    doc = c.rebalance_document()
+    assert doc["stopped"] == "unavailable" and [m["result"] for m in doc["moves"]] == ["unavailable"]
+    kube_api.clear_faults()
+    cycle(c)  # nothing was evicted, so the node is still confirmed: the next cycle tries again
+    assert {p["metadata"]["name"] for p in kube_api.objects("pods")} == {"web-c", "web-d", "cold-web"}

@@ -368,6 +368,10 @@ def test_plan_skips_say_why() -> None:
         [src], lambda _s: cands("hot", 1, 1), [dest(node("cold"))], Amounts(10, 40 * GIB), CFG, lambda *a: "not_leader"
     )
     assert lost.stopped == "not_leader" and len(lost.moves) == 1 and lost.acted_on == set()
+    away = plan_moves([src, source("b", Amounts(15, GIB))], lambda s_: cands(s_.name, 1, 1), [dest(node("cold"))],
+                      Amounts(10, 40 * GIB), CFG, lambda *a: "unavailable")  # fmt: skip
+    assert away.stopped == "unavailable" and len(away.moves) == 1
+    assert [(s.node, s.reason) for s in away.skips] == [("b", "unavailable"), ("hot", "unavailable")]
 
 
 # ---- config --------------------------------------------------------------------------------------

@@ -166,7 +166,7 @@ class Rebalancer:
             result: str = self.kube.evict_pod(c.facts.namespace, c.facts.name, timeout=timeout)
         except ApiError as err:
             log.warning("rebalance: evicting %s from %s failed: %s", c.key, src.name, err)
-            result = "error"
+            result = "unavailable" if err.status == 0 or err.status >= 500 else "error"
         self.metrics.evictions.labels(reason, result).inc()
         if result == "evicted":
             pct = percent(src.usage, src.allocatable)

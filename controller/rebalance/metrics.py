@@ -13,7 +13,7 @@ class RebalanceMetrics:
         self.evictions = Counter(
             "colo_controller_rebalance_evictions_total",
             "Rebalancing evictions by reason (resources over their high threshold on the source) and result "
-            "(evicted, dry_run, blocked by a PodDisruptionBudget, gone, error, not_leader).",
+            "(evicted, dry_run, blocked by a PodDisruptionBudget, gone, error, unavailable, not_leader).",
             ["reason", "result"],
             registry=r,
         )

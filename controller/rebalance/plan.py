@@ -4,7 +4,8 @@ Pure apart from `attempt`, which the caller supplies: the real Eviction call, or
 source, while it is over a high threshold: stop when the budget of any resource is used up or
 `max_evictions_per_cycle` is reached; go to the next source at `max_evictions_per_node`; skip a pod whose
 namespace reached `max_evictions_per_namespace` or that no low node can take; a refused eviction (429
-from a PodDisruptionBudget, an error) moves on to the next candidate. After each eviction (or planned
+from a PodDisruptionBudget, another refusal) moves on to the next candidate, an API server that does not
+answer stops the cycle. After each eviction (or planned
 eviction, in a dry run) the source's usage and the budget drop by the pod's usage and the destination
 reserves its requests and usage. Losing the lease stops everything.
 """
@@ -22,9 +23,12 @@ from controller.rebalance.facts import RESOURCES, ZERO, Amounts
 from controller.rebalance.fit import Destination, DestinationPool
 from controller.rebalance.settings import RebalanceSettings
 
-Outcome = Literal["evicted", "dry_run", "blocked", "gone", "error", "not_leader"]
+Outcome = Literal["evicted", "dry_run", "blocked", "gone", "error", "unavailable", "not_leader"]
 #: Outcomes after which the pod counts as moved (usage, budget and limits are charged).
 MOVED: frozenset[str] = frozenset({"evicted", "dry_run"})
+#: Outcomes that end the cycle's evictions: the lease is gone, or the API server did not answer (no point
+#: in waiting out a timeout per remaining candidate; the next cycle tries again).
+STOPS: frozenset[str] = frozenset({"not_leader", "unavailable"})
 
 
 @dataclass(slots=True)
@@ -139,8 +143,8 @@ def plan_moves(
                 total += 1
                 per_namespace[c.facts.namespace] += 1
                 out.acted_on.add(src.name)
-            elif result == "not_leader":
-                out.stopped = "not_leader"
+            elif result in STOPS:
+                out.stopped = result
                 break
             else:
                 misses[result] += 1
