@@ -278,3 +278,20 @@ def test_an_api_server_that_does_not_answer_stops_the_cycles_evictions(
     kube_api.clear_faults()
     cycle(c)  # nothing was evicted, so the node is still confirmed: the next cycle tries again
     assert {p["metadata"]["name"] for p in kube_api.objects("pods")} == {"web-c", "web-d", "cold-web"}
+
+
+def test_a_source_whose_pod_list_cannot_be_read_is_skipped_with_that_reason(
+    kube_api: FakeKubeAPI,  # noqa: F811
+    kube: Kube,  # noqa: F811
+    fleet: AgentFleet,
+    started: list[Controller],  # noqa: F811
+) -> None:
+    cluster(kube_api, fleet)
+    fleet.set("hot", paths={PODS_PATH: {"not": "a pod list"}})
+    c = start(kube, config(rebalance=rebalancing()), started)
+    cycle(c)
+    cycle(c)
+    doc = c.rebalance_document()
+    assert doc["skips"] == [{"node": "hot", "reason": "pods_unreadable_bad_payload", "details": {}}]
+    assert doc["pod_poll_failed"] == {"hot": "bad_payload"} and evicted(kube_api) == []
+    assert sample(c, "colo_controller_rebalance_pod_polls_total", {"result": "bad_payload"}) == 1

@@ -14,7 +14,7 @@ from typing import Any
 from controller.rebalance.assess import Assessment, destinations
 from controller.rebalance.candidates import Candidate, candidates
 from controller.rebalance.facts import FACTS, Amounts, PodFacts
-from controller.rebalance.plan import Attempt, PlanResult, Source, plan_moves
+from controller.rebalance.plan import Attempt, NodeSkip, PlanResult, Source, plan_moves
 from controller.rebalance.settings import RebalanceSettings
 from controller.rebalance.usage import PodUsage
 
@@ -73,8 +73,14 @@ def select_and_plan(
 
     if not any(usages.get(s.name) for s in a.sources):
         out.plan = plan_moves(a.sources, candidates_of, [], a.budget, cfg, attempt)
-        return out
-    low_names = {v.name for v in a.low}
-    dests = destinations(a.low, a.limits, requested_on(all_pods(), low_names))
-    out.plan = plan_moves(a.sources, candidates_of, dests, a.budget, cfg, attempt)
+    else:
+        low_names = {v.name for v in a.low}
+        dests = destinations(a.low, a.limits, requested_on(all_pods(), low_names))
+        out.plan = plan_moves(a.sources, candidates_of, dests, a.budget, cfg, attempt)
+    out.plan.skips = [  # "no candidates" because the agent's pod list could not be read: say so
+        NodeSkip(s.node, f"pods_unreadable_{poll_failed[s.node]}")
+        if s.reason == "no_candidates" and s.node in poll_failed
+        else s
+        for s in out.plan.skips
+    ]
     return out
