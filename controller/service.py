@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from common.logs import OnChange, Repeats, repeated
 from controller.annotator import Annotator
 from controller.config import ControllerConfig
 from controller.discovery import discover
@@ -94,6 +95,8 @@ class Controller:
         self._gauge_nodes: set[str] = set()
         self._loop_progress: float | None = None  # monotonic end of the polling loop's last complete pass
         self.last_report: CycleReport | None = None
+        self._failed_logs = OnChange()
+        self._overrun_logs = Repeats(period=600.0)
 
         self.rebalancer: Rebalancer | None = None
         if cfg.rebalance.enabled:
@@ -284,9 +287,12 @@ class Controller:
         for name, reason in result.failed.items():
             self.metrics.nodes_failed.labels(reason).inc()
             log.debug("polling agent of node %s failed: %s", name, result.errors.get(name, reason))
-        if result.failed:
-            sample = sorted(result.failed)[:5]
-            log.info("%d of %d agents failed this cycle (e.g. %s)", len(result.failed), len(targets), sample)
+        if self._failed_logs.changed("failed", frozenset(result.failed)):  # the same outage every cycle is no news
+            if result.failed:
+                sample = sorted(result.failed)[:5]
+                log.info("%d of %d agents failing since this cycle (e.g. %s)", len(result.failed), len(targets), sample)
+            else:
+                log.info("every agent answered (%d)", len(targets))
         if self.rebalancer is not None and self.pods is not None:
             try:
                 await self.rebalancer.run(result.samples, targets, nodes, self.pods.get, self.pods.items)
@@ -325,7 +331,9 @@ class Controller:
                     self.metrics.cycle_duration.observe(report.seconds)
                     if report.seconds > interval:
                         self.metrics.cycle_overruns.inc()
-                        log.warning("cycle took %.1fs, longer than the %.1fs interval", report.seconds, interval)
+                        if (held := self._overrun_logs.occurred("overrun")) is not None:
+                            log.warning("cycle took %.1fs, longer than the %.1fs interval%s",
+                                        report.seconds, interval, repeated(held))  # fmt: skip
                 if self.ready():
                     self.refresh_gauges()
                 self._loop_progress = self._monotonic()

@@ -380,7 +380,7 @@ def test_plan_skips_say_why() -> None:
 @pytest.mark.parametrize(
     ("doc", "key"),
     [
-        ({"windo": "avg_5m"}, "rebalance.windo: unknown field"),
+        ({"windo": "avg_5m"}, "rebalance.windo: unknown key"),
         ({"window": "avg_7m"}, "rebalance.window"),
         ({"high_thresholds": {"cpu": 101, "memory": 80}}, "rebalance.high_thresholds.cpu"),
         ({"low_thresholds": {"cpu": 80, "memory": 10}}, "low_thresholds.cpu must not be above high_thresholds.cpu"),
