@@ -18,6 +18,7 @@ from common.config import Layers, is_configmap, load, validate
 from common.listen import split_host_port
 from controller.annotator import MAX_POLLING_INTERVAL
 from controller.durations import to_seconds
+from controller.rebalance.settings import RebalanceSettings
 from controller.scoring import MAX_EXTENDER_PRIORITY
 
 ENV_PREFIX = "COLO_CONTROLLER_"
@@ -148,6 +149,7 @@ class ControllerConfig(_Section):
     leader_election: LeaderSettings = LeaderSettings()
     classify: ClassifySettings = ClassifySettings()
     extender: ExtenderSettings = ExtenderSettings()
+    rebalance: RebalanceSettings = RebalanceSettings()
 
     @field_validator("listen")
     @classmethod

@@ -100,6 +100,7 @@ def in_cluster(cfg: ControllerConfig, policy: DynamicSchedulerPolicy, *, listen_
         ready=controller.ready,
         unhealthy=controller.unhealthy,
         max_body_bytes=cfg.extender.max_body_bytes,
+        rebalance=controller.rebalance_document,
     )
     server = _server(app, cfg)
 
