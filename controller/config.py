@@ -19,6 +19,7 @@ from common.config import Layers, is_configmap, load, validate
 from common.listen import split_host_port
 from controller.annotator import MAX_POLLING_INTERVAL
 from controller.durations import to_seconds
+from controller.rebalance.settings import RebalanceSettings
 from controller.scoring import MAX_EXTENDER_PRIORITY
 from serving.settings import ServingSettings
 
@@ -55,6 +56,9 @@ class AgentSettings(_Section):
     #: issued for (agents are reached by IP; default: the IP itself).
     tls_ca_file: str | None = None
     tls_server_name: str | None = None
+    #: With https: a bearer token file sent to the agents (they review it), for what they do not serve
+    #: openly (/api/v1/pods, read by rebalancing); in a pod, the service account's token.
+    bearer_token_file: str | None = None
     path: str = "/api/v1/node"
     namespace: str = "colo-system"
     endpointslice_selector: str = "kubernetes.io/service-name=colo-agent"
@@ -168,6 +172,7 @@ class ControllerConfig(_Section):
     classify: ClassifySettings = ClassifySettings()
     extender: ExtenderSettings = ExtenderSettings()
     serving: ServingSettings = ServingSettings()
+    rebalance: RebalanceSettings = RebalanceSettings()
 
     @field_validator("listen")
     @classmethod

@@ -156,8 +156,9 @@ def create_app(
     unhealthy: Callable[[], str | None] = lambda: None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     serving: ServingSettings | None = None,
+    rebalance: Callable[[], dict[str, Any]] = lambda: {"enabled": False},
 ) -> FastAPI:
-    """The HTTP surface: /filter, /prioritize, /healthz, /readyz, /metrics, /api/v1/scores.
+    """The HTTP surface: /filter, /prioritize, /healthz, /readyz, /metrics, /api/v1/scores, /api/v1/rebalance.
 
     /healthz (liveness) fails with `unhealthy()`'s reason, for what a restart cures (a dead thread, a
     stuck polling loop); /readyz (readiness) fails until `ready()`, i.e. while the node cache is not
@@ -237,5 +238,9 @@ def create_app(
             if v is not None:
                 out[name] = {"score": v.score, "overloaded": v.overloaded}
         return JSONResponse(out)
+
+    @app.get("/api/v1/rebalance")
+    def rebalance_plan() -> Response:
+        return _json(rebalance())
 
     return app

@@ -55,9 +55,17 @@ async def _read_chunked(reader: asyncio.StreamReader, limit: int) -> bytes:
         await reader.readexactly(2)
 
 
-async def http_get(url: str, limit: int, *, tls: ssl.SSLContext | None = None, server_name: str | None = None) -> bytes:
+async def http_get(
+    url: str,
+    limit: int,
+    *,
+    tls: ssl.SSLContext | None = None,
+    server_name: str | None = None,
+    token: Callable[[], str | None] | None = None,
+) -> bytes:
     """GET `url` and return the body of a 200 response; FetchError otherwise. An https:// URL is fetched
-    with `tls`, verifying the certificate for `server_name` (default: the URL's host)."""
+    with `tls`, verifying the certificate for `server_name` (default: the URL's host); `token()` is sent as
+    a bearer token (only over https)."""
     host, port, path = split_url(url)
     secure = url.startswith("https:")
     if secure and tls is None:
@@ -75,8 +83,10 @@ async def http_get(url: str, limit: int, *, tls: ssl.SSLContext | None = None, s
         raise FetchError("connect", str(err) or type(err).__name__) from None
     try:
         host_header = f"[{host}]" if ":" in host else host
+        bearer = token() if token is not None and secure else None
+        auth = f"Authorization: Bearer {bearer}\r\n" if bearer else ""
         writer.write(
-            f"GET {path} HTTP/1.1\r\nHost: {host_header}:{port}\r\nAccept: application/json\r\n"
+            f"GET {path} HTTP/1.1\r\nHost: {host_header}:{port}\r\nAccept: application/json\r\n{auth}"
             "User-Agent: colo-controller\r\nConnection: close\r\n\r\n".encode("latin-1")
         )
         head = await reader.readuntil(b"\r\n\r\n")
@@ -123,4 +133,16 @@ def agent_fetch(settings: AgentSettings) -> Callable[[str, int], Awaitable[bytes
     if settings.scheme != "https":
         return http_get
     context = ssl.create_default_context(cafile=settings.tls_ca_file)
-    return functools.partial(http_get, tls=context, server_name=settings.tls_server_name)
+    token_file = settings.bearer_token_file
+
+    def token() -> str | None:
+        # Read at every poll: service-account tokens are rotated in place (about hourly).
+        if token_file is None:
+            return None
+        try:
+            with open(token_file, encoding="ascii") as f:
+                return f.read().strip() or None
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    return functools.partial(http_get, tls=context, server_name=settings.tls_server_name, token=token)

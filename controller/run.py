@@ -107,6 +107,7 @@ def in_cluster(cfg: ControllerConfig, policy: DynamicSchedulerPolicy, *, listen_
             unhealthy=controller.unhealthy,
             max_body_bytes=cfg.extender.max_body_bytes,
             serving=cfg.serving,
+            rebalance=controller.rebalance_document,
         )
         server = _server(app, cfg, kube)
     except (ConfigError, OSError) as err:

@@ -226,3 +226,44 @@ def test_a_flood_of_new_tokens_is_not_a_flood_of_reviews(kube_api: FakeKubeAPI, 
     codes = asyncio.run(flood())
     assert codes.count(401) == MAX_REVIEWS_IN_FLIGHT and codes.count(503) == 2 * MAX_REVIEWS_IN_FLIGHT
     assert len(reviews(kube_api)) == MAX_REVIEWS_IN_FLIGHT
+
+
+def test_poller_sends_its_token_over_https_only(
+    kube_api: FakeKubeAPI,  # noqa: F811
+    kube: Kube,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """agent.bearer_token_file: the controller's token reaches an authenticating server over HTTPS (read at
+    every poll, so a rotated token is used), and is never sent over plain HTTP."""
+    import asyncio
+
+    from controller.config import AgentSettings
+    from controller.httpget import FetchError, agent_fetch
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl CLI")
+    cert, key = make_cert(tmp_path, "agent")
+    kube_api.add_user("controller-token", "system:serviceaccount:colo-system:colo-controller")
+    kube_api.grant("system:serviceaccount:colo-system:colo-controller", "get", "/api/v1/scores")
+    app = controller_app()
+    settings = ServingSettings(authenticate=True, tls_cert_file=str(cert), tls_key_file=str(key))
+    secure(app, settings, kube)  # type: ignore[arg-type]
+    server = make_server(app, "127.0.0.1", 0, settings)  # type: ignore[arg-type]
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    wait_for(lambda: server.started)
+    try:
+        token_file = tmp_path / "token"
+        token_file.write_text("stale-token\n")
+        url = f"https://127.0.0.1:{server.bound_port}/api/v1/scores"
+        fetch = agent_fetch(AgentSettings(scheme="https", tls_ca_file=str(cert), bearer_token_file=str(token_file)))
+        with pytest.raises(FetchError, match="401"):
+            asyncio.run(fetch(url, 1 << 16))  # type: ignore[arg-type]
+        token_file.write_text("controller-token\n")  # rotated in place
+        assert asyncio.run(fetch(url, 1 << 16)) == b"{}"  # type: ignore[arg-type]
+    finally:
+        server.stop()
+        server.close()
+        thread.join(10)
+    plain = agent_fetch(AgentSettings(bearer_token_file=str(token_file)))
+    assert plain.__name__ == "http_get"  # type: ignore[attr-defined]  # plain HTTP: no token at all
