@@ -143,6 +143,8 @@ class ControllerConfig(_Section):
     leader_election: LeaderSettings = LeaderSettings()
     classify: ClassifySettings = ClassifySettings()
     extender: ExtenderSettings = ExtenderSettings()
+    #: Deprecated: also write `colo.io/oversubscription`, a copy of the agent's own capacity annotations.
+    legacy_oversubscription_annotation: bool = False
 
     @field_validator("listen")
     @classmethod
