@@ -4,16 +4,17 @@ The agent builds these documents as plain dicts (exporter.api; fast, no model in
 models describe them, and the controller parses what an agent answers with them. Every field the agent
 writes is required (a renamed or missing key is an error, never a silent 0); keys the models do not know
 are ignored, so a newer agent may add some. Every number is checked for type, finiteness and range:
-ratios lie in 0..1 (a `RATIO_TOLERANCE` above 1 or below 0 is clamped back), byte counts are integers,
-nothing is NaN or infinite, and what a node uses or lends is bounded by what it has. A document that
-fails is rejected whole with `DocumentRejected`, whose `reason` is one of `REASONS`.
+ratios lie in 0..1 (up to `RATIO_TOLERANCE` beyond is accepted, and the reader brings the values it uses
+back with `clamp_ratio`: a Python validator on every field would cost more than the whole parse), byte
+counts are integers, nothing is NaN or infinite, and what a node uses or lends is bounded by what it has.
+A document that fails is rejected whole with `DocumentRejected`, whose `reason` is one of `REASONS`.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
 from contract.windows import NODE_WINDOW_KEYS, POD_WINDOW_FIELD, WINDOW_NAMES
@@ -38,11 +39,12 @@ _TYPE_ERRORS = frozenset(
 _RANGE_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal"})
 
 
-def _clamp_ratio(value: float) -> float:
+def clamp_ratio(value: float) -> float:
+    """A ratio the model accepted (within RATIO_TOLERANCE of 0..1), into 0..1."""
     return min(1.0, max(0.0, value))
 
 
-Ratio = Annotated[float, Field(ge=-RATIO_TOLERANCE, le=1.0 + RATIO_TOLERANCE), AfterValidator(_clamp_ratio)]
+Ratio = Annotated[float, Field(ge=-RATIO_TOLERANCE, le=1.0 + RATIO_TOLERANCE)]
 Cores = Annotated[float, Field(ge=0.0, le=MAX_CORES)]
 Bytes = Annotated[int, Field(ge=0, le=MAX_BYTES)]
 Rate = Annotated[float, Field(ge=0.0, le=MAX_BYTES_PER_SECOND)]

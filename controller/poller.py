@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from contract.agent_api import DocumentRejected, parse_node_document
+from contract.agent_api import DocumentRejected, clamp_ratio, parse_node_document
 from controller.annotations import Oversubscription
 from controller.httpget import FetchError, http_get
 
@@ -59,7 +59,10 @@ def parse_sample(node: str, body: bytes | str, wanted: Collection[str], at: floa
     if doc.node_name is not None and doc.node_name != node:
         raise SampleRejected("wrong_node", f"agent reports node {doc.node_name[:64]!r}")
     windows = doc.windows
-    values = {name: windows[name].value for name in wanted}
+    values: dict[str, float | None] = {}
+    for name in wanted:
+        value = windows[name].value
+        values[name] = None if value is None else clamp_ratio(value)
     over = doc.oversubscription
     published: Oversubscription | None = None
     if over.enabled and over.cpu_millicores is not None and over.memory_bytes is not None:
