@@ -36,7 +36,9 @@ _TYPE_ERRORS = frozenset(
     {"float_type", "int_type", "bool_type", "string_type", "dict_type", "list_type", "model_type", "literal_error",
      "none_required", "model_attributes_type", "union_tag_invalid", "int_from_float", "float_parsing", "int_parsing"}
 )  # fmt: skip
-_RANGE_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal"})
+_RANGE_ERRORS = frozenset(
+    {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "string_too_long", "string_pattern_mismatch"}
+)
 
 
 def clamp_ratio(value: float) -> float:
@@ -136,10 +138,14 @@ class Oversubscription(_Model):
         return self
 
 
+#: RFC 3339 in UTC, as the agent writes it (`2026-11-22T10:00:00.000Z`).
+Timestamp = Annotated[str, Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?Z$")]
+
+
 class NodeDocument(_Model):
     """`GET /api/v1/node`."""
 
-    node_name: str | None
+    node_name: Annotated[str, Field(max_length=253)] | None  # a Node's name is a DNS subdomain
     cpu_capacity_cores: Annotated[float, Field(gt=0.0, le=MAX_CORES)]
     cpu_cores: Cores | None
     cpu_usage_ratio: Ratio | None
@@ -151,7 +157,7 @@ class NodeDocument(_Model):
     network: Network
     windows: dict[str, Window]
     units: dict[str, str]
-    timestamp: str
+    timestamp: Timestamp
     seq: Bytes
     oversubscription: Oversubscription
     enforcement: dict[str, Any]  # the agent's enforcement and eviction state: diagnostics, read by nobody

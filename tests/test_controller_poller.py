@@ -93,6 +93,8 @@ BAD: dict[str, tuple[Callable[[dict[str, Any]], dict[str, Any] | str], str]] = {
     "cores above capacity": (lambda d: _set(d, "cpu_cores", 80.0), "out_of_range"),
     "negative rate": (lambda d: _set(d, "network.total.receive_bytes_per_second", -1.0), "out_of_range"),
     "another node": (lambda d: _set(d, "node_name", "someone-else"), "wrong_node"),
+    "a 1 MB node name": (lambda d: _set(d, "node_name", "n" * (1 << 20)), "out_of_range"),
+    "not a timestamp": (lambda d: _set(d, "timestamp", "yesterday"), "out_of_range"),
     "not JSON": (lambda d: "{'windows': ", "not_json"),
     "a list": (lambda d: "[1, 2]", "not_object"),
 }
