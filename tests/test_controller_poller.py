@@ -97,6 +97,7 @@ BAD: dict[str, tuple[Callable[[dict[str, Any]], dict[str, Any] | str], str]] = {
     "not a timestamp": (lambda d: _set(d, "timestamp", "yesterday"), "out_of_range"),
     "not JSON": (lambda d: "{'windows': ", "not_json"),
     "a list": (lambda d: "[1, 2]", "not_object"),
+    "deeply nested": (lambda d: "[" * 100000 + "]" * 100000, "not_json"),
 }
 
 
