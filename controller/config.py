@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from contract.classify import DEFAULT_OFFLINE_CLASSES
 from controller.annotator import MAX_POLLING_INTERVAL
 from controller.durations import to_seconds
 from controller.errors import ConfigError, from_validation_error
@@ -106,7 +107,7 @@ class LeaderSettings(_Section):
 class ClassifySettings(_Section):
     """Online/offline pod classification, same knobs as the agent's."""
 
-    offline_priority_classes: tuple[str, ...] = ("koord-batch", "koord-free")
+    offline_priority_classes: tuple[str, ...] = DEFAULT_OFFLINE_CLASSES
     offline_priority_below: int = 0
 
 
