@@ -12,7 +12,7 @@ from collections.abc import Collection, Mapping
 from decimal import Decimal
 from typing import Any
 
-from kube import parse_quantity
+from kube.resources import quantity
 
 
 def node_name(node: Mapping[str, Any]) -> str | None:
@@ -44,7 +44,7 @@ def node_allocatable(node: Mapping[str, Any]) -> tuple[Decimal | None, Decimal |
     alloc = status.get("allocatable") if isinstance(status, Mapping) else None
     if not isinstance(alloc, Mapping):
         return None, None
-    return parse_quantity(alloc.get("cpu")), parse_quantity(alloc.get("memory"))
+    return quantity(alloc.get("cpu")), quantity(alloc.get("memory"))
 
 
 def slim_node(node: Mapping[str, Any], annotation_keys: Collection[str]) -> dict[str, Any]:

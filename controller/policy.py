@@ -15,6 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from common.config import is_configmap, unwrap_configmap
 from contract.windows import NODE_WINDOW_KEYS
 from controller.durations import parse_go_duration
 from controller.errors import ConfigError, from_validation_error
@@ -201,7 +202,7 @@ def _rename(err: ConfigError) -> ConfigError:
 
 
 def load_policy(path: str | Path) -> DynamicSchedulerPolicy:
-    """Read a YAML or JSON policy file."""
+    """Read a YAML or JSON policy file, or the ConfigMap holding it as `policy.yaml` (the manifests' form)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as err:
@@ -210,4 +211,6 @@ def load_policy(path: str | Path) -> DynamicSchedulerPolicy:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as err:
         raise ConfigError(f"policy file {path}: not valid YAML: {err}") from None
+    if is_configmap(doc):
+        doc = unwrap_configmap(doc, f"policy file {path}", "policy.yaml")
     return parse_policy(doc, source=f"policy file {path}")

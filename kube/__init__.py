@@ -3,7 +3,6 @@
 from kube.client import RESOURCES, ApiError, EvictionResult, Kind, Kube, WatchStream
 from kube.informer import Informer, Transform, object_key, resource_version
 from kube.lease import LeaderElector
-from kube.quantity import parse_quantity
 
 __all__ = [
     "RESOURCES",
@@ -16,6 +15,5 @@ __all__ = [
     "Transform",
     "WatchStream",
     "object_key",
-    "parse_quantity",
     "resource_version",
 ]
