@@ -95,7 +95,7 @@ def test_request_data_kept_bounded_and_clipped_in_logs(caplog: pytest.LogCapture
 
 
 def test_remembered_pods_capped_in_number() -> None:
-    from agent.classify import MAX_WARNED
+    from contract.classify import MAX_WARNED
 
     classify = PodClassifier(ClassifySettings())
     for i in range(MAX_WARNED + 100):
