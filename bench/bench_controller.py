@@ -31,21 +31,12 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-WINDOWS = (
-    "cpu_usage_avg_1m",
-    "cpu_usage_avg_5m",
-    "cpu_usage_max_avg_1h",
-    "cpu_usage_max_avg_1d",
-    "mem_usage_avg_1m",
-    "mem_usage_avg_5m",
-    "mem_usage_max_avg_1h",
-    "mem_usage_max_avg_1d",
-)
+from bench.agent_document import real_node_document
 
 
 def agent_payload(
@@ -54,19 +45,11 @@ def agent_payload(
     *,
     oversubscription: tuple[int, int] | None = (1000, 2 << 30),
 ) -> dict[str, Any]:
-    """The shape of the agent's GET /api/v1/node, with the same ratio in every window unless given."""
-    per = usage if isinstance(usage, Mapping) else dict.fromkeys(WINDOWS, usage)
-    doc: dict[str, Any] = {
-        "node_name": node,
-        "cpu_cores": 8,
-        "cpu_usage_ratio": per.get("cpu_usage_avg_1m"),
-        "memory_used_bytes": 4 << 30,
-        "memory_usage_ratio": per.get("mem_usage_avg_1m"),
-        "windows": {k: {"value": per.get(k), "coverage": 1.0} for k in WINDOWS},
-    }
-    if oversubscription is not None:
-        doc["oversubscription"] = {"cpu_millicores": oversubscription[0], "memory_bytes": oversubscription[1]}
-    return doc
+    """The agent's real GET /api/v1/node document (bench.agent_document), with the same ratio in every window
+    unless given, and the published capacity (None: the node is not labelled for oversubscription)."""
+    return real_node_document(
+        node, usage, oversubscription=oversubscription, oversubscribed=oversubscription is not None
+    )
 
 
 @dataclass
@@ -77,6 +60,7 @@ class AgentBehavior:
     delay: float = 0.0
     mode: str = "ok"
     status: int = 500
+    by_path: dict[str, bytes] = field(default_factory=dict)  # bodies of other paths (e.g. /api/v1/pods)
 
 
 @dataclass
@@ -99,6 +83,7 @@ class _AgentProtocol(asyncio.Protocol):
         self.buf = b""
         self.transport: asyncio.Transport | None = None
         self.counted = False
+        self.path = ""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -111,7 +96,9 @@ class _AgentProtocol(asyncio.Protocol):
         if b"\r\n\r\n" not in self.buf:
             return
         self.counted = True
-        self.fleet._begin(self.key)
+        request_line = self.buf.split(b"\r\n", 1)[0].split(b" ")
+        self.path = request_line[1].decode("latin-1") if len(request_line) > 1 else ""
+        self.fleet._begin(self.key, self.path)
         behavior = self.fleet.behaviors[self.key]
         loop = asyncio.get_running_loop()
         if behavior.delay > 0:
@@ -126,7 +113,7 @@ class _AgentProtocol(asyncio.Protocol):
         if b.mode == "hang":
             return  # the client's deadline must cut us off
         if b.mode == "ok":
-            t.write(_response(200, b.body))
+            t.write(_response(200, b.by_path.get(self.path, b.body)))
         elif b.mode == "status":
             t.write(_response(b.status, b'{"error":"broken"}'))
         elif b.mode == "garbage":
@@ -147,6 +134,7 @@ class AgentFleet:
     def __init__(self) -> None:
         self.behaviors: dict[str, AgentBehavior] = {}
         self.stats: dict[str, AgentStats] = {}
+        self.paths: dict[str, list[str]] = {}  # key -> paths requested, in order
         self.addresses: dict[str, tuple[str, int]] = {}
         self._servers: list[asyncio.Server] = []
         self._lock = threading.Lock()
@@ -154,8 +142,9 @@ class AgentFleet:
         self._thread = threading.Thread(target=self.loop.run_forever, name="agent-fleet", daemon=True)
         self._thread.start()
 
-    def _begin(self, key: str) -> None:
+    def _begin(self, key: str, path: str = "") -> None:
         with self._lock:
+            self.paths.setdefault(key, []).append(path)
             s = self.stats[key]
             s.requests += 1
             s.in_flight += 1
@@ -189,10 +178,13 @@ class AgentFleet:
         return int(bound)
 
     def set(self, key: str, **changes: Any) -> None:
-        """Change an agent's behavior: body=, delay=, mode=, status=."""
+        """Change an agent's behavior: body=, delay=, mode=, status=, payload= (the node document), and
+        paths={path: JSON document} for other paths (e.g. the agent's /api/v1/pods)."""
         b = self.behaviors[key]
         if "payload" in changes:
             changes["body"] = json.dumps(changes.pop("payload")).encode()
+        if "paths" in changes:
+            changes["by_path"] = {**b.by_path, **{p: json.dumps(d).encode() for p, d in changes.pop("paths").items()}}
         for name, value in changes.items():
             setattr(b, name, value)
 

@@ -25,16 +25,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.logs import OnChange, Repeats, repeated
+from controller import annotations as ann
 from controller.annotator import Annotator
 from controller.config import ControllerConfig
 from controller.discovery import discover
 from controller.extender import Extender
 from controller.hotvalue import BindingRecords
+from controller.httpget import agent_fetch
 from controller.latest import LatestNodes
 from controller.metrics import ControllerMetrics
 from controller.nodes import node_annotations, node_name, slim_node
 from controller.policy import DynamicSchedulerPolicy
 from controller.poller import AgentPoller
+from controller.rebalance.actuator import Rebalancer
+from controller.rebalance.facts import FACTS
 from controller.scoring import ScoreBoard, Scorer
 from controller.writer import AnnotationWriter
 from kube import Informer, Kube, LeaderElector
@@ -80,9 +84,17 @@ class Controller:
         self._monotonic = monotonic
         self.metrics = metrics or ControllerMetrics()
         self.scorer = Scorer(policy.spec)
-        self.board = ScoreBoard(self.scorer)
+        self.board = ScoreBoard(self.scorer, on_rejected=self._on_capacity_rejected)
         self.bindings = BindingRecords(policy.spec.hot_value, clock=clock)
-        self.annotator = Annotator(self.scorer, interval=cfg.polling.interval)
+        self.annotator = Annotator(
+            self.scorer, interval=cfg.polling.interval, legacy_oversubscription=cfg.legacy_oversubscription_annotation
+        )
+        if cfg.legacy_oversubscription_annotation:
+            log.warning(
+                "legacy_oversubscription_annotation is deprecated: %s copies the agent's %s and %s, which the "
+                "extender reads itself; the copy will be removed in a later release",
+                ann.OVERSUBSCRIPTION, ann.PUBLISHED_CPU, ann.PUBLISHED_MEMORY,
+            )  # fmt: skip
         # Nodes as the informer shows them, or as our own last patch left them when the watch lags behind
         # it: planning from the informer alone would rewrite what we wrote a cycle ago.
         self.latest = LatestNodes(on_change=self.board.update_node)
@@ -96,7 +108,24 @@ class Controller:
         self._failed_logs = OnChange()
         self._overrun_logs = Repeats(period=600.0)
 
-        self.nodes = Informer(kube, "nodes", on_event=self._on_node, transform=self._slim)
+        self.rebalancer: Rebalancer | None = None
+        if cfg.rebalance.enabled:
+            self.rebalancer = Rebalancer(
+                kube,
+                cfg.rebalance,
+                cfg.classify,
+                registry=self.metrics.registry,
+                lease_time_left=self.lease_time_left,
+                poll_timeout=cfg.polling.timeout,
+                poll_concurrency=cfg.polling.concurrency,
+                request_timeout=cfg.kube_request_timeout,
+                clock=clock,
+                fetch=agent_fetch(cfg.agent),
+            )
+
+        self.nodes = Informer(
+            kube, "nodes", label_selector=cfg.node_selector or None, on_event=self._on_node, transform=self._slim
+        )
         self.slices: Informer | None = None
         if cfg.agent.use_endpointslices:
             self.slices = Informer(
@@ -106,9 +135,9 @@ class Controller:
                 label_selector=cfg.agent.endpointslice_selector or None,
             )
         self.pods: Informer | None = None
-        if policy.spec.hot_value:
+        if policy.spec.hot_value or self.rebalancer is not None:
             self.pods = Informer(
-                kube, "pods", field_selector="spec.nodeName!=", on_event=self._on_pod, transform=self.bindings.keep
+                kube, "pods", field_selector="spec.nodeName!=", on_event=self._on_pod, transform=self._keep_pod
             )
 
         le = cfg.leader_election
@@ -135,11 +164,14 @@ class Controller:
             on_written=self._on_written,
         )
         self.poller = AgentPoller(
-            wanted=self.scorer.metric_names,
+            wanted=tuple(
+                dict.fromkeys((*self.scorer.metric_names, *(self.rebalancer.windows if self.rebalancer else ())))
+            ),
             concurrency=cfg.polling.concurrency,
             timeout=cfg.polling.timeout,
             max_response_bytes=cfg.polling.max_response_bytes,
             clock=clock,
+            fetch=agent_fetch(cfg.agent),
         )
 
     # ---- state -----------------------------------------------------------------------------------
@@ -155,8 +187,9 @@ class Controller:
         return [i for i in (self.nodes, self.slices, self.pods) if i is not None]
 
     def ready(self) -> bool:
-        """Ready to score once the node cache is filled; to write once every informer is."""
-        return self.nodes.synced.is_set()
+        """Ready to score once the node cache is filled (to write once every informer is); not ready
+        once shutting down, so the Service stops sending the scheduler here."""
+        return self.nodes.synced.is_set() and not self._stop.is_set()
 
     def synced(self) -> bool:
         return all(i.synced.is_set() for i in self.informers())
@@ -191,7 +224,30 @@ class Controller:
 
     def _slim(self, node: dict[str, Any]) -> dict[str, Any]:
         """The node informer's transform (and our PATCH responses'): only what the controller reads."""
-        return slim_node(node, self.scorer.annotation_keys)
+        slim = slim_node(node, self.scorer.annotation_keys)
+        if self.rebalancer is not None:
+            slim[FACTS] = self.rebalancer.node_facts(node)
+        return slim
+
+    def _keep_pod(self, pod: dict[str, Any]) -> dict[str, Any] | None:
+        """The pod informer's transform: the binding stub, plus what rebalancing reads when it is on."""
+        if self.rebalancer is None:
+            return self.bindings.keep(pod)
+        facts = self.rebalancer.pod_facts(pod)
+        kept = self.bindings.keep(pod)
+        if facts is None:
+            return kept
+        if kept is None:  # bound too long ago to count for the hot value: the informer's keys and the facts
+            meta = pod.get("metadata") or {}
+            kept = {"metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta}}
+        kept[FACTS] = facts
+        return kept
+
+    def rebalance_document(self) -> dict[str, Any]:
+        """`GET /api/v1/rebalance`: the last cycle's plan (rebalancing switched off: just that)."""
+        if self.rebalancer is None:
+            return {"enabled": False}
+        return self.rebalancer.document(self.is_leader())
 
     def _on_node(self, etype: str, node: dict[str, Any]) -> None:
         if etype == "DELETED":
@@ -202,6 +258,10 @@ class Controller:
         else:
             self.latest.observed(node)  # updates the board unless our own patch is newer
 
+    def _on_capacity_rejected(self, node: str, reason: str) -> None:
+        self.metrics.capacity_rejected.labels(reason).inc()
+        log.warning("node %s: ignoring the agent's published capacity (%s)", node, reason)
+
     def _on_pod(self, etype: str, pod: dict[str, Any]) -> None:
         if etype in ("ADDED", "MODIFIED"):
             self.bindings.observe(pod)
@@ -210,10 +270,12 @@ class Controller:
         self.metrics.is_leader.set(1 if leading else 0)
         if not leading:
             self.writer.clear()
+        if leading and self.rebalancer is not None:
+            self.rebalancer.reset()  # what it counted when it last led is stale
         # Either way, trust the informer's objects again rather than our memory of past writes.
         self.latest.reset(self.nodes.items)
 
-    def _on_written(self, node: str, patch: Mapping[str, str], updated: dict[str, Any]) -> None:
+    def _on_written(self, node: str, patch: Mapping[str, str | None], updated: dict[str, Any]) -> None:
         self.latest.wrote(self._slim(updated))  # the PATCH response: the node as stored, with our annotations
 
     # ---- the cycle -------------------------------------------------------------------------------
@@ -223,7 +285,8 @@ class Controller:
         started = time.monotonic()
         nodes = self.nodes.items()
         slices = self.slices.items() if self.slices is not None else []
-        targets = discover(nodes, slices, self.cfg.agent)
+        # Scope: the selected nodes; without a selector, those where an agent endpoint says one runs.
+        targets = discover(nodes, slices, self.cfg.agent, internal_ip_fallback=bool(self.cfg.node_selector))
         result = await self.poller.poll_all(targets)
         poll_seconds = time.monotonic() - started
         now = self.clock()
@@ -234,8 +297,8 @@ class Controller:
         patches = 0
         for node in nodes:
             name = node_name(node)
-            if name is None:
-                continue
+            if name is None or name not in targets:
+                continue  # out of scope: neither polled nor annotated
             anns = node_annotations(self.latest.get(node))
             patch = self.annotator.plan(name, anns, result.samples.get(name), hot.get(name, 0), now, gap=gap)
             if patch:
@@ -244,12 +307,19 @@ class Controller:
         for name, reason in result.failed.items():
             self.metrics.nodes_failed.labels(reason).inc()
             log.debug("polling agent of node %s failed: %s", name, result.errors.get(name, reason))
+        for rejection in result.rejected.values():
+            self.metrics.samples_rejected.labels(rejection).inc()
         if self._failed_logs.changed("failed", frozenset(result.failed)):  # the same outage every cycle is no news
             if result.failed:
                 sample = sorted(result.failed)[:5]
                 log.info("%d of %d agents failing since this cycle (e.g. %s)", len(result.failed), len(targets), sample)
             else:
                 log.info("every agent answered (%d)", len(targets))
+        if self.rebalancer is not None and self.pods is not None:
+            try:
+                await self.rebalancer.run(result.samples, targets, nodes, self.pods.get, self.pods.items)
+            except Exception:
+                log.exception("rebalancing cycle failed")
         self.metrics.nodes_polled.inc(len(result.samples))
         self.metrics.last_cycle_nodes.labels("ok").set(len(result.samples))
         self.metrics.last_cycle_nodes.labels("failed").set(len(result.failed))
@@ -317,10 +387,14 @@ class Controller:
         t.start()
         self._threads.append(t)
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop polling and writing, release the lease, stop informers."""
+    def begin_stop(self) -> None:
+        """Stop polling and writing now; the lease thread wakes and releases the Lease (signal-safe)."""
         self._stop.set()
         self.writer.clear()  # nothing more goes out once we are shutting down
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop polling and writing, release the lease, stop informers."""
+        self.begin_stop()
         for t in self._threads:
             t.join(timeout)
         self.writer.stop(timeout)
