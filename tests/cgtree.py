@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Iterator
 
-from cgroup import Layout, PathModel, QoS, detect_layout
+from cgroup import CgroupReader, Layout, PathModel, QoS, detect_layout
 from cgroup.paths import Driver
 
 CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory", "pids")
@@ -169,3 +169,24 @@ def v1_tree(driver: Driver = "cgroupfs") -> Iterator[V1Tree]:
         yield tree
     finally:
         tree.cleanup()
+
+
+def quota_window(reader: CgroupReader, cgroup: str, seconds: float, period_us: int = 100_000) -> tuple[float, float]:
+    """(cores per CFS period the cgroup ran in, share of those periods it was throttled in), from the kernel's
+    counters over `seconds`. Both hold on a busy machine: a burner that other load starves runs fewer periods
+    and is throttled in fewer, but in each one it is throttled it has used exactly its quota."""
+    a = reader.cpu(cgroup)
+    time.sleep(seconds)
+    b = reader.cpu(cgroup)
+    periods = max(b.nr_periods - a.nr_periods, 1)
+    return (b.usage_ns - a.usage_ns) / 1e3 / (periods * period_us), (b.nr_throttled - a.nr_throttled) / periods
+
+
+def assert_quota_binds(
+    reader: CgroupReader, cgroup: str, quota: float, seconds: float, period_us: int = 100_000
+) -> None:
+    """The burner in `cgroup` gets at most `quota` cores per period, and that much in every period it was
+    throttled in (on a quiet machine every period; a busy one may starve it below its quota)."""
+    per_period, throttled = quota_window(reader, cgroup, seconds, period_us)
+    assert per_period <= quota + 0.03, (per_period, throttled)
+    assert per_period >= quota * throttled - 0.03, (per_period, throttled)

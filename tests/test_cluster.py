@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -30,7 +31,7 @@ def node_annotations(api: FakeKubeAPI) -> dict[str, str]:
 
 @pytest.fixture
 def agent_in_cluster(
-    v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI
+    v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI, tmp_path: Path
 ) -> Iterator[tuple[Agent, ClusterLink, V1Tree]]:
     tree = v1tree_cgroupfs
     cfg = AgentConfig.model_validate(
@@ -40,6 +41,7 @@ def agent_in_cluster(
             "cgroup_driver": "cgroupfs",
             "state_file": "",
             "node_name": NODE,
+            "enforcement": {"ledger_file": str(tmp_path / "ledger.json")},  # never the node's real ledger
             # a short peak window so a test does not wait for minute boundaries
             "oversubscription": {"min_history_seconds": 0, "update_interval_seconds": 1.0, "peak_window": "avg_1m"},
         }
@@ -155,7 +157,7 @@ def test_api_outage_and_faults(agent_in_cluster: tuple[Agent, ClusterLink, V1Tre
     kube_api.put("nodes", obj)
     kube_api.start()
     # back: the informer resyncs and the annotation converges to the current value
-    wait_for(lambda: node_annotations(kube_api).get(MEM_KEY) == "0", timeout=15)
+    wait_for(lambda: node_annotations(kube_api).get(MEM_KEY) == "0")
     assert uid in agent.view.snapshot.pods  # type: ignore[union-attr]
 
 
@@ -214,7 +216,7 @@ def test_api_reachability_ignores_refusals(
     kube_api.stop()
     wait_for(lambda: not link.api_healthy())
     kube_api.start()
-    wait_for(link.api_healthy, timeout=15)
+    wait_for(link.api_healthy)
 
 
 def test_shutdown_publishes_zero_capacity(v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI) -> None:

@@ -1,7 +1,7 @@
 """cgroup v2 trees on disk whose files reproduce the kernel's (6.x) byte for byte.
 
-The machine running the tests has no writable v2 resource controllers, so v2 is tested on a directory tree
-that holds exactly what the kernel would show: same file names, same key order, same spacing.
+Only for what the real v2 kernel of tests/v2kernel (user-mode Linux: one CPU, no PSI, no cpuset
+controller) cannot show: same file names, same key order, same spacing as kernel 6.x.
 """
 
 from __future__ import annotations

@@ -1,0 +1,54 @@
+"""The one place the enforcement tests build an agent or an enforcer (v1 and v2 tiers alike), so a change
+in how agent/ wires enforcement is adapted here once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agent.cluster import ClusterLink
+from agent.config import AgentConfig, EnforcementConfig
+from agent.enforcer import Enforcer
+from agent.runtime import Agent
+from cgroup import CgroupReader, Layout, PathModel
+from kube import Kube
+from tests.k8sobjects import NODE
+
+
+def build_agent(
+    layout: Layout, model: PathModel, kube: Kube, ledger_file: str, *, interval: float, **enforcement: Any
+) -> tuple[Agent, ClusterLink]:
+    """An in-cluster agent on `layout` with eviction off; `dry_run` and any enforcement key may be given."""
+    cfg = AgentConfig.model_validate(
+        {
+            "interval": interval,
+            "cgroup_root": model.cgroup_root,
+            "cgroup_driver": model.driver,
+            "state_file": "",
+            "node_name": NODE,
+            "dry_run": enforcement.pop("dry_run", False),
+            "enforcement": {
+                "ledger_file": ledger_file,
+                "oom_reapply_seconds": 0.5,
+                "eviction": {"enabled": False},
+                **enforcement,
+            },
+        }
+    )
+    agent = Agent(cfg, in_cluster=True, layout=layout)
+    link = ClusterLink(agent, kube, backoff_initial=0.05, backoff_max=0.5)
+    agent.services.append(link)
+    return agent, link
+
+
+def build_enforcer(
+    layout: Layout,
+    model: PathModel,
+    ledger_file: str = "",
+    allocatable: tuple[float, int] | Callable[[], tuple[float | None, int | None]] = (2.0, 8 << 30),
+    **config: Any,
+) -> Enforcer:
+    """An enforcer driven by hand-made snapshots (`on_snapshot`) on a node of `allocatable` (cores, bytes)."""
+    cfg = EnforcementConfig(ledger_file=ledger_file, **config)
+    node = allocatable if callable(allocatable) else (lambda: allocatable)
+    return Enforcer(layout, model, CgroupReader(layout), cfg, node)
