@@ -108,6 +108,9 @@ class Controller:
         self._failed_logs = OnChange()
         self._overrun_logs = Repeats(period=600.0)
 
+        # One client for every agent request (node documents and, for rebalancing, pod lists): its kept-alive
+        # connections serve both.
+        self.agents = agent_fetch(cfg.agent)
         self.rebalancer: Rebalancer | None = None
         if cfg.rebalance.enabled:
             self.rebalancer = Rebalancer(
@@ -120,7 +123,7 @@ class Controller:
                 poll_concurrency=cfg.polling.concurrency,
                 request_timeout=cfg.kube_request_timeout,
                 clock=clock,
-                fetch=agent_fetch(cfg.agent),
+                fetch=self.agents,
             )
 
         self.nodes = Informer(
@@ -171,7 +174,7 @@ class Controller:
             timeout=cfg.polling.timeout,
             max_response_bytes=cfg.polling.max_response_bytes,
             clock=clock,
-            fetch=agent_fetch(cfg.agent),
+            fetch=self.agents,
         )
 
     # ---- state -----------------------------------------------------------------------------------
@@ -342,6 +345,12 @@ class Controller:
         self._gauge_nodes = names
 
     async def _loop(self) -> None:
+        try:
+            await self._cycles()
+        finally:
+            self.agents.close()  # the kept agent connections belong to this loop
+
+    async def _cycles(self) -> None:
         interval = self.cfg.polling.interval
         while not self._stop.is_set():
             started = time.monotonic()

@@ -19,6 +19,7 @@ from controller import annotations as ann
 from controller.annotator import Annotator
 from controller.config import ControllerConfig
 from controller.extender import Extender
+from controller.httpget import AgentClient
 from controller.metrics import ControllerMetrics
 from controller.policy import DynamicSchedulerPolicy
 from controller.poller import AgentPoller
@@ -101,6 +102,7 @@ class StandaloneController:
             timeout=cfg.polling.timeout,
             max_response_bytes=cfg.polling.max_response_bytes,
             clock=clock,
+            fetch=AgentClient(),  # agents kept connected between cycles, as in a cluster
         )
         self.annotations: dict[str, dict[str, str]] = {name: {} for name in self.targets}
         self.cycles = 0

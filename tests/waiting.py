@@ -7,12 +7,12 @@ from collections.abc import Callable
 from typing import Any
 
 
-def wait_for(cond: Callable[[], Any], timeout: float = 10.0, step: float = 0.05) -> Any:
-    """The condition's first truthy value, or AssertionError after `timeout` seconds."""
+def wait_for(cond: Callable[[], Any], timeout: float = 10.0, step: float = 0.05, *, what: str = "condition") -> Any:
+    """The condition's first truthy value, or AssertionError (naming `what`) after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = cond()
         if value:
             return value
         time.sleep(step)
-    raise AssertionError(f"condition not met within {timeout}s")
+    raise AssertionError(f"{what} not met within {timeout}s")
