@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from common.config import Layers, is_configmap, load, validate
+from common.config import Layers, UrlPath, is_configmap, load, validate
 from common.listen import split_host_port
 from contract.classify import DEFAULT_OFFLINE_CLASSES
 from controller.annotator import MAX_POLLING_INTERVAL
@@ -60,17 +60,10 @@ class AgentSettings(_Section):
     #: With https: a bearer token file sent to the agents (they review it), for what they do not serve
     #: openly (/api/v1/pods, read by rebalancing); in a pod, the service account's token.
     bearer_token_file: str | None = None
-    path: str = "/api/v1/node"
+    path: UrlPath = "/api/v1/node"
     namespace: str = "colo-system"
     endpointslice_selector: str = "kubernetes.io/service-name=colo-agent"
     use_endpointslices: bool = True
-
-    @field_validator("path")
-    @classmethod
-    def _path(cls, v: str) -> str:
-        if not v.startswith("/"):
-            raise ValueError("must start with '/'")
-        return v
 
 
 class PollingSettings(_Section):
