@@ -73,6 +73,9 @@ class PollingSettings(_Section):
     timeout: Seconds = 2.0
     concurrency: int = Field(default=128, ge=1, le=4096)
     max_response_bytes: int = Field(default=1 << 20, ge=1024)
+    #: Agent connections kept open between polls (0: a new connection per poll); also at most half the
+    #: open-file limit. About 36 KiB each over HTTPS.
+    max_idle_connections: int = Field(default=10000, ge=0)
 
     @field_validator("interval")
     @classmethod

@@ -300,7 +300,7 @@ class AgentClient:
         self.tls = tls
         self.server_name = server_name
         self.token = token
-        self.max_idle = default_max_idle() if max_idle is None else max_idle
+        self.max_idle = default_max_idle() if max_idle is None else min(max_idle, default_max_idle())
         self.clock = clock
         self.connects = 0  # connections opened (a reused one is not counted): for tests and benchmarks
         self._idle: dict[tuple[str, int], _Connection] = {}

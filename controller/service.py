@@ -110,7 +110,7 @@ class Controller:
 
         # One client for every agent request (node documents and, for rebalancing, pod lists): its kept-alive
         # connections serve both.
-        self.agents = agent_fetch(cfg.agent)
+        self.agents = agent_fetch(cfg.agent, cfg.polling.max_idle_connections)
         self.rebalancer: Rebalancer | None = None
         if cfg.rebalance.enabled:
             self.rebalancer = Rebalancer(

@@ -102,7 +102,8 @@ class StandaloneController:
             timeout=cfg.polling.timeout,
             max_response_bytes=cfg.polling.max_response_bytes,
             clock=clock,
-            fetch=AgentClient(),  # agents kept connected between cycles, as in a cluster
+            # agents kept connected from one cycle to the next, as in a cluster
+            fetch=AgentClient(max_idle=cfg.polling.max_idle_connections),
         )
         self.annotations: dict[str, dict[str, str]] = {name: {} for name in self.targets}
         self.cycles = 0

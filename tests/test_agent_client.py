@@ -170,3 +170,15 @@ def test_failed_answers_do_not_keep_the_connection(fleet: AgentFleet) -> None:
     client = AgentClient()
     (result,) = cycles(client, targets, 1)
     assert result.failed == {"n0": "http_status"} and client.idle == 0
+
+
+def test_no_idle_connections_when_switched_off(fleet: AgentFleet) -> None:
+    """polling.max_idle_connections: 0 reconnects at every poll (the behaviour before connections were kept)."""
+    from controller.config import build_config
+    from controller.httpget import agent_fetch
+
+    cfg = build_config({"polling": {"max_idle_connections": 0}})
+    targets = start_fleet(fleet, 2)
+    client = agent_fetch(cfg.agent, cfg.polling.max_idle_connections)
+    assert all(r.failed == {} for r in cycles(client, targets, 2))
+    assert client.idle == 0 and [fleet.stats[k].connections for k in targets] == [2, 2]
