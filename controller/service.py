@@ -307,11 +307,9 @@ class Controller:
             if patch:
                 self.writer.submit(name, patch)
                 patches += 1
+        self.metrics.count_polls(result.failed, result.rejected, len(result.samples))
         for name, reason in result.failed.items():
-            self.metrics.nodes_failed.labels(reason).inc()
             log.debug("polling agent of node %s failed: %s", name, result.errors.get(name, reason))
-        for rejection in result.rejected.values():
-            self.metrics.samples_rejected.labels(rejection).inc()
         if self._failed_logs.changed("failed", frozenset(result.failed)):  # the same outage every cycle is no news
             if result.failed:
                 sample = sorted(result.failed)[:5]
@@ -323,9 +321,6 @@ class Controller:
                 await self.rebalancer.run(result.samples, targets, nodes, self.pods.get, self.pods.items)
             except Exception:
                 log.exception("rebalancing cycle failed")
-        self.metrics.nodes_polled.inc(len(result.samples))
-        self.metrics.last_cycle_nodes.labels("ok").set(len(result.samples))
-        self.metrics.last_cycle_nodes.labels("failed").set(len(result.failed))
         seconds = time.monotonic() - started
         return CycleReport(len(targets), len(result.samples), dict(result.failed), patches, poll_seconds, seconds)
 

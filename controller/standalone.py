@@ -133,13 +133,7 @@ class StandaloneController:
             if error is not None and result.rejected.get(name) == "wrong_node":
                 error += " (NAME in --agent NAME=URL must be the agent's node name: its --node-name or hostname)"
             reports[name] = NodeReport(url, dict(current), score, overloaded, 0, tuple(sorted(patch)), error)
-        for reason in result.failed.values():
-            self.metrics.nodes_failed.labels(reason).inc()
-        for rejection in result.rejected.values():
-            self.metrics.samples_rejected.labels(rejection).inc()
-        self.metrics.nodes_polled.inc(len(result.samples))
-        self.metrics.last_cycle_nodes.labels("ok").set(len(result.samples))
-        self.metrics.last_cycle_nodes.labels("failed").set(len(result.failed))
+        self.metrics.count_polls(result.failed, result.rejected, len(result.samples))
         self.metrics.cycles.inc()
         self.metrics.cycle_duration.observe(time.monotonic() - started)
         self.cycles += 1
