@@ -24,6 +24,7 @@ import math
 import multiprocessing as mp
 import os
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -68,12 +69,14 @@ class AgentStats:
     requests: int = 0
     in_flight: int = 0
     peak: int = 0
+    connections: int = 0  # accepted so far
 
 
-def _response(status: int, body: bytes) -> bytes:
+def _response(status: int, body: bytes, keep_alive: bool = False) -> bytes:
     reason = "OK" if status == 200 else "Error"
     head = f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-    return head.encode() + b"Connection: close\r\n\r\n" + body
+    connection = b"Connection: keep-alive\r\n\r\n" if keep_alive else b"Connection: close\r\n\r\n"
+    return head.encode() + connection + body
 
 
 class _AgentProtocol(asyncio.Protocol):
@@ -82,12 +85,14 @@ class _AgentProtocol(asyncio.Protocol):
         self.key = key
         self.buf = b""
         self.transport: asyncio.Transport | None = None
-        self.counted = False
+        self.counted = False  # a request is being answered
+        self.keep = False  # this request's connection stays open after the answer
         self.path = ""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        self.fleet._opened(self.key, self)
 
     def data_received(self, data: bytes) -> None:
         if self.counted:
@@ -96,8 +101,10 @@ class _AgentProtocol(asyncio.Protocol):
         if b"\r\n\r\n" not in self.buf:
             return
         self.counted = True
-        request_line = self.buf.split(b"\r\n", 1)[0].split(b" ")
+        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
+        request_line = head.split(b"\r\n", 1)[0].split(b" ")
         self.path = request_line[1].decode("latin-1") if len(request_line) > 1 else ""
+        self.keep = self.fleet.keep_alive and b"connection: close" not in head.lower()
         self.fleet._begin(self.key, self.path)
         behavior = self.fleet.behaviors[self.key]
         loop = asyncio.get_running_loop()
@@ -112,26 +119,44 @@ class _AgentProtocol(asyncio.Protocol):
             return
         if b.mode == "hang":
             return  # the client's deadline must cut us off
+        keep = self.keep and b.mode in ("ok", "status")
         if b.mode == "ok":
-            t.write(_response(200, b.by_path.get(self.path, b.body)))
+            t.write(_response(200, b.by_path.get(self.path, b.body), keep))
         elif b.mode == "status":
-            t.write(_response(b.status, b'{"error":"broken"}'))
+            t.write(_response(b.status, b'{"error":"broken"}', keep))
         elif b.mode == "garbage":
             t.write(_response(200, b"{not json"))
         elif b.mode == "huge":
             t.write(_response(200, b"[" + b"0," * (3 << 20) + b"0]"))
-        t.close()
+        self.counted = False
+        self.fleet._end(self.key)
+        if keep:
+            if b"\r\n\r\n" in self.buf:  # a pipelined request (our client never sends one)
+                self.data_received(b"")
+        else:
+            t.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.counted:
             self.fleet._end(self.key)
+            self.counted = False
+        self.fleet._closed(self.key, self)
         self.transport = None
+
+    def close_if_idle(self) -> None:
+        if self.transport is not None and not self.counted:
+            self.transport.close()
 
 
 class AgentFleet:
-    """Many simulated agents served by one asyncio loop on a background thread."""
+    """Many simulated agents served by one asyncio loop on a background thread; over TLS with `tls` (a server
+    context), and keeping connections open between requests unless `keep_alive` is off (as the real agent
+    does until its `serving.idle_timeout`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None, *, keep_alive: bool = True) -> None:
+        self.tls = tls
+        self.keep_alive = keep_alive
+        self._open: set[_AgentProtocol] = set()
         self.behaviors: dict[str, AgentBehavior] = {}
         self.stats: dict[str, AgentStats] = {}
         self.paths: dict[str, list[str]] = {}  # key -> paths requested, in order
@@ -154,6 +179,23 @@ class AgentFleet:
         with self._lock:
             self.stats[key].in_flight -= 1
 
+    def _opened(self, key: str, protocol: _AgentProtocol) -> None:
+        with self._lock:
+            self.stats[key].connections += 1
+        self._open.add(protocol)
+
+    def _closed(self, key: str, protocol: _AgentProtocol) -> None:
+        self._open.discard(protocol)
+
+    def close_idle_connections(self) -> None:
+        """Hang up every connection between requests, as an agent's idle timeout or restart does."""
+
+        async def close() -> None:
+            for protocol in list(self._open):
+                protocol.close_if_idle()
+
+        asyncio.run_coroutine_threadsafe(close(), self.loop).result(10)
+
     def total_in_flight(self) -> int:
         with self._lock:
             return sum(s.in_flight for s in self.stats.values())
@@ -168,7 +210,7 @@ class AgentFleet:
 
         async def start() -> asyncio.Server:
             return await self.loop.create_server(
-                lambda: _AgentProtocol(self, key), host, port, backlog=64, reuse_address=True
+                lambda: _AgentProtocol(self, key), host, port, backlog=64, reuse_address=True, ssl=self.tls
             )
 
         server = asyncio.run_coroutine_threadsafe(start(), self.loop).result(10)
@@ -224,8 +266,12 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _run_fleet(n: int, port: int, ready: Any, stop: Any) -> None:
-    fleet = AgentFleet()
+def _run_fleet(n: int, port: int, ready: Any, stop: Any, cert: str | None = None, key: str | None = None) -> None:
+    tls = None
+    if cert is not None and key is not None:
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(cert, key)
+    fleet = AgentFleet(tls)
     for i in range(n):
         fleet.add(f"node-{i:05d}", agent_payload(f"node-{i:05d}", 0.2 + (i % 50) / 100), node_ip(i), port)
     ready.set()
@@ -466,13 +512,99 @@ def run(n: int, requests: int, interval: float, pods: int = 0) -> dict[str, floa
     return results
 
 
+# ---- controller CPU of polling: http vs https, one connection per poll vs kept connections ---------
+
+AGENT_TLS_NAME = "colo-agent.colo-system.svc"
+
+
+def _poll_cycles(targets: dict[str, str], fetch: Any, cycles: int, concurrency: int) -> tuple[list[float], float]:
+    """CPU seconds of this process (the fleet runs in another) for each of `cycles` polling cycles, and the
+    growth of its resident memory over them (MiB: the kept connections, once the heap is warm)."""
+    from controller.policy import AGENT_WINDOWS
+    from controller.poller import AgentPoller
+
+    poller = AgentPoller(wanted=sorted(AGENT_WINDOWS), concurrency=concurrency, timeout=10, fetch=fetch)
+    rss = [_rss_mib(os.getpid())["VmRSS"]]
+
+    async def run() -> list[float]:
+        out = []
+        for _ in range(cycles):
+            started = time.process_time()
+            result = await poller.poll_all(targets)
+            out.append(time.process_time() - started)
+            if result.failed:
+                raise RuntimeError(f"{len(result.failed)} polls failed: {next(iter(result.errors.values()))}")
+        rss.append(_rss_mib(os.getpid())["VmRSS"])
+        if hasattr(fetch, "close"):
+            fetch.close()
+        return out
+
+    seconds = asyncio.run(run())
+    return seconds, rss[1] - rss[0]
+
+
+def poll_cpu(n: int, cycles: int, concurrency: int) -> dict[str, tuple[list[float], float]]:
+    """Per-cycle CPU of polling `n` simulated agents over http and https, each with a connection per poll
+    (`http_get`, the controller before connection reuse) and with kept connections (`AgentClient`)."""
+    import functools
+
+    from controller.httpget import AgentClient, http_get
+    from tests.certs import make_cert
+
+    out: dict[str, tuple[list[float], float]] = {}
+    ctx = mp.get_context("spawn")
+    with tempfile.TemporaryDirectory() as tmp:
+        cert, key = make_cert(Path(tmp), "agent", f"DNS:{AGENT_TLS_NAME}")
+        for scheme in ("http", "https"):
+            stop, ready, port = ctx.Event(), ctx.Event(), _free_port()
+            tls_files = (str(cert), str(key)) if scheme == "https" else (None, None)
+            fleet = ctx.Process(target=_run_fleet, args=(n, port, ready, stop, *tls_files), daemon=True)
+            fleet.start()
+            try:
+                if not ready.wait(300):
+                    raise TimeoutError("agent fleet did not start")
+                targets = {f"node-{i:05d}": f"{scheme}://{node_ip(i)}:{port}/api/v1/node" for i in range(n)}
+                client = ssl.create_default_context(cafile=str(cert)) if scheme == "https" else None
+                single = functools.partial(http_get, tls=client, server_name=AGENT_TLS_NAME)
+                kept = AgentClient(tls=client, server_name=AGENT_TLS_NAME)
+                out[f"{scheme} per poll"] = _poll_cycles(targets, single, cycles, concurrency)
+                out[f"{scheme} kept"] = _poll_cycles(targets, kept, cycles, concurrency)
+            finally:
+                stop.set()
+                fleet.join(10)
+                if fleet.is_alive():
+                    fleet.terminate()
+    return out
+
+
+def print_poll_cpu(n: int, cycles: int, concurrency: int) -> None:
+    print(f"controller CPU per polling cycle, {n} simulated agents, concurrency {concurrency}, {cycles} cycles")
+    for name, (seconds, rss_growth) in poll_cpu(n, cycles, concurrency).items():
+        warm = seconds[1:]  # the first cycle of kept connections opens them all
+        print(
+            f"  {name:15s} first {seconds[0] * 1000:8.1f} ms; then median {statistics.median(warm) * 1000:8.1f} ms "
+            f"(min {min(warm) * 1000:.1f}, max {max(warm) * 1000:.1f}), "
+            f"{statistics.median(warm) / n * 1e6:.0f} us per poll; RSS {rss_growth:+.1f} MiB"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.bench_controller")
     p.add_argument("--nodes", type=int, default=5000)
     p.add_argument("--requests", type=int, default=300)
     p.add_argument("--interval", type=float, default=20.0, help="polling interval of the controller (s)")
     p.add_argument("--pods", type=int, default=0, help="bound pods (about 5 KB of JSON each) in the API server")
+    p.add_argument(
+        "--poll-cpu",
+        type=int,
+        metavar="CYCLES",
+        default=0,
+        help="only measure the controller's CPU per polling cycle, http vs https, per-poll vs kept connections",
+    )
     args = p.parse_args(argv)
+    if args.poll_cpu:
+        print_poll_cpu(args.nodes, max(2, args.poll_cpu), 128)
+        return 0
     started = time.monotonic()
     results = run(args.nodes, args.requests, args.interval, args.pods)
     print(

@@ -27,7 +27,7 @@ from controller.rebalance.assess import assess
 from controller.rebalance.cycle import select_and_plan
 from controller.rebalance.facts import FACTS, node_facts, pod_facts
 from controller.rebalance.settings import RebalanceSettings
-from controller.rebalance.usage import PodUsage, pod_usages
+from controller.rebalance.usage import PodLoad, pod_usages
 from tests.rebalance_objects import GIB, agent_pod, node, pod
 
 TARGET_SECONDS = 1.0
@@ -102,7 +102,7 @@ def run(nodes: int, per_node: int, repeat: int) -> dict[str, Timings]:
     data = build(nodes, per_node, default)
     facts = {n["metadata"]["name"]: n[FACTS] for n in data["nodes"]}
     pods = data["pods"]
-    usages: dict[str, list[PodUsage]] = {n: pod_usages(json.loads(d), default.window) for n, d in data["docs"].items()}
+    usages: dict[str, list[PodLoad]] = {n: pod_usages(d, default.window) for n, d in data["docs"].items()}
 
     def cycle(cfg: RebalanceSettings) -> Callable[[], object]:
         def once() -> object:
@@ -117,14 +117,13 @@ def run(nodes: int, per_node: int, repeat: int) -> dict[str, Timings]:
         "assess (steps 1-4)": timed(lambda: assess(facts, data["ratios"], data["counts"], default), repeat),
         "cycle, default limits (steps 1-7)": timed(cycle(default), repeat),
         "cycle, no limits (steps 1-7)": timed(cycle(unlimited), repeat),
-        "decode the sources' pod lists": timed(
-            lambda: [pod_usages(json.loads(d), default.window) for d in data["docs"].values()], max(3, repeat // 3)
+        "decode and validate the sources' pod lists": timed(
+            lambda: [pod_usages(d, default.window) for d in data["docs"].values()], max(3, repeat // 3)
         ),
     }
     moves = len(check.plan.moves)  # type: ignore[attr-defined]
-    print(
-        f"  sources {len(data['docs'])}, destinations {len(check.assessment.low)}, planned moves without limits {moves}"
-    )  # type: ignore[attr-defined]
+    low = len(check.assessment.low)  # type: ignore[attr-defined]
+    print(f"  sources {len(data['docs'])}, destinations {low}, planned moves without limits {moves}")
     return results
 
 

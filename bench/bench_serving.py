@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import socket
 import statistics
-import subprocess
 import tempfile
 import threading
 import time
@@ -26,6 +24,7 @@ import httpx
 from controller.config import AgentSettings
 from controller.extender import DEFAULT_MAX_BODY_BYTES
 from controller.httpget import agent_fetch
+from tests.certs import have_openssl, make_cert
 from tests.serverproc import ServerProcess, extender_process
 
 POD = {"metadata": {"name": "web", "namespace": "default"}}
@@ -131,17 +130,11 @@ def main() -> None:
         f"/healthz during 20 x 7 MB prioritize: {len(lat)} probes, p50 {statistics.median(lat) * 1000:.1f} ms, "
         f"p99 {p99 * 1000:.1f} ms, max {lat[-1] * 1000:.1f} ms"
     )
-    if shutil.which("openssl") is None:
+    if not have_openssl():
         print("TLS poll cost: skipped (no openssl CLI)")
         return
     with tempfile.TemporaryDirectory() as tmp:
-        cert, key = Path(tmp, "c.pem"), Path(tmp, "k.pem")
-        subprocess.run(
-            ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-days", "1", "-subj", "/CN=colo-agent", "-addext", "subjectAltName=DNS:colo-agent.colo-system.svc",
-             "-keyout", str(key), "-out", str(cert)],
-            check=True, capture_output=True,
-        )  # fmt: skip
+        cert, key = make_cert(Path(tmp), "agent", "DNS:colo-agent.colo-system.svc")
         plain = poll_cpu_ms({}, AgentSettings())
         tls = poll_cpu_ms(
             {"tls_cert_file": str(cert), "tls_key_file": str(key)},

@@ -10,6 +10,11 @@ from typing import Any, NoReturn
 from common.buildinfo import version_line
 from common.config import env_name
 
+#: Exit codes: done, a runtime failure, a configuration/address/kubeconfig problem (one line on stderr).
+EXIT_OK = 0
+EXIT_RUNTIME = 1
+EXIT_CONFIG = 2
+
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 

@@ -15,16 +15,26 @@ import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import AfterValidator, BaseModel, ValidationError
 
 M = TypeVar("M", bound=BaseModel)
 
 #: Kubernetes' service links (`<SERVICE>_SERVICE_HOST`, `<SERVICE>_PORT_9817_TCP`...): a Service named
 #: colo-agent injects COLO_AGENT_*; those variables are not settings.
 _SERVICE_LINK = re.compile(r".*_(SERVICE_HOST|SERVICE_PORT(_.+)?|PORT(_\d+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)?)$")
+
+
+def _absolute(path: str) -> str:
+    if not path.startswith("/"):
+        raise ValueError("must start with '/'")
+    return path
+
+
+#: A setting that is the path part of a URL (`/api/v1/node`).
+UrlPath = Annotated[str, AfterValidator(_absolute)]
 
 
 class ConfigError(Exception):

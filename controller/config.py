@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from common.config import Layers, is_configmap, load, validate
+from common.config import Layers, UrlPath, is_configmap, load, validate
 from common.listen import split_host_port
 from contract.classify import DEFAULT_OFFLINE_CLASSES
 from controller.annotator import MAX_POLLING_INTERVAL
@@ -60,17 +60,10 @@ class AgentSettings(_Section):
     #: With https: a bearer token file sent to the agents (they review it), for what they do not serve
     #: openly (/api/v1/pods, read by rebalancing); in a pod, the service account's token.
     bearer_token_file: str | None = None
-    path: str = "/api/v1/node"
+    path: UrlPath = "/api/v1/node"
     namespace: str = "colo-system"
     endpointslice_selector: str = "kubernetes.io/service-name=colo-agent"
     use_endpointslices: bool = True
-
-    @field_validator("path")
-    @classmethod
-    def _path(cls, v: str) -> str:
-        if not v.startswith("/"):
-            raise ValueError("must start with '/'")
-        return v
 
 
 class PollingSettings(_Section):
@@ -80,6 +73,9 @@ class PollingSettings(_Section):
     timeout: Seconds = 2.0
     concurrency: int = Field(default=128, ge=1, le=4096)
     max_response_bytes: int = Field(default=1 << 20, ge=1024)
+    #: Agent connections kept open between polls (0: a new connection per poll); also at most half the
+    #: open-file limit. About 36 KiB each over HTTPS.
+    max_idle_connections: int = Field(default=10000, ge=0)
 
     @field_validator("interval")
     @classmethod

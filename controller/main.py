@@ -10,14 +10,10 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from common import logs
-from common.cli import Flags
+from common.cli import EXIT_CONFIG, EXIT_OK, Flags
 from common.config import ConfigError, origin
 from controller.config import ENV_PREFIX, ControllerConfig, load_config
 from controller.policy import DynamicSchedulerPolicy, default_policy, load_policy
-
-EXIT_OK = 0
-EXIT_RUNTIME = 1
-EXIT_CONFIG = 2
 
 log = logging.getLogger("controller")
 

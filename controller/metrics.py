@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.exposition import generate_latest
@@ -91,6 +91,17 @@ class ControllerMetrics:
         self.is_leader = Gauge("colo_controller_is_leader", "1 while this replica holds the lease.", registry=r)
         ProcessCollector(registry=r)  # process_*: the controller's own CPU, memory and open files
         r.register(_BuildInfo())
+
+    def count_polls(self, failed: Mapping[str, str], rejected: Mapping[str, str], polled: int) -> None:
+        """One polling cycle's outcome (the in-cluster and the standalone controller count alike): failures
+        by reason, rejected documents by why, usable samples, and the last cycle's split."""
+        for reason in failed.values():
+            self.nodes_failed.labels(reason).inc()
+        for rejection in rejected.values():
+            self.samples_rejected.labels(rejection).inc()
+        self.nodes_polled.inc(polled)
+        self.last_cycle_nodes.labels("ok").set(polled)
+        self.last_cycle_nodes.labels("failed").set(len(failed))
 
     def render(self) -> bytes:
         """Text exposition format."""

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI
 
 from common.buildinfo import version
+from common.cli import EXIT_OK, EXIT_RUNTIME
 from common.config import ConfigError
 from common.listen import bind, url_of
 from controller.config import ControllerConfig, parse_listen
@@ -29,9 +30,6 @@ if TYPE_CHECKING:
     from kube import Kube
 
 log = logging.getLogger("controller")
-
-EXIT_OK = 0
-EXIT_RUNTIME = 1
 
 
 def _server(app: FastAPI, cfg: ControllerConfig, kube: Kube | None = None) -> Server:

@@ -108,6 +108,9 @@ class Controller:
         self._failed_logs = OnChange()
         self._overrun_logs = Repeats(period=600.0)
 
+        # One client for every agent request (node documents and, for rebalancing, pod lists): its kept-alive
+        # connections serve both.
+        self.agents = agent_fetch(cfg.agent, cfg.polling.max_idle_connections)
         self.rebalancer: Rebalancer | None = None
         if cfg.rebalance.enabled:
             self.rebalancer = Rebalancer(
@@ -120,7 +123,7 @@ class Controller:
                 poll_concurrency=cfg.polling.concurrency,
                 request_timeout=cfg.kube_request_timeout,
                 clock=clock,
-                fetch=agent_fetch(cfg.agent),
+                fetch=self.agents,
             )
 
         self.nodes = Informer(
@@ -171,7 +174,7 @@ class Controller:
             timeout=cfg.polling.timeout,
             max_response_bytes=cfg.polling.max_response_bytes,
             clock=clock,
-            fetch=agent_fetch(cfg.agent),
+            fetch=self.agents,
         )
 
     # ---- state -----------------------------------------------------------------------------------
@@ -304,11 +307,9 @@ class Controller:
             if patch:
                 self.writer.submit(name, patch)
                 patches += 1
+        self.metrics.count_polls(result.failed, result.rejected, len(result.samples))
         for name, reason in result.failed.items():
-            self.metrics.nodes_failed.labels(reason).inc()
             log.debug("polling agent of node %s failed: %s", name, result.errors.get(name, reason))
-        for rejection in result.rejected.values():
-            self.metrics.samples_rejected.labels(rejection).inc()
         if self._failed_logs.changed("failed", frozenset(result.failed)):  # the same outage every cycle is no news
             if result.failed:
                 sample = sorted(result.failed)[:5]
@@ -320,9 +321,6 @@ class Controller:
                 await self.rebalancer.run(result.samples, targets, nodes, self.pods.get, self.pods.items)
             except Exception:
                 log.exception("rebalancing cycle failed")
-        self.metrics.nodes_polled.inc(len(result.samples))
-        self.metrics.last_cycle_nodes.labels("ok").set(len(result.samples))
-        self.metrics.last_cycle_nodes.labels("failed").set(len(result.failed))
         seconds = time.monotonic() - started
         return CycleReport(len(targets), len(result.samples), dict(result.failed), patches, poll_seconds, seconds)
 
@@ -342,6 +340,12 @@ class Controller:
         self._gauge_nodes = names
 
     async def _loop(self) -> None:
+        try:
+            await self._cycles()
+        finally:
+            self.agents.close()  # the kept agent connections belong to this loop
+
+    async def _cycles(self) -> None:
         interval = self.cfg.polling.interval
         while not self._stop.is_set():
             started = time.monotonic()

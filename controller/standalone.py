@@ -19,6 +19,7 @@ from controller import annotations as ann
 from controller.annotator import Annotator
 from controller.config import ControllerConfig
 from controller.extender import Extender
+from controller.httpget import AgentClient
 from controller.metrics import ControllerMetrics
 from controller.policy import DynamicSchedulerPolicy
 from controller.poller import AgentPoller
@@ -101,6 +102,8 @@ class StandaloneController:
             timeout=cfg.polling.timeout,
             max_response_bytes=cfg.polling.max_response_bytes,
             clock=clock,
+            # agents kept connected from one cycle to the next, as in a cluster
+            fetch=AgentClient(max_idle=cfg.polling.max_idle_connections),
         )
         self.annotations: dict[str, dict[str, str]] = {name: {} for name in self.targets}
         self.cycles = 0
@@ -130,13 +133,7 @@ class StandaloneController:
             if error is not None and result.rejected.get(name) == "wrong_node":
                 error += " (NAME in --agent NAME=URL must be the agent's node name: its --node-name or hostname)"
             reports[name] = NodeReport(url, dict(current), score, overloaded, 0, tuple(sorted(patch)), error)
-        for reason in result.failed.values():
-            self.metrics.nodes_failed.labels(reason).inc()
-        for rejection in result.rejected.values():
-            self.metrics.samples_rejected.labels(rejection).inc()
-        self.metrics.nodes_polled.inc(len(result.samples))
-        self.metrics.last_cycle_nodes.labels("ok").set(len(result.samples))
-        self.metrics.last_cycle_nodes.labels("failed").set(len(result.failed))
+        self.metrics.count_polls(result.failed, result.rejected, len(result.samples))
         self.metrics.cycles.inc()
         self.metrics.cycle_duration.observe(time.monotonic() - started)
         self.cycles += 1

@@ -35,6 +35,7 @@ from exporter.collector import DEFAULT_LABEL_KEYS, ColoCollector
 from exporter.render import CONTENT_TYPE_OPENMETRICS, CONTENT_TYPE_TEXT, RenderCache
 from exporter.stats import WindowStatsCache
 from serving.limits import Gate, Rejected
+from serving.server import Server
 
 JSON_TYPE = "application/json"
 
@@ -203,8 +204,8 @@ def close_app(app: FastAPI) -> None:
     gate.close()
 
 
-class ExporterServer(uvicorn.Server):
-    """uvicorn.Server that leaves signals to the agent's main (unless asked) and knows its bound port."""
+class ExporterServer(Server):
+    """serving.server.Server (no signal handling of its own, unless asked) that can run on its own thread."""
 
     def __init__(self, config: uvicorn.Config, *, handle_signals: bool = False) -> None:
         super().__init__(config)
@@ -215,23 +216,10 @@ class ExporterServer(uvicorn.Server):
         # uvicorn would install SIGINT/SIGTERM handlers and re-raise the signal after shutdown; the agent
         # must instead finish its own shutdown (persist windows) on SIGTERM, so by default it stays out.
         if self.handle_signals:
-            with super().capture_signals():
+            with uvicorn.Server.capture_signals(self):
                 yield
         else:
             yield
-
-    @property
-    def bound_port(self) -> int:
-        """The listening port (useful with port 0); only after startup."""
-        for server in self.servers:
-            for sock in server.sockets:
-                port: int = sock.getsockname()[1]
-                return port
-        raise RuntimeError("server not started")
-
-    def stop(self) -> None:
-        """Ask the server to exit (thread-safe: uvicorn polls the flag)."""
-        self.should_exit = True
 
     def start_thread(self, timeout: float = 10.0) -> threading.Thread:
         """Run the server in a daemon thread with its own event loop; returns once it listens."""

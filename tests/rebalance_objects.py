@@ -88,7 +88,9 @@ def pod(
 
 def agent_pod(namespace: str, name: str, cpu_cores: float | None, memory_bytes: float | None, window: str = "avg_5m",
               uid: str | None = None) -> dict[str, Any]:  # fmt: skip
-    """One entry of the agent's GET /api/v1/pods (only the fields rebalancing reads, plus two more windows)."""
+    """One entry of the agent's GET /api/v1/pods, every field the contract requires (one container holding
+    the whole pod), with `window` and two more windows at this usage (None: no value yet)."""
+    working_set = int(memory_bytes or 0)
     windows = {
         w: {
             "cpu_cores": {"value": cpu_cores, "coverage": 1.0},
@@ -96,14 +98,20 @@ def agent_pod(namespace: str, name: str, cpu_cores: float | None, memory_bytes: 
         }
         for w in ("avg_1m", window, "max_avg_1h")
     }
+    pod_uid = uid or f"uid-{namespace}-{name}"
+    usage = {
+        "cpu_cores": cpu_cores,
+        "memory_working_set_bytes": working_set,
+        "memory_anon_bytes": working_set // 2,
+        "cpu_throttled_ratio": 0.0,
+    }
     return {
         "namespace": namespace,
         "name": name,
-        "uid": uid or f"uid-{namespace}-{name}",
+        "uid": pod_uid,
         "qos": "burstable",
         "class": "online",
-        "cpu_cores": cpu_cores,
-        "memory_working_set_bytes": memory_bytes,
-        "containers": [],
+        **usage,
+        "containers": [{"id": f"{pod_uid}-app", **usage}],
         "windows": windows,
     }

@@ -4,13 +4,11 @@ bad agent values rejected and counted, and the extender reading the agent's own 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,17 +22,15 @@ from bench.bench_controller import AgentFleet, agent_payload
 from contract.agent_api import NodeDocument, Oversubscription, PodUsage, Window, parse_pods_document
 from contract.windows import NODE_WINDOW_KEYS
 from controller import annotations as ann
-from controller.config import ControllerConfig, build_config
 from controller.policy import AGENT_WINDOWS, default_policy
 from controller.poller import SampleRejected, parse_sample
 from controller.service import Controller
 from exporter.app import close_app, create_app
 from kube import Kube
+from tests.controller_fleet import T0, Clock, add_slice, config, fleet_fixture, run_cycle, start_synced, started_fixture  # noqa: F401
 from tests.kubeapi.fixtures import kube, kube_api  # noqa: F401
 from tests.kubeapi.server import FakeKubeAPI
-
-T0 = 1795341600.0  # 2026-11-22T10:00:00Z
-NS = "colo-system"
+from tests.waiting import wait_for
 
 
 def _fields(model: type[BaseModel]) -> set[str]:
@@ -125,38 +121,6 @@ def test_the_contract_loads_neither_program_nor_the_kubernetes_client() -> None:
 # ---- the controller against bad agents (issue 15: values from agents are trusted) ----------------------
 
 
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def fleet() -> Iterator[AgentFleet]:
-    f = AgentFleet()
-    try:
-        yield f
-    finally:
-        f.close()
-
-
-@pytest.fixture
-def started() -> Iterator[list[Controller]]:
-    controllers: list[Controller] = []
-    yield controllers
-    for c in controllers:
-        c.stop()
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
-
-
 def add_node(api: FakeKubeAPI, name: str, port: int, annotations: dict[str, str] | None = None) -> None:
     api.put(
         "nodes",
@@ -168,33 +132,7 @@ def add_node(api: FakeKubeAPI, name: str, port: int, annotations: dict[str, str]
             },
         },
     )
-    api.put(
-        "endpointslices",
-        {
-            "metadata": {"name": f"colo-agent-{name}", "namespace": NS,
-                         "labels": {"kubernetes.io/service-name": "colo-agent"}},
-            "addressType": "IPv4",
-            "ports": [{"name": "api", "port": port, "protocol": "TCP"}],
-            "endpoints": [{"addresses": ["127.0.0.1"], "nodeName": name, "conditions": {"ready": True}}],
-        },
-    )  # fmt: skip
-
-
-def config(**top: Any) -> ControllerConfig:
-    return build_config(
-        {
-            "agent": {"namespace": NS},
-            "polling": {"interval": 0.2, "timeout": 1.0, "concurrency": 4},
-            "writer": {"qps": 1000, "burst": 1000, "workers": 2},
-            "leader_election": {"enabled": False, "namespace": NS},
-            **top,
-        }
-    )
-
-
-def run_cycle(c: Controller) -> None:
-    asyncio.run(c.cycle())
-    assert c.writer.wait_idle(10)
+    add_slice(api, name, port)
 
 
 def annotations_of(api: FakeKubeAPI, name: str) -> dict[str, str]:
@@ -229,10 +167,7 @@ def test_bad_samples_are_rejected_counted_and_never_written(
     for name, (body, _) in bad.items():
         add_node(kube_api, name, fleet.add(name, body))
     add_node(kube_api, "good", fleet.add("good", agent_payload("good", 0.3)))
-    c = Controller(kube, config(), default_policy(), clock=Clock(T0))
-    started.append(c)
-    c.start(run_loop=False)
-    wait_for(c.synced, what="informers")
+    c = start_synced(kube, config(), started)
     run_cycle(c)
 
     assert annotations_of(kube_api, "good")["cpu_usage_avg_5m"] == "0.30000,2026-11-22T10:00:00Z"
@@ -269,10 +204,7 @@ def test_the_extender_reads_the_agents_capacity_and_the_old_copy_goes(
     add_node(kube_api, "small", fleet.add("small", agent_payload("small", 0.3)), published(1500, 2 << 30))
     # above its 8 cores of allocatable: ignored, counted
     add_node(kube_api, "liar", fleet.add("liar", agent_payload("liar", 0.3)), published(80000, 2 << 30))
-    c = Controller(kube, config(), default_policy(), clock=Clock(T0))
-    started.append(c)
-    c.start(run_loop=False)
-    wait_for(c.synced, what="informers")
+    c = start_synced(kube, config(), started)
     sample = c.metrics.registry.get_sample_value
     assert sample("colo_controller_node_capacity_rejected_total", {"reason": "out_of_range"}) == 1
     hosts = ["small", "big", "liar"]

@@ -2,24 +2,31 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from bench.bench_controller import AgentFleet, agent_payload
 from controller import annotations as ann
-from controller.config import ControllerConfig, build_config
-from controller.policy import API_VERSION, KIND, DynamicSchedulerPolicy, default_policy, parse_policy
+from controller.policy import API_VERSION, KIND, DynamicSchedulerPolicy, parse_policy
 from controller.service import Controller
 from kube import Kube
+from tests.controller_fleet import (  # noqa: F401
+    NS,
+    T0,
+    Clock,
+    add_slice,
+    config,
+    fleet_fixture,
+    run_cycle,
+    start_synced,
+    started_fixture,
+)
 from tests.kubeapi.fixtures import kube, kube_api  # noqa: F401
 from tests.kubeapi.server import FakeKubeAPI
+from tests.waiting import wait_for
 
-T0 = 1795341600.0  # 2026-11-22T10:00:00Z
-NS = "colo-system"
 METRICS = (
     "cpu_usage_avg_5m",
     "cpu_usage_max_avg_1h",
@@ -28,32 +35,6 @@ METRICS = (
     "mem_usage_max_avg_1h",
     "mem_usage_max_avg_1d",
 )
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def fleet() -> Iterator[AgentFleet]:
-    f = AgentFleet()
-    try:
-        yield f
-    finally:
-        f.close()
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def add_node(api: FakeKubeAPI, name: str, ip: str = "192.0.2.10", labels: dict[str, str] | None = None) -> None:
@@ -66,43 +47,10 @@ def add_node(api: FakeKubeAPI, name: str, ip: str = "192.0.2.10", labels: dict[s
     )
 
 
-def add_slice(api: FakeKubeAPI, node: str, port: int) -> None:
-    api.put(
-        "endpointslices",
-        {
-            "metadata": {
-                "name": f"colo-agent-{node}",
-                "namespace": NS,
-                "labels": {"kubernetes.io/service-name": "colo-agent"},
-            },
-            "addressType": "IPv4",
-            "ports": [{"name": "api", "port": port, "protocol": "TCP"}],
-            "endpoints": [{"addresses": ["127.0.0.1"], "nodeName": node, "conditions": {"ready": True}}],
-        },
-    )
-
-
-def config(agent_port: int = 9817, **overrides: Any) -> ControllerConfig:
-    doc: dict[str, Any] = {
-        "agent": {"port": agent_port, "namespace": NS},
-        "polling": {"interval": 0.2, "timeout": 1.0, "concurrency": 4},
-        "writer": {"qps": 1000, "burst": 1000, "workers": 2},
-        "leader_election": {"enabled": False, "namespace": NS},
-    }
-    for key, value in overrides.items():
-        doc[key] = {**doc.get(key, {}), **value} if isinstance(value, dict) else value
-    return build_config(doc)
-
-
 def node_annotations(api: FakeKubeAPI, node: str) -> dict[str, str]:
     obj = api.get("nodes", None, node)
     assert obj is not None
     return dict(obj["metadata"].get("annotations") or {})
-
-
-def run_cycle(c: Controller) -> None:
-    asyncio.run(c.cycle())
-    assert c.writer.wait_idle(10)
 
 
 def patches(api: FakeKubeAPI) -> list[Any]:
@@ -128,14 +76,6 @@ def fast_policy(period: str = "1s") -> DynamicSchedulerPolicy:
     )
 
 
-@pytest.fixture
-def started() -> Iterator[list[Controller]]:
-    controllers: list[Controller] = []
-    yield controllers
-    for c in controllers:
-        c.stop()
-
-
 def test_annotations_byte_for_byte_and_periods(
     kube_api: FakeKubeAPI,  # noqa: F811
     kube: Kube,  # noqa: F811
@@ -155,10 +95,7 @@ def test_annotations_byte_for_byte_and_periods(
     add_node(kube_api, "n4", ip="127.0.0.1", labels=AGENT_LABEL)  # its "agent" is n3's: wrong node_name, so it fails
     add_node(kube_api, "n5", ip="127.0.0.1")  # not selected: out of scope
     clock = Clock(T0)
-    c = Controller(kube, config(fallback_port, node_selector="colo.io/agent=true"), default_policy(), clock=clock)
-    started.append(c)
-    c.start(run_loop=False)
-    wait_for(c.synced, what="informers")
+    c = start_synced(kube, config(fallback_port, node_selector="colo.io/agent=true"), started, clock=clock)
 
     run_cycle(c)
     a1 = node_annotations(kube_api, "n1")
@@ -242,10 +179,7 @@ def test_scope_defaults_to_nodes_with_an_agent_endpoint(
     add_slice(kube_api, "a2", fleet.add("a2-broken", b"{}"))  # answers, but not with a sample
     add_node(kube_api, "a2")
     add_node(kube_api, "no-agent", ip="127.0.0.1")  # would answer on the fallback port: never asked
-    c = Controller(kube, config(port), default_policy(), clock=Clock(T0))
-    started.append(c)
-    c.start(run_loop=False)
-    wait_for(c.synced, what="informers")
+    c = start_synced(kube, config(port), started)
     caplog.set_level("INFO", logger="controller.service")
     for _ in range(3):
         run_cycle(c)
@@ -281,10 +215,7 @@ def test_hot_value_from_bound_pods(
             },
         )
     kube_api.put("pods", {"metadata": {"name": "pending", "namespace": "default"}, "spec": {}})
-    c = Controller(kube, config(), default_policy(), clock=Clock(T0))
-    started.append(c)
-    c.start(run_loop=False)
-    wait_for(c.synced, what="informers")
+    c = start_synced(kube, config(), started)
     run_cycle(c)
     a = node_annotations(kube_api, "n1")
     assert a["node_hot_value"] == "2.00000,2026-11-22T10:00:00Z"
@@ -368,10 +299,7 @@ def test_lagging_node_informer_causes_no_rewrites(
         add_slice(kube_api, name, fleet.add(name, agent_payload(name, 0.2, oversubscription=(1500, 1 << 30))))
         add_node(kube_api, name)
     clock = Clock(T0)
-    c = Controller(kube, config(), default_policy(), clock=clock)
-    started.append(c)
-    c.start(run_loop=False)
-    wait_for(c.synced, what="informers")
+    c = start_synced(kube, config(), started, clock=clock)
 
     # Freeze the node informer: cut its watch and hold its re-watch for a while.
     lag = 3.0
@@ -466,10 +394,7 @@ def test_informers_keep_only_what_the_controller_reads(
 
     kube_api.put("pods", pod("recent", 30))
     kube_api.put("pods", pod("old", 3600))  # bound long before every hotValue time range: never counts again
-    c = Controller(kube, config(), default_policy(), clock=Clock(T0))
-    started.append(c)
-    c.start(run_loop=False)
-    wait_for(c.synced, what="informers")
+    c = start_synced(kube, config(), started)
 
     cached = c.nodes.get("n1")  # shared with the informer: look, don't touch
     assert cached is not None and cached["metadata"]["resourceVersion"].isdigit()

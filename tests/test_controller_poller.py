@@ -6,7 +6,7 @@ import asyncio
 import json
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,24 +16,15 @@ from controller.config import AgentSettings
 from controller.discovery import discover
 from controller.policy import AGENT_WINDOWS
 from controller.poller import AgentPoller, PollResult, SampleRejected, parse_sample
-
-
-@pytest.fixture
-def fleet() -> Iterator[AgentFleet]:
-    f = AgentFleet()
-    try:
-        yield f
-    finally:
-        f.close()
-
-
-def targets(fleet: AgentFleet) -> dict[str, str]:
-    return {k: f"http://{h}:{p}/api/v1/node" for k, (h, p) in fleet.addresses.items()}
+from tests.controller_fleet import (
+    fleet_fixture,  # noqa: F401
+    fleet_targets,
+)
 
 
 def poll(fleet: AgentFleet, *, concurrency: int = 8, timeout: float = 1.0) -> PollResult:
     poller = AgentPoller(wanted=sorted(AGENT_WINDOWS), concurrency=concurrency, timeout=timeout)
-    return asyncio.run(poller.poll_all(targets(fleet)))
+    return asyncio.run(poller.poll_all(fleet_targets(fleet)))
 
 
 def test_samples_parsed(fleet: AgentFleet) -> None:
@@ -128,7 +119,7 @@ def test_broken_agents_fail_alone(fleet: AgentFleet) -> None:
     for mode in ("status", "garbage", "hang", "close", "huge"):
         fleet.set(mode, mode=mode)
     fleet.set("slow", delay=0.3)
-    targets_ = targets(fleet)
+    targets_ = fleet_targets(fleet)
     targets_["refused"] = "http://127.0.0.1:1/api/v1/node"
     poller = AgentPoller(wanted=sorted(AGENT_WINDOWS), concurrency=16, timeout=0.6)
     result = asyncio.run(poller.poll_all(targets_))
@@ -168,7 +159,7 @@ def test_concurrency_is_bounded(fleet: AgentFleet) -> None:
     async def run() -> PollResult:
         nonlocal peak
         poller = AgentPoller(wanted=sorted(AGENT_WINDOWS), concurrency=5, timeout=2)
-        task = asyncio.create_task(poller.poll_all(targets(fleet)))
+        task = asyncio.create_task(poller.poll_all(fleet_targets(fleet)))
         while not task.done():
             peak = max(peak, fleet.total_in_flight())
             await asyncio.sleep(0.005)

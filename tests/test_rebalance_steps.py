@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent.classify import Classifier
+from contract.agent_api import DocumentRejected
 from controller.config import build_config
 from controller.errors import ConfigError
 from controller.rebalance import anomaly
@@ -65,11 +68,33 @@ def test_node_usage_is_window_ratio_times_capacity_over_allocatable(
 
 
 def test_pod_usages_parse_the_agents_pod_list() -> None:
-    doc = [agent_pod("a", "p1", 1.5, 2 * GIB), agent_pod("a", "p2", None, GIB), {"windows": {}}]
-    (only,) = pod_usages(doc, "avg_5m")
+    unnamed = {**agent_pod("a", "p3", 1.0, GIB), "namespace": None, "name": None}  # standalone: no API metadata
+    doc = [agent_pod("a", "p1", 1.5, 2 * GIB), agent_pod("a", "p2", None, GIB), unnamed]
+    (only,) = pod_usages(json.dumps(doc), "avg_5m")
     assert (only.namespace, only.name, only.usage) == ("a", "p1", Amounts(1.5, 2 * GIB))
-    with pytest.raises(ValueError):
-        pod_usages({"not": "a list"}, "avg_5m")
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (lambda p: p.pop("memory_working_set_bytes"), "missing_field"),  # a renamed key
+        (lambda p: p.update(memory_working_set_bytes="1Gi"), "wrong_type"),
+        (lambda p: p["windows"]["avg_5m"]["cpu_cores"].update(value=-1.0), "out_of_range"),
+        (lambda p: p.update(cpu_throttled_ratio=7.5), "out_of_range"),
+    ],
+)
+def test_a_pod_list_the_contract_rejects_is_rejected_whole(
+    change: Callable[[dict[str, Any]], object], reason: str
+) -> None:
+    bad = agent_pod("a", "p2", 1.0, GIB)
+    change(bad)
+    with pytest.raises(DocumentRejected) as err:
+        pod_usages(json.dumps([agent_pod("a", "p1", 1.0, GIB), bad]), "avg_5m")
+    assert err.value.reason == reason
+    for body, why in ((b'{"not": "a list"}', "not_object"), (b"[{", "not_json")):
+        with pytest.raises(DocumentRejected) as err:
+            pod_usages(body, "avg_5m")
+        assert err.value.reason == why
 
 
 # ---- step 2: classification ----------------------------------------------------------------------
@@ -416,7 +441,7 @@ def test_readme_worked_example() -> None:
     from controller.rebalance.assess import assess
     from controller.rebalance.cycle import select_and_plan
     from controller.rebalance.facts import FACTS
-    from controller.rebalance.usage import PodUsage
+    from controller.rebalance.usage import PodLoad
 
     cfg = RebalanceSettings(enabled=True, dry_run=False)
     ratios = {"n1": (0.90, 0.50), "n2": (0.30, 0.40), "n3": (0.40, 0.60), "n4": (0.20, 0.30)}
@@ -437,7 +462,7 @@ def test_readme_worked_example() -> None:
     used = {"batch-1": 0.6, "web-1": 1.5, "web-2": 1.0, "web-3": 0.4, "cache": 2.0, "node-exporter": 0.2}
     mem = {"batch-1": 2 * GIB, "web-1": 1 * GIB}
     cache = {f"default/{n}": {FACTS: facts(p)} for n, p in specs.items()}
-    usages = {"n1": [PodUsage("default", n, f"uid-default-{n}", Amounts(c, mem.get(n, GIB))) for n, c in used.items()]}
+    usages = {"n1": [PodLoad("default", n, f"uid-default-{n}", Amounts(c, mem.get(n, GIB))) for n, c in used.items()]}
     out = select_and_plan(a, usages, {}, cache.get, cache.values, cfg, lambda *x: "evicted")
     assert [c.facts.name for c in out.candidates["n1"]] == ["batch-1", "web-1", "web-2", "web-3"]
     assert out.skipped_pods["n1"] == {"local_storage": 1, "daemonset": 1}
@@ -479,7 +504,7 @@ def test_pod_lists_are_fetched_next_to_the_node_document_and_failures_named() ->
         return json.dumps([agent_pod("a", "p", 0.5, GIB)]).encode()
 
     targets = {n: f"http://{n}:9817/api/v1/node" for n in ("ok", "slow", "broken", "garbage", "other")}
-    usages, failed = asyncio.run(
+    usages, failed, rejected = asyncio.run(
         fetch_pod_usages(
             targets,
             ["ok", "slow", "broken", "garbage", "gone"],
@@ -493,4 +518,5 @@ def test_pod_lists_are_fetched_next_to_the_node_document_and_failures_named() ->
     )
     assert [u.name for u in usages["ok"]] == ["p"] and set(usages) == {"ok"}
     assert failed == {"slow": "timeout", "broken": "http_status", "garbage": "bad_payload", "gone": "no_agent"}
+    assert rejected == {"garbage": "not_json"}
     assert "http://other:9817/api/v1/pods" not in asked  # only the sources' agents are asked

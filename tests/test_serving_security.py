@@ -6,7 +6,6 @@ from __future__ import annotations
 import shutil
 import socket
 import ssl
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from controller.scoring import ScoreBoard, Scorer
 from kube import Kube
 from serving.server import Server, make_server, secure
 from serving.settings import ServingSettings
+from tests.certs import have_openssl, make_cert
 from tests.kubeapi.fixtures import kube, kube_api  # noqa: F401
 from tests.kubeapi.server import ACCESS_REVIEWS, TOKEN_REVIEWS, FakeKubeAPI
 from tests.waiting import wait_for
@@ -104,18 +104,6 @@ def test_authentication_needs_a_cluster() -> None:
 # ---- TLS -----------------------------------------------------------------------------------------
 
 
-def make_cert(directory: Path, name: str) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 with its own key (openssl CLI)."""
-    cert, key = directory / f"{name}.crt", directory / f"{name}.key"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-         "-days", "1", "-subj", f"/CN={name}", "-addext", "subjectAltName=IP:127.0.0.1",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return cert, key
-
-
 def served_certificate(port: int) -> bytes:
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
@@ -132,7 +120,7 @@ def der_of(cert: Path) -> bytes:
 
 @pytest.fixture
 def tls_server(tmp_path: Path) -> Iterator[tuple[Server, Path, Path]]:
-    if shutil.which("openssl") is None:
+    if not have_openssl():
         pytest.skip("needs the openssl CLI")
     first_cert, first_key = make_cert(tmp_path, "first")
     cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
@@ -194,15 +182,15 @@ def test_controller_polls_agents_over_https(tls_server: tuple[Server, Path, Path
     server, tmp_path, first_cert = tls_server
     url = f"https://127.0.0.1:{server.bound_port}/healthz"
     fetch = agent_fetch(AgentSettings(scheme="https", tls_ca_file=str(first_cert)))
-    assert asyncio.run(fetch(url, 1024)) == b"ok"  # type: ignore[arg-type]
+    assert asyncio.run(fetch(url, 1024)) == b"ok"
     other, _ = make_cert(tmp_path, "other")
     untrusted = agent_fetch(AgentSettings(scheme="https", tls_ca_file=str(other)))
     with pytest.raises(FetchError) as err:
-        asyncio.run(untrusted(url, 1024))  # type: ignore[arg-type]
+        asyncio.run(untrusted(url, 1024))
     assert err.value.reason == "tls"
     wrong_name = agent_fetch(AgentSettings(scheme="https", tls_ca_file=str(first_cert), tls_server_name="elsewhere"))
     with pytest.raises(FetchError):
-        asyncio.run(wrong_name(url, 1024))  # type: ignore[arg-type]
+        asyncio.run(wrong_name(url, 1024))
 
 
 def test_a_flood_of_new_tokens_is_not_a_flood_of_reviews(kube_api: FakeKubeAPI, kube: Kube) -> None:  # noqa: F811
@@ -240,7 +228,7 @@ def test_poller_sends_its_token_over_https_only(
     from controller.config import AgentSettings
     from controller.httpget import FetchError, agent_fetch
 
-    if shutil.which("openssl") is None:
+    if not have_openssl():
         pytest.skip("needs the openssl CLI")
     cert, key = make_cert(tmp_path, "agent")
     kube_api.add_user("controller-token", "system:serviceaccount:colo-system:colo-controller")
@@ -258,12 +246,12 @@ def test_poller_sends_its_token_over_https_only(
         url = f"https://127.0.0.1:{server.bound_port}/api/v1/scores"
         fetch = agent_fetch(AgentSettings(scheme="https", tls_ca_file=str(cert), bearer_token_file=str(token_file)))
         with pytest.raises(FetchError, match="401"):
-            asyncio.run(fetch(url, 1 << 16))  # type: ignore[arg-type]
+            asyncio.run(fetch(url, 1 << 16))
         token_file.write_text("controller-token\n")  # rotated in place
-        assert asyncio.run(fetch(url, 1 << 16)) == b"{}"  # type: ignore[arg-type]
+        assert asyncio.run(fetch(url, 1 << 16)) == b"{}"
     finally:
         server.stop()
         server.close()
         thread.join(10)
     plain = agent_fetch(AgentSettings(bearer_token_file=str(token_file)))
-    assert plain.__name__ == "http_get"  # type: ignore[attr-defined]  # plain HTTP: no token at all
+    assert plain.tls is None and plain.token is None  # plain HTTP: no token at all

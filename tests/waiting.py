@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 
-def wait_for(cond: Callable[[], Any], timeout: float = 30.0, step: float = 0.05) -> Any:
-    """The condition's first truthy value, or AssertionError after `timeout` seconds.
+def wait_for(cond: Callable[[], Any], timeout: float = 30.0, step: float = 0.05, *, what: str = "condition") -> Any:
+    """The condition's first truthy value, or AssertionError (naming `what`) after `timeout` seconds.
 
     The timeout only bounds a failure: it is generous, so a busy machine never turns a slow pass into a red
     test. How soon something happens is tested on decisions with an injected clock, or timed in bench/."""
@@ -18,4 +18,4 @@ def wait_for(cond: Callable[[], Any], timeout: float = 30.0, step: float = 0.05)
         if value:
             return value
         time.sleep(step)
-    raise AssertionError(f"condition not met within {timeout}s")
+    raise AssertionError(f"{what} not met within {timeout}s")

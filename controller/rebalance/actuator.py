@@ -125,7 +125,7 @@ class Rebalancer:
         usages: dict[str, Any] = {}
         failed: dict[str, str] = {}
         if a.gate is None:
-            usages, failed = await fetch_pod_usages(
+            usages, failed, rejected = await fetch_pod_usages(
                 targets,
                 [s.name for s in a.sources],
                 path=self.cfg.pods_path,
@@ -138,6 +138,8 @@ class Rebalancer:
             self.metrics.pod_polls.labels("ok").inc(len(usages))
             for reason in failed.values():
                 self.metrics.pod_polls.labels(reason).inc()
+            for reason in rejected.values():
+                self.metrics.pod_lists_rejected.labels(reason).inc()
         attempt = self._dry_run if self.cfg.dry_run else self._evict
         started = time.perf_counter()
         if self.cfg.dry_run:

@@ -9,12 +9,12 @@ node can take something, so the controller asks just those agents, after the nod
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
+from contract.agent_api import DocumentRejected
 from controller.httpget import FetchError, http_get
-from controller.rebalance.usage import PodUsage, pod_usages
+from controller.rebalance.usage import PodLoad, pod_usages
 
 Fetch = Callable[[str, int], Awaitable[bytes]]
 
@@ -35,10 +35,12 @@ async def fetch_pod_usages(
     limit: int,
     concurrency: int,
     fetch: Fetch = http_get,
-) -> tuple[dict[str, list[PodUsage]], dict[str, str]]:
-    """(node -> pods' usage, node -> failure) for the nodes that have an agent URL in `targets`."""
-    usages: dict[str, list[PodUsage]] = {}
+) -> tuple[dict[str, list[PodLoad]], dict[str, str], dict[str, str]]:
+    """(node -> pods' usage, node -> failure, node -> why its list was rejected) for the nodes that have an
+    agent URL in `targets`; a rejected list (contract.agent_api.REASONS) is also a `bad_payload` failure."""
+    usages: dict[str, list[PodLoad]] = {}
     failed: dict[str, str] = {}
+    rejected: dict[str, str] = {}
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def one(node: str, url: str) -> None:
@@ -46,17 +48,18 @@ async def fetch_pod_usages(
             try:
                 async with asyncio.timeout(timeout):
                     body = await fetch(pods_url(url, path), limit)
-                usages[node] = pod_usages(json.loads(body), window)
+                usages[node] = pod_usages(body, window)
             except TimeoutError:
                 failed[node] = "timeout"
             except FetchError as err:
                 failed[node] = err.reason
-            except (ValueError, UnicodeDecodeError, RecursionError):
+            except DocumentRejected as err:
                 failed[node] = "bad_payload"
+                rejected[node] = err.reason
 
     wanted = [(n, targets[n]) for n in nodes if n in targets]
     for n in nodes:
         if n not in targets:
             failed[n] = "no_agent"
     await asyncio.gather(*(one(n, u) for n, u in wanted))
-    return usages, failed
+    return usages, failed, rejected

@@ -16,7 +16,7 @@ from controller.rebalance.candidates import Candidate, candidates
 from controller.rebalance.facts import FACTS, Amounts, PodFacts
 from controller.rebalance.plan import Attempt, NodeSkip, PlanResult, Source, plan_moves
 from controller.rebalance.settings import RebalanceSettings
-from controller.rebalance.usage import PodUsage
+from controller.rebalance.usage import PodLoad
 
 #: Looks a cached slim pod up by "namespace/name" (the pod informer's `get`).
 Lookup = Callable[[str], Mapping[str, Any] | None]
@@ -43,7 +43,7 @@ def requested_on(pods: Iterable[Mapping[str, Any]], nodes: set[str]) -> dict[str
     return {n: Amounts(c, mem[n]) for n, c in cpu.items()}
 
 
-def _facts(lookup: Lookup, usage: PodUsage) -> PodFacts | None:
+def _facts(lookup: Lookup, usage: PodLoad) -> PodFacts | None:
     obj = lookup(f"{usage.namespace}/{usage.name}")
     facts = obj.get(FACTS) if obj is not None else None
     if not isinstance(facts, PodFacts) or (usage.uid and facts.uid and usage.uid != facts.uid):
@@ -53,7 +53,7 @@ def _facts(lookup: Lookup, usage: PodUsage) -> PodFacts | None:
 
 def select_and_plan(
     a: Assessment,
-    usages: Mapping[str, list[PodUsage]],
+    usages: Mapping[str, list[PodLoad]],
     poll_failed: Mapping[str, str],
     lookup: Lookup,
     all_pods: Callable[[], Iterable[Mapping[str, Any]]],

@@ -42,6 +42,13 @@ class RebalanceMetrics:
             ["result"],
             registry=r,
         )
+        self.pod_lists_rejected = Counter(
+            "colo_controller_rebalance_pod_lists_rejected_total",
+            "Agents' pod lists rejected by the contract (a missing or renamed field, a wrong type, NaN, a value "
+            "out of range), by reason; each is also a pod poll with result bad_payload.",
+            ["reason"],
+            registry=r,
+        )
         self.plan_duration = Histogram(
             "colo_controller_rebalance_plan_duration_seconds",
             "Wall time of planning one rebalancing cycle (pod polls excluded; evictions included outside a dry run).",

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from common.config import UrlPath
 from contract.classify import CRITICAL_PRIORITY
 from contract.windows import WINDOW_NAMES
 
@@ -68,7 +69,7 @@ class RebalanceSettings(_Section):
     pod_selectors: tuple[PodSelector, ...] = ()
     evict_local_storage_pods: bool = False
     evict_bare_pods: bool = False
-    pods_path: str = "/api/v1/pods"
+    pods_path: UrlPath = "/api/v1/pods"
     max_pods_response_bytes: int = Field(default=16 << 20, ge=1024)
 
     @field_validator("window")
@@ -76,13 +77,6 @@ class RebalanceSettings(_Section):
     def _window(cls, v: str) -> str:
         if v not in WINDOW_NAMES:
             raise ValueError(f"must be one of the agent's windows: {', '.join(WINDOW_NAMES)}")
-        return v
-
-    @field_validator("pods_path")
-    @classmethod
-    def _path(cls, v: str) -> str:
-        if not v.startswith("/"):
-            raise ValueError("must start with '/'")
         return v
 
     @model_validator(mode="after")

@@ -10,9 +10,9 @@ destination.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 
+from contract.agent_api import parse_pods_document
 from contract.windows import NODE_WINDOW_PREFIX, POD_WINDOW_FIELD
 from controller.rebalance.facts import Amounts, NodeFacts
 
@@ -44,42 +44,29 @@ def percent(usage: Amounts, allocatable: Amounts) -> Amounts:
 
 
 @dataclass(frozen=True, slots=True)
-class PodUsage:
+class PodLoad:
+    """What rebalancing reads of one pod in the agent's pod list: who it is and its usage in the window."""
+
     namespace: str
     name: str
     uid: str
     usage: Amounts
 
 
-def _window_value(windows: Mapping[str, object], window: str, field: str) -> float | None:
-    entry = windows.get(window)
-    if not isinstance(entry, Mapping):
-        return None
-    w = entry.get(field)
-    value = w.get("value") if isinstance(w, Mapping) else None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return _finite(float(value))
+def pod_usages(body: bytes | str, window: str) -> list[PodLoad]:
+    """The agent's `GET /api/v1/pods` body, validated by the contract (so a renamed or mistyped field, NaN
+    or a negative value rejects the whole list, as for /api/v1/node); pods without both values in `window`,
+    or without a namespace and name (not known to the API yet: nothing to evict by), are left out.
 
-
-def pod_usages(doc: object, window: str) -> list[PodUsage]:
-    """Parse the agent's `GET /api/v1/pods` body; pods without both values in `window` are left out.
-
-    ValueError when the body is not the agent's pod list at all.
-    """
-    if not isinstance(doc, list):
-        raise ValueError("pod list is not a JSON array")
-    out = []
+    DocumentRejected (a ValueError) with the reason, one of contract.agent_api.REASONS."""
     cpu_field, mem_field = POD_WINDOW_FIELD["cpu"], POD_WINDOW_FIELD["memory"]
-    for pod in doc:
-        if not isinstance(pod, Mapping):
-            raise ValueError("pod entry is not an object")
-        ns, name, uid, windows = pod.get("namespace"), pod.get("name"), pod.get("uid"), pod.get("windows")
-        if not isinstance(ns, str) or not isinstance(name, str) or not isinstance(windows, Mapping):
-            continue  # a pod the agent could not name (no API metadata yet): nothing to evict by
-        cpu = _window_value(windows, window, cpu_field)
-        mem = _window_value(windows, window, mem_field)
-        if cpu is None or mem is None:
+    out = []
+    for pod in parse_pods_document(body):
+        by_field = pod.windows.get(window, {})
+        cpu, mem = by_field.get(cpu_field), by_field.get(mem_field)
+        if pod.namespace is None or pod.name is None or cpu is None or mem is None:
             continue
-        out.append(PodUsage(ns, name, uid if isinstance(uid, str) else "", Amounts(cpu, mem)))
+        if cpu.value is None or mem.value is None:
+            continue
+        out.append(PodLoad(pod.namespace, pod.name, pod.uid, Amounts(cpu.value, mem.value)))
     return out
