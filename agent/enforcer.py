@@ -361,6 +361,10 @@ class Enforcer:
             changes, uncap = self._tier_changes(snap, None)
             self._apply_quotas("uncap the best-effort tier", changes, uncap)
             return
+        if snap.node.cpu_cores is None:
+            # the first pass after a start has no CPU rate yet: unknown is not idle, so nothing is released
+            # or re-budgeted; the quotas the cgroups hold (a previous run's, or none) stay one more interval
+            return
         pods = list(snap.pods.values())
         online_cores = sum(p.cpu_cores or 0.0 for p in pods if p.meta.pod_class != "offline")
         system = max(0.0, (snap.node.cpu_cores or 0.0) - sum(p.cpu_cores or 0.0 for p in pods))

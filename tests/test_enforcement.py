@@ -565,3 +565,25 @@ def test_v2_memory_high_is_published_whole_and_restored_when_switched_off(tmp_pa
     after.on_snapshot(_snapshot(pods[:1]))
     assert tree.read(made[0][1], "memory.high") == b"max"
     assert tree.read(made[0][1], "cpu.idle") == b"1" and after.ledger.entries[made[0][0]].memory_high is False
+
+
+@V1
+def test_unknown_cpu_on_the_first_pass_never_reads_as_idle(v1tree_cgroupfs: V1Tree, tmp_path: Path) -> None:
+    """A restart: the first pass has no CPU rate yet. It must not count as a quiet node and release the
+    offline pods the previous run suppressed (issue 15: 14 of 25 restarts did)."""
+    tree = v1tree_cgroupfs
+    reader = CgroupReader(tree.layout)
+    uid, pod_path, (ctr,) = tree.pod("burstable")
+    ledger = str(tmp_path / "ledger.json")
+    pods = [_pod(uid, "offline", pod_path, [ctr], None)]
+    first = _enforcer(tree, ledger)
+    first.on_snapshot(_snapshot(pods, node_cpu=1.5))
+    suppressed = reader.cpu_settings(pod_path).quota_us
+    assert suppressed is not None
+    restarted = _enforcer(tree, ledger)
+    unknown = [_pod(uid, "offline", pod_path, [ctr], None, cpu=0.0)]
+    unknown[0].cpu_cores = None
+    restarted.on_snapshot(_snapshot(unknown, node_cpu=None))  # type: ignore[arg-type]
+    assert reader.cpu_settings(pod_path).quota_us == suppressed and not restarted.released
+    restarted.on_snapshot(_snapshot(pods, node_cpu=1.5))  # known and busy: still suppressed
+    assert reader.cpu_settings(pod_path).quota_us is not None and not restarted.released
