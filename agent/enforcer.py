@@ -239,6 +239,7 @@ class Enforcer:
         for path in [p for p in entry.containers if p not in current and not self.reader.exists(p)]:
             for recorded in (entry.containers, entry.container_periods, entry.container_cpusets):
                 recorded.pop(path, None)
+            self.reader.forget(path)  # read by earlier passes: an open descriptor keeps a removed cgroup alive
             self.ledger.changed()
         return entry
 
@@ -573,6 +574,12 @@ class Enforcer:
             self.ledger.drop(entry.uid)
         return ok
 
+    def _forget(self, entry: Touched) -> None:
+        """Close the descriptors restore opened on a pod the sampler no longer reads (it left the API before
+        its cgroup went, kubelet's usual order): each one would keep the removed cgroup alive in the kernel."""
+        for path in (entry.cgroup, *entry.containers):
+            self.reader.forget(path)
+
     def _uncap_tier(self) -> None:
         tier = self.model.tier("besteffort")
         try:
@@ -619,6 +626,8 @@ class Enforcer:
             if uid not in offline_uids:
                 self.restore(entry)
                 self._baseline_at.pop(uid, None)
+                if uid not in snap.pods:
+                    self._forget(entry)
         # every original value on disk before the first write of this pass
         entries: dict[str, Touched] = {}
         for p in offline:

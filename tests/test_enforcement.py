@@ -587,3 +587,56 @@ def test_unknown_cpu_on_the_first_pass_never_reads_as_idle(v1tree_cgroupfs: V1Tr
     assert reader.cpu_settings(pod_path).quota_us == suppressed and not restarted.released
     restarted.on_snapshot(_snapshot(pods, node_cpu=1.5))  # known and busy: still suppressed
     assert reader.cpu_settings(pod_path).quota_us is not None and not restarted.released
+
+
+def _fds_under(dirs: list[str]) -> list[str]:
+    """This process's open descriptors that point into one of `dirs`."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if any(target == d or target.startswith(d + "/") for d in dirs):
+            out.append(target)
+    return out
+
+
+@V1
+def test_churned_pods_leave_no_descriptor_on_their_removed_cgroups(
+    v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI, tmp_path: Path
+) -> None:
+    """Offline pods whose API object goes before their cgroup (kubelet's order) are restored after the sampler
+    has forgotten them; once their cgroups are removed no descriptor may point there (each keeps a removed
+    cgroup alive in the kernel; ~2500 such pods exhaust the descriptor limit)."""
+    tree = v1tree_cgroupfs
+
+    def idle(pod_path: str) -> bool:  # read without a cached descriptor: this process's are counted
+        with open(f"{tree.layout.dir('cpu', pod_path)}/cpu.idle") as f:
+            return f.read().strip() == "1"
+
+    kube_api.put("nodes", node(cpu="2"))
+    agent, link = make_agent(tree, kube, tmp_path)
+    agent.start()
+    removed: list[str] = []
+    try:
+        for round_ in range(2):
+            churned = []
+            for i in range(3):
+                uid, pod_path, (ctr,) = tree.pod("burstable")
+                kube_api.put("pods", pod(f"batch-{round_}-{i}", uid, container_ids=[container_id_of(ctr)],
+                                         cpu_request="100m", annotations={"volcano.sh/qos-level": "-1"}))  # fmt: skip
+                churned.append((uid, pod_path, f"batch-{round_}-{i}"))
+            for _, pod_path, _ in churned:
+                wait_for(lambda p=pod_path: idle(p), timeout=10)
+            for _, _, name in churned:
+                kube_api.delete("pods", "default", name)  # the API object goes first ...
+            for uid, pod_path, _ in churned:
+                wait_for(lambda u=uid: u not in link.enforcer.ledger.entries, timeout=10)  # ... restored ...
+                assert not idle(pod_path)
+                removed += [tree.layout.dir(c, pod_path) for c in tree.controllers()]
+                tree.remove(pod_path)  # ... then kubelet removes the cgroup
+        time.sleep(3 * INTERVAL)
+        assert _fds_under(removed) == []
+    finally:
+        agent.stop()
