@@ -68,6 +68,8 @@ class ClusterLink:
             dry_run=cfg.dry_run, host_root=cfg.host_root,
             memory_high_watermark=lambda: float(self.evictor.watermarks.high["memory"]),
         )  # fmt: skip
+        if self.enforcer.ledger.problem:
+            self.evictor.node_event("EnforcementLedgerCorrupt", self.enforcer.ledger.problem)
         self.owners: list[AnnotationOwner] = [self.oversubscription, self.evictor]
         self.publisher = NodePublisher(
             kube, node, self.node_object, self.owners, period=cfg.interval, backoff_max=backoff_max,

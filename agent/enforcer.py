@@ -46,6 +46,7 @@ ALL_PARTS = frozenset({"baseline", "quota", "cpuset", "memory"})
 # kubelet's oom_score_adj (pkg/kubelet/qos/policy.go)
 GUARANTEED_OOM_SCORE_ADJ = -997
 BESTEFFORT_OOM_SCORE_ADJ = 1000
+KUBELET_CFS_PERIOD_US = 100_000  # kubelet's default cpuCFSQuotaPeriod
 
 
 def kubelet_shares(request_cores: float) -> int:
@@ -61,6 +62,13 @@ def kubelet_oom_score_adj(qos: str, memory_request_bytes: int, memory_capacity_b
         return BESTEFFORT_OOM_SCORE_ADJ
     adj = 1000 - (1000 * memory_request_bytes) // memory_capacity_bytes
     return min(max(1000 + GUARANTEED_OOM_SCORE_ADJ, adj), BESTEFFORT_OOM_SCORE_ADJ - 1)
+
+
+def kubelet_quota(limit_cores: float | None) -> int | None:
+    """The CFS quota kubelet gives a CPU limit over its default period (MilliCPUToQuota); None: no limit."""
+    if limit_cores is None or limit_cores <= 0:
+        return None
+    return max(1000, round(limit_cores * 1000) * KUBELET_CFS_PERIOD_US // 1000)
 
 
 def _ratio(quota_us: int | None, period_us: int) -> float:
@@ -122,6 +130,15 @@ class Enforcer:
         self.errors += 1
         self.last_error = f"{what}: {exc}"
         log.warning("enforcement: %s failed: %s", what, exc)
+
+    def _recorded(self, what: str) -> bool:
+        """Save the ledger; False (and nothing may be written) when it could not be: a value changed without
+        its original on disk could never be put back after a crash."""
+        if self.dry_run or self.ledger.save():
+            return True
+        self.errors += 1
+        self.last_error = f"{what}: refused, the enforcement ledger could not be saved"
+        return False
 
     def _write(self, what: str, fn: Callable[[], Any]) -> bool:
         """One write; False when refused. A vanished cgroup is no failure: there is nothing left to change."""
@@ -214,27 +231,36 @@ class Enforcer:
                 return None
             spec = kubelet_shares(pod.meta.cpu_request_cores)
             # kubelet never sets cpu.idle nor the minimum weight for a pod that requests CPU: such values are
-            # Colo's own, left by a run whose ledger was lost; kubelet's value then comes from the spec
-            if self.layout.is_v2:
-                weight = s.weight or shares_to_weight(spec)
-                if s.idle or (weight == 1 and spec != OFFLINE_SHARES):
-                    weight = shares_to_weight(spec)
-                shares, v2_weight = weight_to_shares(weight), weight
+            # Colo's own, left by a run whose ledger was lost; so may be any value when the ledger was damaged.
+            # Then what the cgroups hold is no original: kubelet's values come from the spec
+            found = s.weight if self.layout.is_v2 else s.shares
+            minimal = 1 if self.layout.is_v2 else OFFLINE_SHARES
+            from_spec = not self.ledger.trusted or bool(s.idle) or (found == minimal and spec != OFFLINE_SHARES)
+            if from_spec:
+                quota, period = kubelet_quota(pod.meta.cpu_limit_cores), KUBELET_CFS_PERIOD_US
+                shares, v2_weight = spec, (shares_to_weight(spec) if self.layout.is_v2 else None)
+            elif self.layout.is_v2:
+                quota, period = s.quota_us, s.period_us
+                v2_weight = s.weight or shares_to_weight(spec)
+                shares = weight_to_shares(v2_weight)
             else:
-                shares = s.shares or spec
-                if s.idle or (shares == OFFLINE_SHARES and spec != OFFLINE_SHARES):
-                    shares = spec
-                v2_weight = None
+                quota, period = s.quota_us, s.period_us
+                shares, v2_weight = s.shares or spec, None
             oom = kubelet_oom_score_adj(pod.qos, pod.meta.memory_request_bytes, snap.node.memory_total_bytes)
-            entry = Touched(pod.uid, pod.cgroup, shares, s.quota_us, s.period_us, weight=v2_weight, oom_default=oom)
+            entry = Touched(pod.uid, pod.cgroup, shares, quota, period, weight=v2_weight, oom_default=oom,
+                            from_spec=from_spec)  # fmt: skip
             self.ledger.record(entry)
-        current = {c.cgroup for c in pod.containers}
-        for path in current - entry.containers.keys():
-            try:
-                s = self.reader.cpu_settings(path)
-            except CgroupError:
-                continue
-            entry.containers[path], entry.container_periods[path] = s.quota_us, s.period_us
+        current = {c.cgroup: c.id for c in pod.containers}
+        for path in current.keys() - entry.containers.keys():
+            if entry.from_spec:
+                own = kubelet_quota(pod.meta.container_cpu_limits.get(current[path]))
+                entry.containers[path], entry.container_periods[path] = own, KUBELET_CFS_PERIOD_US
+            else:
+                try:
+                    s = self.reader.cpu_settings(path)
+                except CgroupError:
+                    continue
+                entry.containers[path], entry.container_periods[path] = s.quota_us, s.period_us
             self.ledger.changed()
         for path in [p for p in entry.containers if p not in current and not self.reader.exists(p)]:
             for recorded in (entry.containers, entry.container_periods, entry.container_cpusets):
@@ -348,7 +374,8 @@ class Enforcer:
         return ([change] if change else []), tier
 
     def _apply_quotas(self, what: str, changes: list[LimitChange], uncap: str | None) -> set[str]:
-        self.ledger.save()  # flags and tier caps are on disk before the writes they describe
+        if not self._recorded(what):  # flags and tier caps are on disk before the writes they describe
+            return {c.cgroup for c in changes} | ({uncap} if uncap else set())
         failed = self._apply(what, changes)
         if uncap is not None and uncap not in failed:
             self.ledger.drop_tier(uncap)
@@ -454,7 +481,8 @@ class Enforcer:
                     except CgroupError:
                         continue
                 self.ledger.changed()
-                self.ledger.save()
+            if not self._recorded(f"confine {pod.cgroup} to a cpuset"):
+                continue
             self._move_cpuset(pod.cgroup, current, cpus, dict.fromkeys(entry.containers, cpus))
         self.cpuset = chosen
 
@@ -488,7 +516,8 @@ class Enforcer:
                 self.ledger.changed()
             writes.append((p.cgroup, share))
         self.memory_high = shares  # built aside: the HTTP thread never sees half a pass
-        self.ledger.save()
+        if not self._recorded("set memory.high"):
+            return
         for cg, share in writes:
             self._write(f"set memory.high of {cg} to {share}", partial(self.writer.set_memory_high, cg, share))
 
@@ -639,7 +668,9 @@ class Enforcer:
         due = [p for p in offline if now - self._baseline_at.get(p.uid, -1e18) >= self.config.oom_reapply_seconds]
         for p in due:
             self._record_oom(entries[p.uid])
-        self.ledger.save()
+        if not self._recorded("protect offline pods"):
+            self.touched = tuple(sorted(self.ledger.entries))
+            return
         for p in offline:
             off = self._parts_switched_off(entries[p.uid])
             if off:

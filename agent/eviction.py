@@ -181,6 +181,10 @@ class Evictor:
         if self._thread.is_alive():
             self._thread.join(5.0)
 
+    def node_event(self, reason: str, message: str) -> None:
+        """A Warning Event on this node, sent by the worker thread (queued while the API server is away)."""
+        self._jobs.put(EvictionJob("cpu", [], 0, 0.0, 0, 0.0, [("Node", self.node_name, "", reason, message)]))
+
     def is_evicting(self) -> bool:
         return any(self.evicting.values())
 

@@ -640,3 +640,101 @@ def test_churned_pods_leave_no_descriptor_on_their_removed_cgroups(
         assert _fds_under(removed) == []
     finally:
         agent.stop()
+
+
+@V1
+def test_no_write_while_the_ledger_cannot_be_saved(v1tree_cgroupfs: V1Tree, tmp_path: Path) -> None:
+    """The promise "recorded before the first write": a ledger that cannot reach the disk stops the writes."""
+    tree = v1tree_cgroupfs
+    uid, pod_path, (ctr,) = tree.pod("burstable")
+    reader = CgroupReader(tree.layout)
+    before = reader.cpu_settings(pod_path)
+    (tmp_path / "not-a-directory").write_text("")
+    enf = _enforcer(tree, str(tmp_path / "not-a-directory" / "ledger.json"))
+    enf.on_snapshot(_snapshot([_pod(uid, "offline", pod_path, [ctr], None)]))
+    enf.on_snapshot(_snapshot([_pod(uid, "offline", pod_path, [ctr], None)]))
+    s = reader.cpu_settings(pod_path)
+    assert (s.shares, s.idle, s.quota_us) == (before.shares, before.idle, before.quota_us)
+    assert enf.writes == 0 and "ledger could not be saved" in (enf.last_error or "")
+
+
+@V1
+def test_a_corrupt_ledger_is_kept_aside_and_originals_come_from_the_spec(
+    v1tree_cgroupfs: V1Tree, tmp_path: Path
+) -> None:
+    """A damaged ledger after a crash: the cgroups hold Colo's own values (weight 2, SCHED_IDLE, a 5 ms quota).
+    They must not become the "originals": restore gives kubelet's values for the spec (shares from the
+    request, quota from the limit), and the damaged file is kept, not overwritten."""
+    tree = v1tree_cgroupfs
+    uid, pod_path, (ctr,) = tree.pod("burstable")
+    w, reader = CgroupWriter(tree.layout), CgroupReader(tree.layout)
+    w.set_cpu_shares(pod_path, 2)
+    w.set_cpu_quota(pod_path, 5_000)
+    w.set_cpu_quota(ctr, 5_000)
+    w.set_cpu_idle(pod_path, True)
+    ledger = tmp_path / "ledger.json"
+    ledger.write_bytes(b'{"format": "colo-enforcement-ledger", "pods": {"' + uid.encode() + b'": {"uid"')
+    enf = _enforcer(tree, str(ledger))
+    assert not enf.ledger.trusted and enf.ledger.problem is not None
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("ledger.json.corrupt-")]
+    assert len(aside) == 1 and aside[0].read_bytes().endswith(b'{"uid"')
+    pods = [_pod(uid, "offline", pod_path, [ctr], 0.4, request=0.3)]
+    enf.on_snapshot(_snapshot(pods))
+    assert enf.ledger.entries[uid].from_spec
+    enf.on_snapshot(_snapshot([_pod(uid, "online", pod_path, [ctr], 0.4, request=0.3)]))
+    s, c = reader.cpu_settings(pod_path), reader.cpu_settings(ctr)
+    assert (s.shares, s.idle, s.quota_us, s.period_us) == (kubelet_shares(0.3), False, 40_000, 100_000)
+    assert (c.quota_us, c.period_us) == (40_000, 100_000)
+    assert enf.errors == 0
+
+
+@V1
+def test_a_lost_ledger_takes_the_quota_from_the_spec_too(v1tree_cgroupfs: V1Tree, tmp_path: Path) -> None:
+    """No ledger at all, but the pod carries Colo's marks (SCHED_IDLE): its quota is Colo's as well."""
+    tree = v1tree_cgroupfs
+    uid, pod_path, (ctr,) = tree.pod("burstable")
+    w, reader = CgroupWriter(tree.layout), CgroupReader(tree.layout)
+    w.set_cpu_shares(pod_path, 2)
+    w.set_cpu_quota(pod_path, 5_000)
+    w.set_cpu_idle(pod_path, True)
+    enf = _enforcer(tree, str(tmp_path / "ledger.json"))
+    enf.on_snapshot(_snapshot([_pod(uid, "offline", pod_path, [ctr], None, request=0.5)]))
+    enf.on_snapshot(_snapshot([_pod(uid, "online", pod_path, [ctr], None, request=0.5)]))
+    s = reader.cpu_settings(pod_path)
+    assert (s.shares, s.idle, s.quota_us) == (kubelet_shares(0.5), False, None)
+
+
+@V1
+def test_the_ledger_keeps_a_backup_and_reads_it_when_the_file_is_gone(v1tree_cgroupfs: V1Tree, tmp_path: Path) -> None:
+    """A crash between the two renames of a save leaves only the backup: it is read, and trusted."""
+    tree = v1tree_cgroupfs
+    first_uid, first_path, (first_ctr,) = tree.pod("burstable")
+    second_uid, second_path, (second_ctr,) = tree.pod("burstable")
+    ledger = tmp_path / "ledger.json"
+    enf = _enforcer(tree, str(ledger))
+    enf.on_snapshot(_snapshot([_pod(first_uid, "offline", first_path, [first_ctr], None)]))
+    pods = [_pod(u, "offline", p, [c], None) for u, p, c in ((first_uid, first_path, first_ctr),
+                                                               (second_uid, second_path, second_ctr))]  # fmt: skip
+    enf.on_snapshot(_snapshot(pods))
+    backup = tmp_path / "ledger.json.bak"
+    assert backup.exists() and json.loads(ledger.read_text())["pods"].keys() == {first_uid, second_uid}
+    ledger.unlink()
+    restarted = _enforcer(tree, str(ledger))
+    assert restarted.ledger.trusted and first_uid in restarted.ledger.entries
+
+
+@V1
+def test_a_corrupt_ledger_is_reported_as_a_node_event(
+    v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI, tmp_path: Path
+) -> None:
+    kube_api.put("nodes", node(cpu="2"))
+    (tmp_path / "ledger.json").write_text("{not json")
+    agent, _ = make_agent(v1tree_cgroupfs, kube, tmp_path)
+    agent.start()
+    try:
+        wait_for(lambda: any(e["reason"] == "EnforcementLedgerCorrupt" for e in kube_api.objects("events")))
+    finally:
+        agent.stop()
+    event = next(e for e in kube_api.objects("events") if e["reason"] == "EnforcementLedgerCorrupt")
+    assert "kept as" in event["message"] and event["type"] == "Warning"
+    assert json.loads((tmp_path / "ledger.json").read_text())["format"] == "colo-enforcement-ledger"
