@@ -41,7 +41,7 @@ from agent.publisher import ApiHealth, Changes
 from agent.resources import node_allocatable
 from agent.snapshot import PodSample, Snapshot
 from cgroup import CgroupError, CgroupWriter
-from kube import ApiError, Kube
+from kube import ApiError, FailureLog, Kube
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +170,8 @@ class Evictor:
         self._killed_uids: set[str] = set()
         self._jobs: queue.Queue[EvictionJob | None] = queue.Queue()
         self._taint_state: bool | None = None
+        self._event_failures = FailureLog(log, "recording an event")
+        self._eviction_failures = FailureLog(log, "eviction")
         self._thread = threading.Thread(target=self._work, name="colo-evictor", daemon=True)
 
     # -- lifecycle -----------------------------------------------------------------------------------
@@ -197,6 +199,7 @@ class Evictor:
         annotations = meta.get("annotations") or {}
         self.watermarks, problems = parse_watermarks(annotations, self.config)
         events: list[tuple[str, str, str, str, str]] = []
+        self._warned &= set(problems)  # a value fixed and broken again is news again
         for problem in problems:
             if problem not in self._warned:
                 self._warned.add(problem)
@@ -344,8 +347,9 @@ class Evictor:
                                    event_type="Warning", component=COMPONENT)  # fmt: skip
         except ApiError as exc:
             self.health.note(exc.status)
-            log.warning("cannot record event %s on %s %s: %s", reason, kind, name, exc)
+            self._event_failures.failed(exc.status, f"{reason} on {kind} {name}: {exc}")
             return
+        self._event_failures.succeeded()
         self.health.note(None)
 
     def _run_job(self, job: EvictionJob) -> None:
@@ -372,11 +376,12 @@ class Evictor:
                 self.results["error"] += 1
                 with self._asked_lock:
                     self._asked.pop(p.uid, None)  # not evicted: a later round may ask again
-                log.warning("eviction of %s/%s failed: %s", ns, name, exc)
+                self._eviction_failures.failed(exc.status, f"{ns}/{name}: {exc}")
                 if ApiHealth.unreachable(exc.status):
                     return  # the API server is away: the next round decides again
                 continue
             self.health.note(None)
+            self._eviction_failures.succeeded()
             self.results[result] += 1
             if result == "blocked":
                 log.info("eviction of %s/%s blocked by a PodDisruptionBudget: next victim", ns, name)

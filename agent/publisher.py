@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kube import ApiError, Kube
+from kube import ApiError, FailureLog, Kube
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +108,7 @@ class NodePublisher:
         self._thread = threading.Thread(target=self._run, name="colo-publisher", daemon=True)
         self._failed_in_row = 0
         self._retry_after: float | None = None
+        self._failure_log = FailureLog(log, f"node {node_name}: annotation patch")
 
     def start(self) -> None:
         self._thread.start()
@@ -158,9 +159,10 @@ class NodePublisher:
             self.last_error, self.last_status = str(exc), exc.status
             self.health.note(exc.status)
             self._retry_after = exc.retry_after
-            log.warning("node %s: annotation patch failed, will retry with the latest values: %s", self.node_name, exc)
+            self._failure_log.failed(exc.status, f"{exc}; will retry with the latest values")
             return False
         self.writes += 1
+        self._failure_log.succeeded()
         self.last_error = self.last_status = None
         self.health.note(None)
         for owner, ch in per_owner:

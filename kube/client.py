@@ -46,6 +46,17 @@ TRANSPORT_RETRIES = urllib3.Retry(
     backoff_factor=0.05,
 )
 
+
+class _NoRetryWarnings(logging.Filter):
+    """urllib3 warns of each transport retry ("Retrying (Retry(total=2, ...))"): three lines per failed call
+    during an outage. The call's own failure, if any, is reported once per change by the caller."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Retrying (")
+
+
+logging.getLogger("urllib3.connectionpool").addFilter(_NoRetryWarnings())
+
 #: Attempts for read-modify-write cycles (taints) before giving up with the last 409/422.
 CONFLICT_RETRIES = 5
 

@@ -161,6 +161,15 @@ def test_malformed_watermark_annotation_warns_once_with_a_node_event(
     warnings = [e for e in api.objects("events") if e["reason"] == "InvalidEvictionWatermark"]
     assert len(warnings) == 1 and "lots" in warnings[0]["message"]
     assert ev.watermarks.high["memory"] == 60
+    # fixed, then broken again the same way: news again (it used to warn once per agent lifetime)
+    del obj["metadata"]["annotations"]["volcano.sh/evicting-memory-high-watermark"]
+    api.put("nodes", obj)
+    ev.on_snapshot(snap(pods, 1.0, 10 * GI, 1010.0))
+    obj["metadata"]["annotations"]["volcano.sh/evicting-memory-high-watermark"] = "lots"
+    api.put("nodes", obj)
+    ev.on_snapshot(snap(pods, 1.0, 10 * GI, 1011.0))
+    assert ev.drain()
+    assert len([e for e in api.objects("events") if e["reason"] == "InvalidEvictionWatermark"]) == 2
 
 
 def test_oversubscribed_node_requires_overcommit(setup: tuple[Evictor, FakeKubeAPI, list[PodSample]]) -> None:
