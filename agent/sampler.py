@@ -10,7 +10,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from agent.netstats import NetLinkCounters
+from agent.netstats import NetCounters
 from agent.procfs import HostProc
 from agent.rates import CounterRates
 from agent.snapshot import (
@@ -103,7 +103,7 @@ class Sampler:
         self.layout, self.model, self.source, self.windows = layout, model, source, windows
         self.reader = reader or CgroupReader(layout)
         self.proc = HostProc(host_root)
-        self.net = NetLinkCounters(host_root)
+        self.net = NetCounters(host_root)
         self.rates = CounterRates()
         self.clock, self.wall_clock = clock, wall_clock
         self.seq = 0

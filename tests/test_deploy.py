@@ -420,6 +420,7 @@ def host_paths(cfg: AgentConfig) -> list[HostPath]:
         HostPath("sys/fs/cgroup/kubepods.slice/cpu.max", "rw", "quotas, weights, idle, cpuset, memory.high"),
         HostPath("sys/class/net/eth0", "ro", "physical interface detection"),
         HostPath("sys/devices/pci0000:00/net/eth0/device", "ro", "/sys/class/net/* link into /sys/devices"),
+        HostPath("sys/devices/pci0000:00/net/eth0/statistics/rx_bytes", "ro", "physical interfaces' counters"),
         HostPath(DEFAULT_KUBELET_CONFIGS[0].lstrip("/"), "ro", "kubelet's cgroupDriver"),
         HostPath(cfg.enforcement.cpu_manager_state.lstrip("/"), "ro", "static CPU manager's exclusive CPUs"),
     ]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.netstats import InterfaceCounters, NetCounters
 from agent.rates import CounterRates
 from agent.sampler import CgroupPodSource, Sampler
 from agent.windows import WindowStore
@@ -203,3 +204,23 @@ def test_a_pass_on_cgroup_v2(tmp_path: Path) -> None:
     assert p.memory_working_set_bytes == 70 << 20 and p.memory_anon_bytes == 60 << 20
     if "cpu" in sampler.psi_resources:
         assert p.pressure["cpu"].some_avg10 == pytest.approx(0.125)
+
+
+def test_network_counters_of_physical_interfaces_from_sysfs(tmp_path: Path) -> None:
+    """Only interfaces backed by a device count; counters are re-read through the kept descriptors, and an
+    interface that disappears is dropped, never an error."""
+    net = tmp_path / "sys" / "class" / "net"
+    for name, physical, rx, tx in (("eth0", True, 1000, 10), ("veth1", False, 5, 5), ("lo", False, 7, 7)):
+        stats = net / name / "statistics"
+        stats.mkdir(parents=True)
+        if physical:
+            (net / name / "device").mkdir()
+        (stats / "rx_bytes").write_text(f"{rx}\n")
+        (stats / "tx_bytes").write_text(f"{tx}\n")
+    counters = NetCounters(str(tmp_path))
+    assert counters.read(0.0) == [InterfaceCounters("eth0", 1000, 10)]
+    (net / "eth0" / "statistics" / "rx_bytes").write_text("2500\n")
+    assert counters.read(1.0) == [InterfaceCounters("eth0", 2500, 10)]
+    counters.close()
+    (net / "eth0" / "statistics" / "rx_bytes").unlink()
+    assert counters.read(2.0) == []
