@@ -714,7 +714,7 @@ def scan_source(source: str, filename: str) -> Scan:
                     scan.problems.append(f"{where}: 'import {alias.name}': use 'from kube import ...' (unaliased)")
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             top = node.module.split(".")[0]
-            if top == "kubernetes" and node.module != "kubernetes.utils":
+            if top == "kubernetes":
                 scan.problems.append(f"{where}: the kubernetes client outside kube/: every API call goes through kube/")
             if top == "kube":
                 for alias in node.names:
@@ -1075,6 +1075,7 @@ class Thing:
         ("def f(self, kube):\n    self.api = kube\n", "must be called kube"),
         ("from kube import Informer as I\n", "unaliased"),
         ("from kubernetes.client import CoreV1Api\n", "outside kube/"),
+        ("from kubernetes.utils import parse_quantity\n", "outside kube/"),
         ("def f(kube):\n    kube.api_client.call_api()\n", "not in kube/permissions.py"),
     ],
 )
