@@ -14,6 +14,7 @@ from agent.classify import Classifier
 from agent.enforcer import Enforcer
 from agent.eviction import Evictor
 from agent.kubepods import KubePodSource
+from agent.node_state import node_state
 from agent.oversubscription import OversubscriptionOwner
 from agent.publisher import AnnotationOwner, ApiHealth, NodePublisher
 from agent.resources import node_allocatable
@@ -95,15 +96,22 @@ class ClusterLink:
         return self.health.reachable()
 
     def on_snapshot(self, snap: Snapshot) -> None:
-        """Protection runs on every snapshot, whether or not the API server is reachable; eviction and
-        enforcement each on its own, so a failure of one never stops the other."""
-        if not self.pods.synced.is_set():
-            return  # classes are unknown until the first list: touch nothing
-        for part in (self.evictor, self.enforcer):
+        """One state per pass, built once: capacity, eviction and enforcement all decide on it. Protection
+        runs whether or not the API server is reachable; each part on its own, so a failure of one never
+        stops another."""
+        node = self.node_object() or {}
+        state = node_state(snap, node_allocatable(node))
+        parts: list[tuple[str, Callable[[], None]]] = [
+            ("capacity", lambda: self.oversubscription.on_state(state, node))
+        ]
+        if self.pods.synced.is_set():  # classes are unknown until the first list: touch nothing
+            parts += [("eviction", lambda: self.evictor.on_state(state)),
+                      ("enforcement", lambda: self.enforcer.on_state(state))]  # fmt: skip
+        for name, part in parts:
             try:
-                part.on_snapshot(snap)
+                part()
             except Exception:
-                log.exception("%s failed on snapshot %d", part.name, snap.seq)
+                log.exception("%s failed on snapshot %d", name, snap.seq)
 
     def node_object(self) -> dict[str, Any] | None:
         return self.node.get(self.node_name)

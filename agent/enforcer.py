@@ -24,6 +24,7 @@ from prometheus_client.metrics_core import Metric
 from agent.config import EnforcementConfig
 from agent.cpu_budget import OfflineCpu, exclusive_cpus, offline_budget, pick_cpuset, split_budget
 from agent.ledger import Ledger, Touched
+from agent.node_state import NodeState, node_state
 from agent.snapshot import PodSample, Snapshot
 from cgroup import (
     CgroupError,
@@ -381,25 +382,23 @@ class Enforcer:
             self.ledger.drop_tier(uncap)
         return failed
 
-    def _cpu(self, snap: Snapshot, offline: list[PodSample], entries: dict[str, Touched], alloc_cpu: float) -> None:
-        c = self.config
+    def _cpu(self, state: NodeState, offline: list[PodSample], entries: dict[str, Touched]) -> None:
+        c, snap, cpu = self.config, state.snapshot, state.cpu
         if c.cpu_policy == "none":
             self.budget_cores, self.quotas, self.besteffort_cores = None, {}, 0.0
             self.cpuset, self.released = None, False
             changes, uncap = self._tier_changes(snap, None)
             self._apply_quotas("uncap the best-effort tier", changes, uncap)
             return
-        if snap.node.cpu_cores is None:
+        if cpu.system is None:
             # the first pass after a start has no CPU rate yet: unknown is not idle, so nothing is released
             # or re-budgeted; the quotas the cgroups hold (a previous run's, or none) stay one more interval
             return
-        pods = list(snap.pods.values())
-        online_cores = sum(p.cpu_cores or 0.0 for p in pods if p.meta.pod_class != "offline")
-        system = max(0.0, (snap.node.cpu_cores or 0.0) - sum(p.cpu_cores or 0.0 for p in pods))
-        self._update_release((online_cores + system) / alloc_cpu if alloc_cpu > 0 else 1.0)
+        load = cpu.online_and_system_ratio()
+        self._update_release(1.0 if load is None else load)  # no allocatable: never quiet
         self.budget_cores = offline_budget(
-            alloc_cpu, c.cpu_suppress_threshold, online_cores, system, c.cpu_min_offline_cores,
-            self.budget_cores, c.cpu_growth_per_interval * alloc_cpu,
+            cpu.allocatable, c.cpu_suppress_threshold, cpu.online, cpu.system, c.cpu_min_offline_cores,
+            self.budget_cores, c.cpu_growth_per_interval * cpu.allocatable,
         )  # fmt: skip
         if c.cpu_policy == "cpuset":
             changes, uncap = self._tier_changes(snap, None)
@@ -487,17 +486,13 @@ class Enforcer:
         self.cpuset = chosen
 
     # -- memory --------------------------------------------------------------------------------------
-    def _memory(
-        self, snap: Snapshot, offline: list[PodSample], entries: dict[str, Touched], alloc_mem: int, high: float
-    ) -> None:
+    def _memory(self, state: NodeState, offline: list[PodSample], entries: dict[str, Touched], high: float) -> None:
         """v2: offline pods' memory.high so offline memory stays under what the high watermark leaves."""
         if not self.layout.is_v2 or not self.config.memory_high or not offline:
             self.memory_high = {}
             return
-        pods = list(snap.pods.values())
-        online = sum(p.memory_working_set_bytes for p in pods if p.meta.pod_class != "offline")
-        system = max(0, snap.node.memory_used_bytes - sum(p.memory_working_set_bytes for p in pods))
-        allowance = max(0, int(alloc_mem * high / 100.0) - online - system)
+        memory = state.memory
+        allowance = max(0, int(memory.allocatable * high / 100.0) - int(memory.online) - int(memory.system or 0))
         total = sum(p.memory_working_set_bytes for p in offline) or 1
         shares: dict[str, int] = {}
         writes: list[tuple[str, int]] = []
@@ -644,11 +639,16 @@ class Enforcer:
         return frozenset(off)
 
     def on_snapshot(self, snap: Snapshot) -> None:
+        """A pass on its own (tests, standalone use): the state from the snapshot and the allocatable."""
+        self.on_state(node_state(snap, self.allocatable()))
+
+    def on_state(self, state: NodeState) -> None:
+        snap = state.snapshot
         if not self.config.enabled:
             if self.ledger.entries or self.ledger.tiers:
                 self.restore_all()
             return
-        offline = [p for p in snap.pods.values() if p.meta.pod_class == "offline"]
+        offline = list(state.offline)
         offline_uids = {p.uid for p in offline}
         # reconcile: whatever the ledger holds for pods no longer offline (or gone) goes back
         for uid, entry in list(self.ledger.entries.items()):
@@ -678,11 +678,8 @@ class Enforcer:
         for p in due:
             self._baseline_at[p.uid] = now
             self._baseline(p, entries[p.uid])
-        alloc_cpu, alloc_mem = self.allocatable()
-        cpu_alloc = alloc_cpu if alloc_cpu is not None else snap.node.cpu_capacity_cores
-        mem_alloc = alloc_mem if alloc_mem is not None else snap.node.memory_total_bytes
-        self._cpu(snap, offline, entries, cpu_alloc)
-        self._memory(snap, offline, entries, mem_alloc, self.memory_high_watermark())
+        self._cpu(state, offline, entries)
+        self._memory(state, offline, entries, self.memory_high_watermark())
         self.ledger.save()
         self.touched = tuple(sorted(self.ledger.entries))
 

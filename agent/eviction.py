@@ -30,12 +30,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Literal
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from agent.config import EvictionConfig
+from agent.node_state import NodeState, Resource, node_state, pod_request, pod_usage
 from agent.oversubscription import oversubscription_enabled
 from agent.publisher import ApiHealth, Changes
 from agent.resources import node_allocatable
@@ -45,7 +46,6 @@ from kube import ApiError, FailureLog, Kube
 
 log = logging.getLogger(__name__)
 
-Resource = Literal["cpu", "memory"]
 RESOURCES: tuple[Resource, ...] = ("cpu", "memory")
 EVICTING_ANNOTATION = "volcano.sh/offline-job-evicting"
 EVICTING_TAINT = "volcano.sh/offline-job-evicting"
@@ -108,10 +108,9 @@ class Smoother:
 def victim_order(pods: Iterable[PodSample], resource: Resource) -> list[PodSample]:
     """Lowest priority first, then highest usage of the resource under pressure, then youngest."""
 
-    def usage(p: PodSample) -> float:
-        return (p.cpu_cores or 0.0) if resource == "cpu" else float(p.memory_working_set_bytes)
-
-    return sorted(pods, key=lambda p: (p.meta.priority or 0, -usage(p), -(p.meta.creation_timestamp or 0.0)))
+    return sorted(
+        pods, key=lambda p: (p.meta.priority or 0, -pod_usage(p, resource), -(p.meta.creation_timestamp or 0.0))
+    )
 
 
 @dataclass
@@ -192,8 +191,14 @@ class Evictor:
 
     # -- deciding (sampling thread) ------------------------------------------------------------------
     def on_snapshot(self, snap: Snapshot) -> None:
+        """A pass on its own (tests): the state from the snapshot and the Node's allocatable."""
+        if self.config.enabled:
+            self.on_state(node_state(snap, node_allocatable(self.get_node() or {})))
+
+    def on_state(self, state: NodeState) -> None:
         if not self.config.enabled:
             return
+        snap = state.snapshot
         node = self.get_node() or {}
         meta = node.get("metadata") or {}
         annotations = meta.get("annotations") or {}
@@ -205,19 +210,14 @@ class Evictor:
                 self._warned.add(problem)
                 log.warning("node %s: %s; using the defaults", self.node_name, problem)
                 events.append(("Node", self.node_name, "", "InvalidEvictionWatermark", problem + "; defaults apply"))
-        alloc_cpu, alloc_mem = node_allocatable(node)
-        alloc = {
-            "cpu": alloc_cpu or snap.node.cpu_capacity_cores,
-            "memory": float(alloc_mem or snap.node.memory_total_bytes),
-        }
+        alloc = {"cpu": state.cpu.allocatable, "memory": state.memory.allocatable}
         now = snap.mono
-        raw = {"cpu": 100.0 * (snap.node.cpu_cores or 0.0) / alloc["cpu"],
-               "memory": 100.0 * snap.node.memory_used_bytes / alloc["memory"]}  # fmt: skip
         changed = False
         for res in RESOURCES:
-            if res == "cpu" and snap.node.cpu_cores is None:
+            raw = state.usage(res).percent()
+            if raw is None:  # CPU on the first pass: not known yet
                 continue
-            usage = self.usage[res] = self._smoothers[res].add(now, raw[res])
+            usage = self.usage[res] = self._smoothers[res].add(now, raw)
             if usage <= self.watermarks.high[res]:
                 self._above_since[res] = None
             elif self._above_since[res] is None:
@@ -251,10 +251,7 @@ class Evictor:
             if not self.evicting[res] or usage is None or usage <= self.watermarks.high[res]:
                 continue
             if self.config.require_overcommit_when_oversubscribed and self.oversubscribed(node):
-                requested = sum(
-                    p.meta.cpu_request_cores if res == "cpu" else p.meta.memory_request_bytes
-                    for p in snap.pods.values()
-                )
+                requested = sum(pod_request(p, res) for p in snap.pods.values())
                 if requested <= alloc[res]:
                     self.last_decision = (
                         f"{res} above high watermark but pods request {requested:.3g} <= allocatable "
@@ -293,8 +290,7 @@ class Evictor:
         for p in order:
             if projected < self.watermarks.high[res] or wanted >= self.config.max_per_round:
                 break
-            use = (p.cpu_cores or 0.0) if res == "cpu" else float(p.memory_working_set_bytes)
-            projected -= 100.0 * use / alloc
+            projected -= 100.0 * pod_usage(p, res) / alloc
             wanted += 1
         return order[:wanted], order, projected
 

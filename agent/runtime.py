@@ -129,13 +129,15 @@ class Agent:
             log.warning("cannot save window state to %s: %s", path, exc)
 
     def tick(self) -> Snapshot:
+        """One pass: sample, run the later stages on the snapshot, then make it visible, so a reader never
+        sees a snapshot whose stages (capacity, enforcement) have not run yet."""
         snap = self.sampler.sample()  # takes the windows lock itself, only to feed and sweep the windows
-        self.view.publish(snap)
         for stage in self.stages:
             try:
                 stage.on_snapshot(snap)
             except Exception:
                 log.exception("stage %s failed on snapshot %d", stage.name, snap.seq)
+        self.view.publish(snap)
         return snap
 
     def describe(self) -> str:

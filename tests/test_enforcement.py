@@ -16,6 +16,7 @@ import pytest
 from agent.cluster import ClusterLink
 from agent.config import AgentConfig, EnforcementConfig
 from agent.enforcer import Enforcer, kubelet_oom_score_adj, kubelet_shares
+from agent.node_state import NodeState
 from agent.runtime import Agent
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
 from cgroup import CgroupReader, CgroupWriter, PathModel, parse_container_id
@@ -208,10 +209,10 @@ def test_a_failing_eviction_stage_does_not_stop_enforcement(
     reader = CgroupReader(tree.layout)
     agent, link = make_agent(tree, kube, tmp_path)
 
-    def broken(snap: Snapshot) -> None:
+    def broken(state: NodeState) -> None:
         raise RuntimeError("a bug in eviction")
 
-    link.evictor.on_snapshot = broken  # type: ignore[method-assign]
+    link.evictor.on_state = broken  # type: ignore[method-assign]
     agent.start()
     try:
         for o in colocated["offline"]:
@@ -297,18 +298,19 @@ def test_restore_clears_sched_idle_the_ledger_does_not_know_about(v1tree_cgroupf
 
 @V1
 def test_the_entry_is_on_disk_before_the_first_write(v1tree_cgroupfs: V1Tree, tmp_path: Path) -> None:
-    """A pass that fails half-way (here: the node's allocatable cannot be had) has already written the
-    baseline; what a restart needs to undo it must be on disk by then."""
+    """A pass that fails half-way (here: the memory watermark cannot be had, after the CPU writes) has
+    already written the baseline; what a restart needs to undo it must be on disk by then."""
     tree = v1tree_cgroupfs
     uid, pod_path, (ctr,) = tree.pod("burstable")
     reader = CgroupReader(tree.layout)
     shares = reader.cpu_settings(pod_path).shares
     ledger = str(tmp_path / "ledger.json")
 
-    def allocatable() -> tuple[float | None, int | None]:
+    def watermark() -> float:
         raise RuntimeError("node object broken")
 
-    crashing = Enforcer(tree.layout, tree.model, reader, EnforcementConfig(ledger_file=ledger), allocatable)
+    crashing = Enforcer(tree.layout, tree.model, reader, EnforcementConfig(ledger_file=ledger),
+                        lambda: (2.0, 8 << 30), memory_high_watermark=watermark)  # fmt: skip
     with pytest.raises(RuntimeError):
         crashing.on_snapshot(_snapshot([_pod(uid, "offline", pod_path, [ctr], None)]))
     assert reader.cpu_settings(pod_path).idle is True  # the baseline was written
