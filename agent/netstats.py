@@ -32,6 +32,7 @@ class NetCounters:
         self.sys_net = os.path.join(host_root, "sys/class/net")
         self._fds: dict[str, tuple[int, int]] = {}  # interface -> (rx_bytes, tx_bytes) descriptors
         self._refreshed: float | None = None
+        self.ok = True  # the last read found everything it looked for
 
     def _is_physical(self, name: str) -> bool:
         return os.path.exists(os.path.join(self.sys_net, name, "device"))
@@ -55,6 +56,7 @@ class NetCounters:
     def read(self, now: float) -> list[InterfaceCounters]:
         """Counters of every physical interface; [] (logged) when sysfs fails, never an exception. An
         interface that went away is dropped until the next refresh."""
+        self.ok = True
         try:
             if self._refreshed is None or now - self._refreshed >= REFRESH_SECONDS:
                 self._refresh()
@@ -62,12 +64,14 @@ class NetCounters:
         except OSError as exc:
             log.warning("cannot list network interfaces in %s: %s", self.sys_net, exc)
             self.close()
+            self.ok = False
             return []
         out: list[InterfaceCounters] = []
         for name, (rx_fd, tx_fd) in list(self._fds.items()):
             try:
                 rx, tx = int(os.pread(rx_fd, 32, 0)), int(os.pread(tx_fd, 32, 0))
             except (OSError, ValueError):
+                self.ok = False
                 self._close(name)
                 self._refreshed = None  # look again next pass
                 continue

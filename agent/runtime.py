@@ -104,6 +104,7 @@ class Agent:
         self.sampler = Sampler(
             self.layout, self.model, self.source, self.windows, host_root=config.host_root, reader=self.reader,
             container_stat_every=config.container_memory_detail_every, windows_lock=self.view.windows_lock,
+            collectors=config.collectors.enabled(),
         )  # fmt: skip
         self.stages: list[Stage] = []
         self.services: list[Service] = []

@@ -10,6 +10,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from agent.collectors import ALWAYS_ON, COLLECTORS, PassClock
 from agent.netstats import NetCounters
 from agent.procfs import HostProc
 from agent.rates import CounterRates
@@ -99,6 +100,7 @@ class Sampler:
         wall_clock: Callable[[], float] = time.time,
         container_stat_every: int = 1,
         windows_lock: threading.Lock | None = None,
+        collectors: frozenset[str] = frozenset(COLLECTORS),
     ) -> None:
         self.layout, self.model, self.source, self.windows = layout, model, source, windows
         self.reader = reader or CgroupReader(layout)
@@ -116,7 +118,9 @@ class Sampler:
         self.windows_lock = windows_lock or threading.Lock()
         # pod PSI only for resources the kernel reports at all (psi=0 kernels have no /proc/pressure)
         self.psi_resources = tuple(r for r in PSI_RESOURCES if self.proc.pressure(r) is not None)
-        self.psi_enabled = layout.unified is not None and bool(self.psi_resources)
+        self.psi_enabled = layout.unified is not None and bool(self.psi_resources) and "psi" in collectors
+        self.collectors = collectors | ALWAYS_ON
+        self._clock = PassClock(self.collectors)
 
     # -- parts of a pass -------------------------------------------------------------------------
     def _node(self, now: float) -> NodeSample:
@@ -161,7 +165,9 @@ class Sampler:
         self._known_cgroups.add(pod.path)
         containers: list[ContainerSample] = []
         every = self.container_stat_every
-        for c in pod.containers:
+        clock = self._clock
+        started = time.perf_counter()
+        for c in pod.containers if "containers" in self.collectors else ():
             try:
                 c_cores, c_throttled = self._cpu(c.path, now)
                 # each container on its own turn (spread by its cgroup path), so no pass reads them all
@@ -172,12 +178,17 @@ class Sampler:
             except CgroupGone:
                 self.reader.forget(c.path)
                 continue
+            except CgroupError:
+                clock.failed("containers")
+                clock.add("containers", started)
+                raise
             self._known_cgroups.add(c.path)
             containers.append(
                 ContainerSample(
                     c.id, c.path, c_cores, c_mem.working_set_bytes, c_mem.anon_bytes, c_mem.usage_bytes, c_throttled
                 )
             )
+        started = clock.add("containers", started)
         pressure: dict[str, Pressure] = {}
         if self.psi_enabled:
             for res in self.psi_resources:
@@ -186,6 +197,7 @@ class Sampler:
                     pressure[res] = p
             if not pressure and not self.layout.is_v2:
                 self.psi_enabled = False  # hybrid host whose pods have no directory on the unified tree
+            clock.add("psi", started)
         return PodSample(
             meta=meta,
             qos=pod.qos,
@@ -231,12 +243,16 @@ class Sampler:
 
     # -- the pass --------------------------------------------------------------------------------
     def sample(self) -> Snapshot:
-        """One full pass. A vanished pod is skipped and forgotten; no error stops the pass."""
+        """One full pass. A vanished pod is skipped and forgotten; no error but the node's stops the pass."""
         start = now = self.clock()
         wall = self.wall_clock()
         self._known_cgroups = set()
+        clock = self._clock = PassClock(self.collectors)
+        started = time.perf_counter()
         node = self._node(now)
-        tiers = self._tiers(now)
+        started = clock.add("node", started)
+        tiers = self._tiers(now) if "tiers" in self.collectors else {}
+        started = clock.add("tiers", started) if "tiers" in self.collectors else started
         pods: dict[str, PodSample] = {}
         for meta, pod in self.source.pods(now):
             try:
@@ -245,12 +261,21 @@ class Sampler:
                 self.reader.forget(pod.path)
                 self.source.vanished(meta.uid)
             except CgroupError as exc:
+                clock.failed("pods")
                 log.warning("pod %s: %s", meta.uid, exc)
-        interfaces = self._interfaces(now)
+        clock.add("pods", started)
+        clock.exclude("pods", "containers", "psi")  # read within the pods' loop, charged to themselves
+        interfaces: tuple[InterfaceSample, ...] = ()
+        if "network" in self.collectors:
+            started = time.perf_counter()
+            interfaces = self._interfaces(now)
+            if not self.net.ok:
+                clock.failed("network")
+            clock.add("network", started)
         self._feed_windows(now, node, pods)
         self._forget_vanished(pods)
         self.seq += 1
-        return Snapshot(self.seq, now, wall, node, tiers, pods, interfaces, self.clock() - start)
+        return Snapshot(self.seq, now, wall, node, tiers, pods, interfaces, self.clock() - start, clock.runs())
 
     def _feed_windows(self, now: float, node: NodeSample, pods: dict[str, PodSample]) -> None:
         """Node usage as ratios; pods in cores and working-set bytes."""

@@ -31,7 +31,9 @@ import kube.permissions as kp
 from agent.config import AgentConfig, EnforcementConfig, EvictionConfig, OversubscriptionConfig, load_config
 from agent.enforcer import Enforcer
 from agent.eviction import EVICTING_ANNOTATION, EVICTING_TAINT, Evictor
+from agent.node_state import node_state
 from agent.oversubscription import ANNOTATION_CPU, ANNOTATION_MEMORY, BATCH_CPU, BATCH_MEMORY, OversubscriptionOwner
+from agent.resources import node_allocatable
 from agent.snapshot import (
     ContainerSample,
     InterfaceSample,
@@ -1581,6 +1583,7 @@ def agent_metric_names(tmp_path: Path) -> set[str]:
     names: set[str] = set()
     for node_seen in (node, {"metadata": node["metadata"]}):
         owner = OversubscriptionOwner(view, OversubscriptionConfig(min_history_seconds=0))
+        owner.on_state(node_state(snap, node_allocatable(node_seen)), node_seen)  # the pass's capacity stage
         owner.changes(node_seen, snap.mono)
         view.metric_sources.update(oversubscription=owner.metrics, enforcement=enforcer.metrics,
                                    eviction=evictor.metrics)  # fmt: skip

@@ -224,3 +224,36 @@ def test_network_counters_of_physical_interfaces_from_sysfs(tmp_path: Path) -> N
     counters.close()
     (net / "eth0" / "statistics" / "rx_bytes").unlink()
     assert counters.read(2.0) == []
+
+
+@pytest.mark.cgroupv1
+def test_collectors_report_success_and_duration_and_can_be_switched_off(v1tree_cgroupfs: V1Tree) -> None:
+    tree = v1tree_cgroupfs
+    _, _, (ctr,) = tree.pod("burstable")
+    windows = WindowStore()
+    source = CgroupPodSource(tree.layout, tree.model, 0.0)
+    sampler = Sampler(tree.layout, tree.model, source, windows)
+    try:
+        snap = sampler.sample()
+        runs = {r.name: r for r in snap.collectors}
+        assert set(runs) == {"node", "tiers", "pods", "containers", "psi", "network"}
+        assert all(r.success and r.duration_seconds >= 0 for r in runs.values())
+        assert sum(r.duration_seconds for r in runs.values()) <= snap.duration_seconds
+        assert [c.cgroup for p in snap.pods.values() for c in p.containers] == [ctr]
+    finally:
+        sampler.close()
+    off = Sampler(tree.layout, tree.model, source, windows, collectors=frozenset({"node", "pods"}))
+    try:
+        snap = off.sample()
+        assert {r.name for r in snap.collectors} == {"node", "pods"}
+        assert snap.tiers == {} and snap.interfaces == ()
+        assert [p.containers for p in snap.pods.values()] == [()]
+    finally:
+        off.close()
+
+
+def test_the_collectors_configuration_keeps_node_and_pods() -> None:
+    from agent.config import AgentConfig
+
+    cfg = AgentConfig.model_validate({"collectors": {"containers": False, "network": False}})
+    assert cfg.collectors.enabled() == frozenset({"node", "pods", "tiers", "psi"})
