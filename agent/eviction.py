@@ -36,11 +36,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from agent.config import EvictionConfig
-from agent.node_state import NodeState, Resource, node_state, pod_request, pod_usage
+from agent.node_state import NodeState, Resource, node_state, pod_request
 from agent.oversubscription import oversubscription_enabled
 from agent.publisher import ApiHealth, Changes
 from agent.resources import node_allocatable
 from agent.snapshot import PodSample, Snapshot
+from agent.strategies import eviction_choice
 from cgroup import CgroupError, CgroupWriter
 from kube import ApiError, FailureLog, Kube
 
@@ -103,14 +104,6 @@ class Smoother:
         while self._samples and self._samples[0][0] <= t - self.seconds:
             self._samples.popleft()
         return sum(v for _, v in self._samples) / len(self._samples)
-
-
-def victim_order(pods: Iterable[PodSample], resource: Resource) -> list[PodSample]:
-    """Lowest priority first, then highest usage of the resource under pressure, then youngest."""
-
-    return sorted(
-        pods, key=lambda p: (p.meta.priority or 0, -pod_usage(p, resource), -(p.meta.creation_timestamp or 0.0))
-    )
 
 
 @dataclass
@@ -283,16 +276,8 @@ class Evictor:
     def _victims(
         self, pods: list[PodSample], res: Resource, usage: float, alloc: float
     ) -> tuple[list[PodSample], list[PodSample], float]:
-        """The pods to evict this round (in order, until the projected usage is under the high watermark, at
-        most max_per_round), all candidates in order, and the projected usage."""
-        order = victim_order(pods, res)
-        projected, wanted = usage, 0
-        for p in order:
-            if projected < self.watermarks.high[res] or wanted >= self.config.max_per_round:
-                break
-            projected -= 100.0 * pod_usage(p, res) / alloc
-            wanted += 1
-        return order[:wanted], order, projected
+        """The pods to evict this round, all candidates in order, and the projected usage."""
+        return eviction_choice.plan(pods, res, usage, alloc, self.watermarks.high[res], self.config.max_per_round)
 
     def _track_api(self, now: float) -> None:
         if self.api_healthy():

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from agent.config import EvictionConfig, OversubscriptionConfig
-from agent.eviction import EVICTING_ANNOTATION, Evictor, parse_watermarks, victim_order
+from agent.eviction import EVICTING_ANNOTATION, Evictor, parse_watermarks
 from agent.oversubscription import OversubscriptionOwner
 from agent.publisher import ApiHealth
 from agent.snapshot import NodeSample, PodMeta, PodSample, Snapshot
+from agent.strategies.eviction_choice import victim_order
 from agent.view import AgentView
 from agent.windows import WindowStore
 from cgroup import CgroupWriter
