@@ -22,19 +22,18 @@ from __future__ import annotations
 
 import collections
 import logging
-import queue
 import re
 import signal
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
+from agent.actuator import RESULTS, EvictionJob, KubeActuator
 from agent.config import EvictionConfig
 from agent.node_state import NodeState, Resource, node_state, pod_request
 from agent.oversubscription import oversubscription_enabled
@@ -43,15 +42,12 @@ from agent.resources import node_allocatable
 from agent.snapshot import PodSample, Snapshot
 from agent.strategies import eviction_choice
 from cgroup import CgroupError, CgroupWriter
-from kube import ApiError, FailureLog, Kube
+from kube import Kube
 
 log = logging.getLogger(__name__)
 
 RESOURCES: tuple[Resource, ...] = ("cpu", "memory")
 EVICTING_ANNOTATION = "volcano.sh/offline-job-evicting"
-EVICTING_TAINT = "volcano.sh/offline-job-evicting"
-COMPONENT = "colo-agent"
-RESULTS = ("evicted", "blocked", "gone", "error", "killed", "dry_run", "dry_run_kill")
 _PERCENT = re.compile(r"[0-9]{1,3}")  # ASCII digits only: str.isdigit() also takes '²' and '٥'
 
 
@@ -106,17 +102,6 @@ class Smoother:
         return sum(v for _, v in self._samples) / len(self._samples)
 
 
-@dataclass
-class EvictionJob:
-    resource: Resource
-    candidates: list[PodSample]
-    wanted: int
-    usage_percent: float
-    high: int
-    allocatable: float
-    events: list[tuple[str, str, str, str, str]] = field(default_factory=list)  # node events to send first
-
-
 class Evictor:
     name = "eviction"
 
@@ -146,38 +131,34 @@ class Evictor:
         self.usage: dict[str, float | None] = {r: None for r in RESOURCES}
         self.watermarks, _ = parse_watermarks({}, config)
         # every key present from the start: the HTTP thread copies it while the worker counts
-        self.results: collections.Counter[str] = collections.Counter(dict.fromkeys(RESULTS, 0))
         self.last_round: float | None = None
         self.last_decision: str = "no snapshot yet"
         self._smoothers = {r: Smoother(config.smoothing_seconds) for r in RESOURCES}
         self._warned: set[str] = set()
         # uid -> when its eviction was asked (self.clock); forgotten on failure and after asked_ttl, so a pod
         # whose eviction was lost or did not end it becomes a candidate again
-        self._asked: dict[str, float] = {}
-        self._asked_lock = threading.Lock()
         self.asked_ttl = max(60.0, 3 * config.cooldown_seconds)
         self._api_down_since: float | None = None
         self._above_since: dict[str, float | None] = {r: None for r in RESOURCES}
         self._killed_during_outage: list[str] = []
         self._killed_uids: set[str] = set()
-        self._jobs: queue.Queue[EvictionJob | None] = queue.Queue()
-        self._taint_state: bool | None = None
-        self._event_failures = FailureLog(log, "recording an event")
-        self._eviction_failures = FailureLog(log, "eviction")
-        self._thread = threading.Thread(target=self._work, name="colo-evictor", daemon=True)
+        self.actuator = KubeActuator(kube, node_name, get_node, config, self.health, self.is_evicting,
+                                     dry_run=dry_run, clock=clock)  # fmt: skip
+        self.results = self.actuator.results  # one counter: kills are counted here, API calls there
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def start(self) -> None:
-        self._thread.start()
+        self.actuator.start()
 
     def stop(self) -> None:
-        self._jobs.put(None)
-        if self._thread.is_alive():
-            self._thread.join(5.0)
+        self.actuator.stop()
+
+    def drain(self, timeout: float = 5.0) -> bool:
+        """Wait until every queued API job has finished; False on timeout."""
+        return self.actuator.drain(timeout)
 
     def node_event(self, reason: str, message: str) -> None:
-        """A Warning Event on this node, sent by the worker thread (queued while the API server is away)."""
-        self._jobs.put(EvictionJob("cpu", [], 0, 0.0, 0, 0.0, [("Node", self.node_name, "", reason, message)]))
+        self.actuator.node_event(reason, message)
 
     def is_evicting(self) -> bool:
         return any(self.evicting.values())
@@ -225,16 +206,14 @@ class Evictor:
                          self.node_name, res, usage, self.watermarks.low[res])  # fmt: skip
         if changed:
             self.on_state_change()
-        live, asked_now = set(snap.pods), self.clock()
-        with self._asked_lock:
-            self._asked = {u: t for u, t in self._asked.items() if u in live and asked_now - t < self.asked_ttl}
+        self.actuator.prune_asked(set(snap.pods), self.asked_ttl)
         self._track_api(now)
         job = self._decide(snap, node, alloc, now)
         if job is not None:
             job.events[:0] = events
-            self._jobs.put(job)
+            self.actuator.submit(job)
         elif events:
-            self._jobs.put(EvictionJob("cpu", [], 0, 0.0, 0, 0.0, events))
+            self.actuator.submit(EvictionJob("cpu", [], 0, 0.0, 0, 0.0, events))
 
     def _decide(self, snap: Snapshot, node: dict[str, Any], alloc: dict[str, float], now: float) -> EvictionJob | None:
         if self.last_round is not None and now - self.last_round < self.config.cooldown_seconds:
@@ -259,8 +238,7 @@ class Evictor:
                     self.last_round = now
                     self.last_decision = f"{res} at {usage:.1f}% with the API server unreachable: killed offline pods"
                     return None
-            with self._asked_lock:
-                asked = set(self._asked)
+            asked = self.actuator.asked()
             offline = [p for p in alive if p.uid not in asked]
             if not offline:
                 self.last_decision = f"{res} above high watermark but no offline pod left to evict"
@@ -284,7 +262,7 @@ class Evictor:
             if self._api_down_since is not None and self._killed_during_outage:
                 killed, self._killed_during_outage = self._killed_during_outage, []
                 msg = f"killed offline pods' processes while the API server was unreachable: {', '.join(killed)}"
-                self._jobs.put(
+                self.actuator.submit(
                     EvictionJob("memory", [], 0, 0.0, 0, 0.0, [("Node", self.node_name, "", "OfflinePodsKilled", msg)])
                 )
             self._api_down_since = None
@@ -316,120 +294,6 @@ class Evictor:
             self.results["killed"] += 1
             self._killed_during_outage.append(name)
             self._killed_uids.add(p.uid)
-        return True
-
-    # -- acting (worker thread) ----------------------------------------------------------------------
-    def _event(self, kind: str, name: str, namespace: str, reason: str, message: str, uid: str | None = None) -> None:
-        if self.dry_run:
-            log.info("dry-run: would record event %s on %s %s: %s", reason, kind, name, message)
-            return
-        try:
-            self.kube.create_event(kind=kind, name=name, namespace=namespace, uid=uid, reason=reason, message=message,
-                                   event_type="Warning", component=COMPONENT)  # fmt: skip
-        except ApiError as exc:
-            self.health.note(exc.status)
-            self._event_failures.failed(exc.status, f"{reason} on {kind} {name}: {exc}")
-            return
-        self._event_failures.succeeded()
-        self.health.note(None)
-
-    def _run_job(self, job: EvictionJob) -> None:
-        for kind, name, ns, reason, message in job.events:
-            self._event(kind, name, ns, reason, message)
-        evicted = 0
-        for p in job.candidates:
-            if evicted >= job.wanted:
-                break
-            ns, name = p.meta.namespace or "", p.meta.name or ""
-            why = (f"node {self.node_name} {job.resource} usage {job.usage_percent:.1f}% of allocatable is above the "
-                   f"high watermark {job.high}%")  # fmt: skip
-            if self.dry_run:
-                log.warning("dry-run: would evict %s/%s: %s", ns, name, why)
-                self.results["dry_run"] += 1
-                evicted += 1
-                continue
-            with self._asked_lock:
-                self._asked[p.uid] = self.clock()
-            try:
-                result = self.kube.evict_pod(ns, name)
-            except ApiError as exc:
-                self.health.note(exc.status)
-                self.results["error"] += 1
-                with self._asked_lock:
-                    self._asked.pop(p.uid, None)  # not evicted: a later round may ask again
-                self._eviction_failures.failed(exc.status, f"{ns}/{name}: {exc}")
-                if ApiHealth.unreachable(exc.status):
-                    return  # the API server is away: the next round decides again
-                continue
-            self.health.note(None)
-            self._eviction_failures.succeeded()
-            self.results[result] += 1
-            if result == "blocked":
-                log.info("eviction of %s/%s blocked by a PodDisruptionBudget: next victim", ns, name)
-                with self._asked_lock:
-                    self._asked.pop(p.uid, None)  # may be tried again in a later round
-                continue
-            if result == "evicted":
-                evicted += 1
-                if job.resource == "cpu":
-                    used = f"{p.cpu_cores or 0.0:.3g} cores"
-                else:
-                    used = f"{p.memory_working_set_bytes} bytes"
-                self._event("Pod", name, ns, "EvictedByColo", f"{why}; this pod used {used}", uid=p.uid)
-                self._event("Node", self.node_name, "", "OfflinePodEvicted", f"evicted {ns}/{name}: {why}")
-
-    def _sync_taint(self) -> None:
-        """The taint while evicting, if configured; with the taint or eviction switched off, one left by an
-        earlier run is removed (the node object tells whether it is there)."""
-        if self.dry_run:
-            return
-        want = self.config.enabled and self.config.taint and self.is_evicting()
-        if self._taint_state is None:
-            node = self.get_node()
-            if node is None:
-                return
-            taints = (node.get("spec") or {}).get("taints") or []
-            self._taint_state = any(t.get("key") == EVICTING_TAINT for t in taints if isinstance(t, dict))
-        if want == self._taint_state:
-            return
-        try:
-            self.kube.set_node_taint(self.node_name, EVICTING_TAINT, "true", "NoSchedule", want)
-            self._taint_state = want
-        except ApiError as exc:
-            self.health.note(exc.status)
-            log.warning("cannot %s taint %s: %s", "set" if want else "remove", EVICTING_TAINT, exc)
-            return
-        self.health.note(None)
-
-    def _work(self) -> None:
-        while True:
-            try:
-                job = self._jobs.get(timeout=1.0)
-            except queue.Empty:
-                try:
-                    self._sync_taint()
-                except Exception:
-                    log.exception("taint update failed")
-                continue
-            try:
-                if job is None:
-                    return
-                self._run_job(job)
-                self._sync_taint()
-            except Exception:
-                log.exception("eviction job failed")
-            finally:
-                self._jobs.task_done()
-
-    def drain(self, timeout: float = 5.0) -> bool:
-        """Wait until every queued job has finished (not merely left the queue); False on timeout."""
-        deadline = time.monotonic() + timeout
-        with self._jobs.all_tasks_done:
-            while self._jobs.unfinished_tasks:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._jobs.all_tasks_done.wait(remaining)
         return True
 
     # -- the evicting annotation, written by the node publisher ---------------------------------------

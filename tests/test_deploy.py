@@ -28,9 +28,10 @@ from packaging.version import Version
 from prometheus_client.parser import text_string_to_metric_families
 
 import kube.permissions as kp
+from agent.actuator import EVICTING_TAINT
 from agent.config import AgentConfig, EnforcementConfig, EvictionConfig, OversubscriptionConfig, load_config
 from agent.enforcer import Enforcer
-from agent.eviction import EVICTING_ANNOTATION, EVICTING_TAINT, Evictor
+from agent.eviction import EVICTING_ANNOTATION, Evictor
 from agent.node_state import node_state
 from agent.oversubscription import ANNOTATION_CPU, ANNOTATION_MEMORY, BATCH_CPU, BATCH_MEMORY, OversubscriptionOwner
 from agent.resources import node_allocatable
