@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent.classify import Classifier
+from agent.config import AgentConfig
 from agent.enforcer import Enforcer
 from agent.eviction import Evictor
 from agent.kubepods import KubePodSource
@@ -18,9 +19,10 @@ from agent.node_state import node_state
 from agent.oversubscription import OversubscriptionOwner
 from agent.publisher import AnnotationOwner, ApiHealth, NodePublisher
 from agent.resources import node_allocatable
-from agent.runtime import Agent
+from agent.runtime import Host
 from agent.snapshot import Snapshot
-from cgroup import CgroupWriter
+from agent.view import AgentView, MetricSource
+from cgroup import CgroupReader, CgroupWriter
 from kube import Informer, Kube
 
 log = logging.getLogger(__name__)
@@ -44,28 +46,35 @@ class ProtectionStage:
 class ClusterLink:
     name = "cluster"
 
-    def __init__(self, agent: Agent, kube: Kube, *, backoff_initial: float = 0.5, backoff_max: float = 30.0) -> None:
-        cfg = agent.config
-        node = agent.node_name
-        self.agent, self.kube, self.node_name = agent, kube, node
+    def __init__(
+        self,
+        cfg: AgentConfig,
+        host: Host,
+        view: AgentView,
+        reader: CgroupReader,
+        kube: Kube,
+        *,
+        backoff_initial: float = 0.5,
+        backoff_max: float = 30.0,
+    ) -> None:
+        node = host.node_name
+        self.kube, self.node_name = kube, node
         self.pods = Informer(kube, "pods", field_selector=f"spec.nodeName={node}",
                              backoff_initial=backoff_initial, backoff_max=backoff_max)  # fmt: skip
         self.node = Informer(kube, "nodes", field_selector=f"metadata.name={node}",
                              backoff_initial=backoff_initial, backoff_max=backoff_max)  # fmt: skip
         self.classifier = Classifier(cfg.classify.offline_priority_classes, cfg.classify.offline_priority_below)
-        source = KubePodSource(self.pods.items, agent.layout, agent.model, self.classifier)
-        agent.source = agent.sampler.source = source
-        agent.view.cluster_synced = self.pods.synced.is_set
+        self.source = KubePodSource(self.pods.items, host.layout, host.model, self.classifier)
         enf = cfg.enforcement
         self.health = ApiHealth()
-        self.oversubscription = OversubscriptionOwner(agent.view, cfg.oversubscription, evicting=self.is_evicting)
+        self.oversubscription = OversubscriptionOwner(view, cfg.oversubscription, evicting=self.is_evicting)
         self.evictor = Evictor(
-            kube, node, self.node_object, CgroupWriter(agent.layout, agent.reader), enf.eviction,
+            kube, node, self.node_object, CgroupWriter(host.layout, reader), enf.eviction,
             api_healthy=self.api_healthy, health=self.health, oversubscribed=self.oversubscription.enabled,
             on_state_change=lambda: self.publisher.poke(), dry_run=cfg.dry_run,
         )  # fmt: skip
         self.enforcer = Enforcer(
-            agent.layout, agent.model, agent.reader, enf, lambda: node_allocatable(self.node_object() or {}),
+            host.layout, host.model, reader, enf, lambda: node_allocatable(self.node_object() or {}),
             dry_run=cfg.dry_run, host_root=cfg.host_root,
             memory_high_watermark=lambda: float(self.evictor.watermarks.high["memory"]),
         )  # fmt: skip
@@ -77,13 +86,17 @@ class ClusterLink:
             dry_run=cfg.dry_run, health=self.health,
         )  # fmt: skip
         self.stage = ProtectionStage(self)
-        agent.stages.append(self.stage)
-        view = agent.view
-        view.node_sections["oversubscription"] = self.oversubscription.section
-        view.node_sections["enforcement"] = lambda: {**self.enforcer.section(), "eviction": self.evictor.section()}
-        view.metric_sources["oversubscription"] = self.oversubscription.metrics
-        view.metric_sources["enforcement"] = self.enforcer.metrics
-        view.metric_sources["eviction"] = self.evictor.metrics
+
+    def node_sections(self) -> dict[str, Callable[[], dict[str, Any]]]:
+        """The keys this link adds to /api/v1/node."""
+        return {"oversubscription": self.oversubscription.section, "enforcement": self.enforcement_section}
+
+    def metric_sources(self) -> dict[str, MetricSource]:
+        return {"oversubscription": self.oversubscription.metrics, "enforcement": self.enforcer.metrics,
+                "eviction": self.evictor.metrics}  # fmt: skip
+
+    def enforcement_section(self) -> dict[str, Any]:
+        return {**self.enforcer.section(), "eviction": self.evictor.section()}
 
     def is_evicting(self) -> bool:
         return self.evictor.is_evicting()

@@ -34,6 +34,23 @@ class AgentView:
         self.pod_sections: dict[str, Callable[[str], dict[str, Any] | None]] = {}  # extra keys per pod UID
         self.metric_sources: dict[str, MetricSource] = {}  # extra metric families, one entry per stage
         self.seq_listeners: list[Callable[[Snapshot], None]] = []
+        self._installed = False
+
+    def install(
+        self,
+        *,
+        node_sections: dict[str, Callable[[], dict[str, Any]]],
+        metric_sources: dict[str, MetricSource],
+        cluster_synced: Callable[[], bool] = lambda: True,
+    ) -> None:
+        """The later stages' sections and metrics, set once by the composition root before anything runs
+        (the stages need the view, so they cannot be passed to its constructor)."""
+        if self._installed:
+            raise RuntimeError("the agent view's sections are set once, at build time")
+        self._installed = True
+        self.node_sections.update(node_sections)
+        self.metric_sources.update(metric_sources)
+        self.cluster_synced = cluster_synced
 
     @property
     def snapshot(self) -> Snapshot | None:

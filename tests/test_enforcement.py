@@ -16,6 +16,7 @@ import pytest
 from agent.cluster import ClusterLink
 from agent.config import AgentConfig, EnforcementConfig
 from agent.enforcer import Enforcer, kubelet_oom_score_adj, kubelet_shares
+from agent.main import build_agent
 from agent.node_state import NodeState
 from agent.runtime import Agent
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
@@ -60,9 +61,9 @@ def make_agent(tree: V1Tree, kube: Kube, tmp_path: Path, **enforcement: Any) -> 
             },
         }
     )
-    agent = Agent(cfg, in_cluster=True, layout=tree.layout)
-    link = ClusterLink(agent, kube, backoff_initial=0.05, backoff_max=0.5)
-    agent.services.append(link)
+    agent = build_agent(cfg, kube=kube, layout=tree.layout, backoff_initial=0.05, backoff_max=0.5)
+    (link,) = agent.services
+    assert isinstance(link, ClusterLink)
     return agent, link
 
 
