@@ -58,7 +58,7 @@ def build_agent(
                                     "enforcement": lambda: dict(standalone)}, metric_sources={})  # fmt: skip
     sampler = Sampler(
         host.layout, host.model, source, windows, host_root=config.host_root, reader=reader,
-        container_stat_every=config.container_memory_detail_every, windows_lock=view.windows_lock,
+        container_stat_every=config.container_memory_detail_every,
         collectors=config.collectors.enabled(),
     )  # fmt: skip
     return Agent(config, host, windows, view, reader, sampler, stages=stages, services=services,

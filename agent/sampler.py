@@ -4,7 +4,6 @@ network from netlink; counters become rates over the real elapsed monotonic time
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -99,7 +98,6 @@ class Sampler:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         container_stat_every: int = 1,
-        windows_lock: threading.Lock | None = None,
         collectors: frozenset[str] = frozenset(COLLECTORS),
     ) -> None:
         self.layout, self.model, self.source, self.windows = layout, model, source, windows
@@ -115,7 +113,6 @@ class Sampler:
         self.container_stat_every = max(1, container_stat_every)
         self._known_cgroups: set[str] = set()
         self._previous_cgroups: set[str] = set()
-        self.windows_lock = windows_lock or threading.Lock()
         # pod PSI only for resources the kernel reports at all (psi=0 kernels have no /proc/pressure)
         self.psi_resources = tuple(r for r in PSI_RESOURCES if self.proc.pressure(r) is not None)
         self.psi_enabled = layout.unified is not None and bool(self.psi_resources) and "psi" in collectors
@@ -287,8 +284,7 @@ class Sampler:
             if p.cpu_cores is not None:
                 batch.append((("pod", uid, "cpu"), p.cpu_cores))
             batch.append((("pod", uid, "memory"), float(p.memory_working_set_bytes)))
-        with self.windows_lock:
-            self.windows.add_many(now, batch)
+        self.windows.add_many(now, batch)  # one acquisition of the store's lock for the whole tick
 
     def _forget_vanished(self, pods: dict[str, PodSample]) -> None:
         """Vanished pods leave the windows, the rate memory and the open descriptors. The windows are also
@@ -301,8 +297,7 @@ class Sampler:
             self._prev_cpu.pop(cgroup, None)
             self._container_mem.pop(cgroup, None)
         if gone or self.seq % RETAIN_PASSES == 0:
-            with self.windows_lock:
-                self.windows.retain(lambda key: key[0] != "pod" or key[1] in pods)
+            self.windows.retain(lambda key: key[0] != "pod" or key[1] in pods)
 
     def close(self) -> None:
         self.net.close()

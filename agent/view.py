@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -25,7 +24,7 @@ class AgentView:
         self.windows = windows
         self.interval = interval
         self.node_name = node_name
-        self.windows_lock = threading.Lock()  # guards `windows` between the sampler and readers
+        self.windows_lock = windows.lock  # the store's own lock: held around several reads of one tick
         self._snapshot: Snapshot | None = None
         self.last_tick_mono: float | None = None
         self.started_mono = time.monotonic()
