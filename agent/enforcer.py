@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
+from agent import enforcement_report
 from agent.config import EnforcementConfig
 from agent.cpu_budget import OfflineCpu, exclusive_cpus, offline_budget, pick_cpuset, split_budget
 from agent.executor import CgroupExecutor, DryRunExecutor, cpus_ratio
@@ -379,48 +379,8 @@ class Enforcer:
 
     # -- reporting -----------------------------------------------------------------------------------
     def section(self) -> dict[str, Any]:
-        return {
-            "dry_run": self.dry_run,
-            "cpu_policy": self.config.cpu_policy,
-            "offline_cpu_budget_cores": self.budget_cores,
-            "offline_cpu_released": self.released,
-            "offline_cpu_quota_cores": dict(self.quotas),
-            "besteffort_cpu_cores": self.besteffort_cores,
-            "besteffort_tier_cap_cores": self.tier_cap_cores,
-            "offline_cpuset": None if self.cpuset is None else format_cpuset(self.cpuset),
-            "memory": self.memory_status,
-            "offline_memory_high_bytes": dict(self.memory_high),
-            "pods_touched": list(self.touched),
-            "writes": self.writes,
-            "write_errors": self.errors,
-            "last_error": self.last_error,
-        }
+        """The `enforcement` key of /api/v1/node."""
+        return enforcement_report.section(self)
 
     def metrics(self) -> Iterable[Metric]:
-        out: list[Metric] = []
-        if self.budget_cores is not None:
-            g = GaugeMetricFamily("colo_offline_cpu_budget_cores", "CPU the offline pods may use together, cores")
-            g.add_metric([], self.budget_cores)
-            out.append(g)
-        r = GaugeMetricFamily(
-            "colo_offline_cpu_released", "1 while the node is quiet and offline pods run at their own CPU limits"
-        )
-        r.add_metric([], 1.0 if self.released else 0.0)
-        out.append(r)
-        q = GaugeMetricFamily(
-            "colo_offline_pod_cpu_quota_cores", "CPU quota given to an offline pod, cores", labels=["uid"]
-        )
-        for uid, cores in self.quotas.items():
-            q.add_metric([uid], cores)
-        out.append(q)
-        m = GaugeMetricFamily(
-            "colo_offline_pod_memory_high_bytes", "memory.high given to an offline pod", labels=["uid"]
-        )
-        for uid, value in self.memory_high.items():
-            m.add_metric([uid], float(value))
-        out.append(m)
-        w = CounterMetricFamily("colo_enforcement_writes", "cgroup writes made by enforcement", labels=["result"])
-        w.add_metric(["ok"], float(self.writes))
-        w.add_metric(["error"], float(self.errors))
-        out.append(w)
-        return out
+        return enforcement_report.metrics(self)

@@ -1,5 +1,5 @@
-"""Wires the agent together: detect the cgroup layout, sample on a fixed grid in a thread, persist windows,
-run the later stages on every snapshot, and serve HTTP on the main thread's event loop."""
+"""Runs the agent that agent/main.py's composition root built: sample on a fixed grid in a thread, run the
+later stages on every snapshot, persist windows, and serve HTTP on the main thread's event loop."""
 
 from __future__ import annotations
 
