@@ -22,15 +22,15 @@ from prometheus_client.metrics_core import Metric
 
 from agent import enforcement_report
 from agent.config import EnforcementConfig
-from agent.cpu_budget import OfflineCpu, exclusive_cpus, offline_budget, pick_cpuset, split_budget
-from agent.executor import CgroupExecutor, DryRunExecutor, cpus_ratio
+from agent.cpu_budget import exclusive_cpus, pick_cpuset
+from agent.executor import CgroupExecutor, DryRunExecutor
 from agent.kubelet import kubelet_oom_score_adj, kubelet_quota, kubelet_shares
 from agent.ledger import Ledger, Touched
 from agent.node_state import NodeState, node_state
 from agent.originals import OFFLINE_SHARES, Originals
 from agent.restore import ALL_PARTS, Restorer, parent_cgroup
 from agent.snapshot import PodSample, Snapshot
-from agent.strategies import memory_high, release
+from agent.strategies import cpu_quota, memory_high, release
 from cgroup import CgroupError, CgroupReader, Layout, LimitChange, PathModel
 from cgroup.files import format_cpuset
 
@@ -120,33 +120,20 @@ class Enforcer:
 
     # -- CPU -----------------------------------------------------------------------------------------
     def _suppress_changes(self, pod: PodSample, entry: Touched, cores: float) -> list[LimitChange]:
-        """The pod's CFS quota and, where needed, its containers' (v1 refuses a parent quota below a child's):
-        a container keeps its own quota when that is tighter; an unlimited one inherits the pod's."""
-        period = self.config.cpu_period_us
-        new = max(1000, int(cores * period))
-        pod_change = self.executor.quota_change(pod.cgroup, new, period, self.config.cpu_change_threshold)
+        """The changes giving the pod (and where needed its containers) the quota the strategy chose; none
+        when the pod's own quota is already within `cpu_change_threshold` of it."""
+        (pod_cg, quota, period), *containers = cpu_quota.pod_targets(cores, entry, self.config)
+        pod_change = self.executor.quota_change(pod_cg, quota, period, self.config.cpu_change_threshold)
         if pod_change is None:
             return []
         changes = [pod_change]
-        for path, own in entry.containers.items():
-            own_period = entry.container_periods.get(path, entry.period_us)
-            if cpus_ratio(own, own_period) <= cpus_ratio(new, period):
-                target, target_period = own, own_period
-            else:
-                target, target_period = new, period
+        for path, target, target_period in containers:
             change = self.executor.quota_change(path, target, target_period)
             if change is not None:
                 changes.append(change)
         return changes
 
-    def _restore_quota_changes(self, entry: Touched) -> list[LimitChange]:
-        """Back to the recorded quotas; a container that is gone has nothing to restore."""
-        changes = [self.executor.quota_change(entry.cgroup, entry.quota_us, entry.period_us)]
-        for path, own in entry.containers.items():
-            changes.append(self.executor.quota_change(path, own, entry.container_periods.get(path, entry.period_us)))
-        return [c for c in changes if c is not None]
-
-    def _tier_changes(self, snap: Snapshot, besteffort_cores: float | None) -> tuple[list[LimitChange], str | None]:
+    def _tier_changes(self, state: NodeState, besteffort_cores: float | None) -> tuple[list[LimitChange], str | None]:
         """Cap the best-effort tier at the best-effort slice while only offline pods live there; otherwise
         (an online pod in the tier, no offline pod left, pods released, another policy) it has no quota,
         as kubelet left it. Returns the changes and the tier when they uncap it."""
@@ -155,11 +142,9 @@ class Enforcer:
             cur = self.reader.cpu_settings(tier)
         except CgroupError:
             return [], None
-        in_tier = [p for p in snap.pods.values() if p.qos == "besteffort"]
+        quota = cpu_quota.tier_cap(state, besteffort_cores, self.config)
         period = self.config.cpu_period_us
-        if besteffort_cores is not None and in_tier and all(p.meta.pod_class == "offline" for p in in_tier):
-            cores = max(self.config.cpu_min_offline_cores, besteffort_cores)
-            quota = max(1000, int(cores * period))
+        if quota is not None:
             self.tier_cap_cores = quota / period
             self.ledger.record_tier(tier, cur.period_us)
             change = self.executor.quota_change(tier, quota, period)
@@ -179,25 +164,23 @@ class Enforcer:
         return failed
 
     def _cpu(self, state: NodeState, offline: list[PodSample], entries: dict[str, Touched]) -> None:
-        c, snap, cpu = self.config, state.snapshot, state.cpu
+        c = self.config
         if c.cpu_policy == "none":
             self.budget_cores, self.quotas, self.besteffort_cores = None, {}, 0.0
             self.cpuset, self.released = None, False
-            changes, uncap = self._tier_changes(snap, None)
+            changes, uncap = self._tier_changes(state, None)
             self._apply_quotas("uncap the best-effort tier", changes, uncap)
             return
-        if cpu.system is None:
+        budget = cpu_quota.budget(state, self.budget_cores, c)
+        if budget is None:
             # the first pass after a start has no CPU rate yet: unknown is not idle, so nothing is released
             # or re-budgeted; the quotas the cgroups hold (a previous run's, or none) stay one more interval
             return
-        load = cpu.online_and_system_ratio()
+        load = state.cpu.online_and_system_ratio()
         self._update_release(1.0 if load is None else load)  # no allocatable: never quiet
-        self.budget_cores = offline_budget(
-            cpu.allocatable, c.cpu_suppress_threshold, cpu.online, cpu.system, c.cpu_min_offline_cores,
-            self.budget_cores, c.cpu_growth_per_interval * cpu.allocatable,
-        )  # fmt: skip
+        self.budget_cores = budget
         if c.cpu_policy == "cpuset":
-            changes, uncap = self._tier_changes(snap, None)
+            changes, uncap = self._tier_changes(state, None)
             self._apply_quotas("uncap the best-effort tier", changes, uncap)
             self.quotas, self.besteffort_cores = {}, 0.0
             if self.released:
@@ -211,7 +194,7 @@ class Enforcer:
         self.cpuset = None
         if self.released:
             self.quotas, self.besteffort_cores = {}, 0.0
-            changes, uncap = self._tier_changes(snap, None)
+            changes, uncap = self._tier_changes(state, None)
             restoring = [e for e in (entries[p.uid] for p in offline) if e.quota]
             for e in restoring:
                 changes += self.restorer.quota_changes(e)
@@ -221,8 +204,7 @@ class Enforcer:
                     e.quota = False
                     self.ledger.changed()
             return
-        demands = [OfflineCpu(p.uid, p.meta.cpu_request_cores, p.meta.cpu_limit_cores) for p in offline]
-        quotas, besteffort = split_budget(self.budget_cores, demands, c.besteffort_share)
+        quotas, besteffort = cpu_quota.split(budget, offline, c)
         changes = []
         for p in offline:
             pod_changes = self._suppress_changes(p, entries[p.uid], quotas[p.uid])
@@ -230,7 +212,7 @@ class Enforcer:
                 entries[p.uid].quota = True
                 self.ledger.changed()
             changes += pod_changes
-        tier_changes, uncap = self._tier_changes(snap, besteffort)
+        tier_changes, uncap = self._tier_changes(state, besteffort)
         self._apply_quotas("set offline CFS quotas", changes + tier_changes, uncap)
         self.quotas, self.besteffort_cores = quotas, besteffort
 

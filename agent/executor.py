@@ -12,15 +12,11 @@ from functools import partial
 from typing import Any
 
 from agent.ledger import Ledger
+from agent.strategies import cpu_quota
 from cgroup import CgroupError, CgroupGone, CgroupReader, CgroupWriter, Layout, LimitChange, apply_in_safe_order
 from cgroup.files import format_cpuset
 
 log = logging.getLogger("agent.enforcer")
-
-
-def cpus_ratio(quota_us: int | None, period_us: int) -> float:
-    """CPUs a CFS quota allows (v1 compares parent and child by this ratio, not by the raw quota)."""
-    return float("inf") if quota_us is None else quota_us / period_us
 
 
 class CgroupExecutor:
@@ -100,7 +96,7 @@ class CgroupExecutor:
             and abs(quota - cur.quota_us) < threshold * cur.quota_us
         ):
             return None  # not worth a write
-        loosens = cpus_ratio(quota, period) >= cpus_ratio(cur.quota_us, cur.period_us)
+        loosens = cpu_quota.cpus(quota, period) >= cpu_quota.cpus(cur.quota_us, cur.period_us)
         return LimitChange(path, loosens, partial(self.writer.set_cpu_quota, path, quota, period))
 
     def move_cpuset(self, pod: str, current: frozenset[int], pod_cpus: frozenset[int],
