@@ -1,14 +1,16 @@
-"""The kube side of eviction: one worker thread that carries out what the evictor decided (evictions through
+"""The acting side of eviction: one worker thread that carries out what the evictor decided (evictions through
 the `policy/v1` Eviction subresource, so PodDisruptionBudgets hold; Events on pods and the node; the
-optional evicting taint), reporting each call's result to the shared `ApiHealth`. Decisions are made in the
-sampling thread and only queued here, so an API server that hangs never stalls a pass. A dry run logs what
-it would do."""
+optional evicting taint), reporting each call's result to the shared `ApiHealth`, and the kill fallback
+(through the pods' cgroups, at once, in the caller's thread: it is for when the API server does not answer).
+Decisions are made in the sampling thread and only queued here, so an API server that hangs never stalls a
+pass. A dry run swaps in `DryRunActuator`, which logs and counts what it would do."""
 
 from __future__ import annotations
 
 import collections
 import logging
 import queue
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -19,6 +21,7 @@ from agent.config import EvictionConfig
 from agent.node_state import Resource
 from agent.publisher import ApiHealth
 from agent.snapshot import PodSample
+from cgroup import CgroupError, CgroupWriter
 from kube import ApiError, FailureLog, Kube
 
 log = logging.getLogger("agent.eviction")
@@ -45,15 +48,15 @@ class KubeActuator:
         kube: Kube,
         node_name: str,
         get_node: Callable[[], dict[str, Any] | None],
+        writer: CgroupWriter,
         config: EvictionConfig,
         health: ApiHealth,
         is_evicting: Callable[[], bool],
         *,
-        dry_run: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.kube, self.node_name, self.get_node, self.config = kube, node_name, get_node, config
-        self.health, self.is_evicting, self.dry_run, self.clock = health, is_evicting, dry_run, clock
+        self.kube, self.node_name, self.get_node, self.writer = kube, node_name, get_node, writer
+        self.config, self.health, self.is_evicting, self.clock = config, health, is_evicting, clock
         # every key present from the start: the HTTP thread copies it while the worker counts
         self.results: collections.Counter[str] = collections.Counter(dict.fromkeys(RESULTS, 0))
         # uid -> when its eviction was asked (self.clock); forgotten on failure and after a while, so a pod
@@ -81,6 +84,21 @@ class KubeActuator:
         """A Warning Event on this node (queued while the API server is away)."""
         self.submit(EvictionJob("cpu", [], 0, 0.0, 0, 0.0, [("Node", self.node_name, "", reason, message)]))
 
+    def kill(self, pods: list[PodSample], why: str) -> list[PodSample]:
+        """SIGKILL every process of each pod through its cgroup; the pods whose processes were killed."""
+        killed = []
+        for p in pods:
+            name = f"{p.meta.namespace}/{p.meta.name}"
+            try:
+                n = self.writer.kill_all(p.cgroup, signal.SIGKILL)
+            except CgroupError as exc:
+                log.warning("cannot kill %s: %s", name, exc)
+                continue
+            log.warning("%s: killed %d processes of %s", why, n, name)
+            self.results["killed"] += 1
+            killed.append(p)
+        return killed
+
     def asked(self) -> set[str]:
         with self._asked_lock:
             return set(self._asked)
@@ -92,9 +110,6 @@ class KubeActuator:
             self._asked = {u: t for u, t in self._asked.items() if u in live and now - t < ttl}
 
     def _event(self, kind: str, name: str, namespace: str, reason: str, message: str, uid: str | None = None) -> None:
-        if self.dry_run:
-            log.info("dry-run: would record event %s on %s %s: %s", reason, kind, name, message)
-            return
         try:
             self.kube.create_event(kind=kind, name=name, namespace=namespace, uid=uid, reason=reason, message=message,
                                    event_type="Warning", component=COMPONENT)  # fmt: skip
@@ -112,49 +127,45 @@ class KubeActuator:
         for p in job.candidates:
             if evicted >= job.wanted:
                 break
-            ns, name = p.meta.namespace or "", p.meta.name or ""
             why = (f"node {self.node_name} {job.resource} usage {job.usage_percent:.1f}% of allocatable is above the "
                    f"high watermark {job.high}%")  # fmt: skip
-            if self.dry_run:
-                log.warning("dry-run: would evict %s/%s: %s", ns, name, why)
-                self.results["dry_run"] += 1
-                evicted += 1
-                continue
+            outcome = self._evict(p, job.resource, why)
+            if outcome == "stop":
+                return  # the API server is away: the next round decides again
+            evicted += outcome == "evicted"
+
+    def _evict(self, p: PodSample, resource: Resource, why: str) -> str:
+        """One eviction: "evicted", "next" (blocked, gone or refused: try the next victim) or "stop"."""
+        ns, name = p.meta.namespace or "", p.meta.name or ""
+        with self._asked_lock:
+            self._asked[p.uid] = self.clock()
+        try:
+            result = self.kube.evict_pod(ns, name)
+        except ApiError as exc:
+            self.health.note(exc.status)
+            self.results["error"] += 1
             with self._asked_lock:
-                self._asked[p.uid] = self.clock()
-            try:
-                result = self.kube.evict_pod(ns, name)
-            except ApiError as exc:
-                self.health.note(exc.status)
-                self.results["error"] += 1
-                with self._asked_lock:
-                    self._asked.pop(p.uid, None)  # not evicted: a later round may ask again
-                self._eviction_failures.failed(exc.status, f"{ns}/{name}: {exc}")
-                if ApiHealth.unreachable(exc.status):
-                    return  # the API server is away: the next round decides again
-                continue
-            self.health.note(None)
-            self._eviction_failures.succeeded()
-            self.results[result] += 1
-            if result == "blocked":
-                log.info("eviction of %s/%s blocked by a PodDisruptionBudget: next victim", ns, name)
-                with self._asked_lock:
-                    self._asked.pop(p.uid, None)  # may be tried again in a later round
-                continue
-            if result == "evicted":
-                evicted += 1
-                if job.resource == "cpu":
-                    used = f"{p.cpu_cores or 0.0:.3g} cores"
-                else:
-                    used = f"{p.memory_working_set_bytes} bytes"
-                self._event("Pod", name, ns, "EvictedByColo", f"{why}; this pod used {used}", uid=p.uid)
-                self._event("Node", self.node_name, "", "OfflinePodEvicted", f"evicted {ns}/{name}: {why}")
+                self._asked.pop(p.uid, None)  # not evicted: a later round may ask again
+            self._eviction_failures.failed(exc.status, f"{ns}/{name}: {exc}")
+            return "stop" if ApiHealth.unreachable(exc.status) else "next"
+        self.health.note(None)
+        self._eviction_failures.succeeded()
+        self.results[result] += 1
+        if result == "blocked":
+            log.info("eviction of %s/%s blocked by a PodDisruptionBudget: next victim", ns, name)
+            with self._asked_lock:
+                self._asked.pop(p.uid, None)  # may be tried again in a later round
+            return "next"
+        if result != "evicted":
+            return "next"
+        used = f"{p.cpu_cores or 0.0:.3g} cores" if resource == "cpu" else f"{p.memory_working_set_bytes} bytes"
+        self._event("Pod", name, ns, "EvictedByColo", f"{why}; this pod used {used}", uid=p.uid)
+        self._event("Node", self.node_name, "", "OfflinePodEvicted", f"evicted {ns}/{name}: {why}")
+        return "evicted"
 
     def _sync_taint(self) -> None:
         """The taint while evicting, if configured; with the taint or eviction switched off, one left by an
         earlier run is removed (the node object tells whether it is there)."""
-        if self.dry_run:
-            return
         want = self.config.enabled and self.config.taint and self.is_evicting()
         if self._taint_state is None:
             node = self.get_node()
@@ -203,3 +214,24 @@ class KubeActuator:
                     return False
                 self._jobs.all_tasks_done.wait(remaining)
         return True
+
+
+class DryRunActuator(KubeActuator):
+    """The same decisions, nothing done: evictions, kills and Events are logged and counted, no taint."""
+
+    def kill(self, pods: list[PodSample], why: str) -> list[PodSample]:
+        for p in pods:
+            log.warning("dry-run: would kill %s/%s (%s)", p.meta.namespace, p.meta.name, why)
+            self.results["dry_run_kill"] += 1
+        return []
+
+    def _event(self, kind: str, name: str, namespace: str, reason: str, message: str, uid: str | None = None) -> None:
+        log.info("dry-run: would record event %s on %s %s: %s", reason, kind, name, message)
+
+    def _evict(self, p: PodSample, resource: Resource, why: str) -> str:
+        log.warning("dry-run: would evict %s/%s: %s", p.meta.namespace or "", p.meta.name or "", why)
+        self.results["dry_run"] += 1
+        return "evicted"
+
+    def _sync_taint(self) -> None:
+        return None

@@ -23,7 +23,6 @@ from __future__ import annotations
 import collections
 import logging
 import re
-import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
-from agent.actuator import RESULTS, EvictionJob, KubeActuator
+from agent.actuator import RESULTS, DryRunActuator, EvictionJob, KubeActuator
 from agent.config import EvictionConfig
 from agent.node_state import NodeState, Resource, node_state, pod_request
 from agent.oversubscription import oversubscription_enabled
@@ -41,7 +40,7 @@ from agent.publisher import ApiHealth, Changes
 from agent.resources import node_allocatable
 from agent.snapshot import PodSample, Snapshot
 from agent.strategies import eviction_choice
-from cgroup import CgroupError, CgroupWriter
+from cgroup import CgroupWriter
 from kube import Kube
 
 log = logging.getLogger(__name__)
@@ -142,9 +141,11 @@ class Evictor:
         self._above_since: dict[str, float | None] = {r: None for r in RESOURCES}
         self._killed_during_outage: list[str] = []
         self._killed_uids: set[str] = set()
-        self.actuator = KubeActuator(kube, node_name, get_node, config, self.health, self.is_evicting,
-                                     dry_run=dry_run, clock=clock)  # fmt: skip
-        self.results = self.actuator.results  # one counter: kills are counted here, API calls there
+        # dry run swaps the actuator, not the decisions
+        self.actuator = (DryRunActuator if dry_run else KubeActuator)(
+            kube, node_name, get_node, writer, config, self.health, self.is_evicting, clock=clock
+        )
+        self.results = self.actuator.results
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def start(self) -> None:
@@ -278,21 +279,9 @@ class Evictor:
         since = max(self._api_down_since, self._above_since[res] or now)
         if not allowed or now - since < self.config.kill_after_seconds:
             return False
-        for p in victims:
-            name = f"{p.meta.namespace}/{p.meta.name}"
-            if self.dry_run:
-                log.warning("dry-run: would kill %s (API server unreachable, %s above high watermark)", name, res)
-                self.results["dry_run_kill"] += 1
-                continue
-            try:
-                n = self.writer.kill_all(p.cgroup, signal.SIGKILL)
-            except CgroupError as exc:
-                log.warning("cannot kill %s: %s", name, exc)
-                continue
-            log.warning("API server unreachable and %s above high watermark for %.0fs: killed %d processes of %s",
-                        res, now - since, n, name)  # fmt: skip
-            self.results["killed"] += 1
-            self._killed_during_outage.append(name)
+        why = f"API server unreachable and {res} above high watermark for {now - since:.0f}s"
+        for p in self.actuator.kill(victims, why):
+            self._killed_during_outage.append(f"{p.meta.namespace}/{p.meta.name}")
             self._killed_uids.add(p.uid)
         return True
 

@@ -433,3 +433,24 @@ def test_optional_taint_follows_the_evicting_state(kube: Kube, kube_api: FakeKub
         assert taints() == []
     finally:
         ev.stop()
+
+
+@pytest.mark.cgroupv1
+def test_a_dry_run_swaps_the_actuator_and_kills_nothing(
+    v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI
+) -> None:
+    """The same decision (kill due while the API server is away), carried out by the dry-run actuator."""
+    tree = v1tree_cgroupfs
+    _, pod_path, (ctr,) = tree.pod("besteffort")
+    proc = tree.start(ctr)
+    kube_api.put("nodes", node())
+    victim = sample("batch", "offline", mem=8 * GI)
+    victim = PodSample(victim.meta, "besteffort", pod_path, 0.1, 8 * GI, 8 * GI, 8 * GI, 0, 0.0, ())
+    ev = Evictor(kube, NODE, lambda: kube_api.get("nodes", None, NODE), CgroupWriter(tree.layout),
+                 EvictionConfig(kill_after_seconds=1.0, cooldown_seconds=0.0), api_healthy=lambda: False,
+                 dry_run=True)  # fmt: skip
+    for i in range(4):
+        ev.on_snapshot(snap([victim], 1.0, 60 * GI, 1000.0 + i))
+    assert "killed offline pods" in ev.last_decision
+    assert ev.results["dry_run_kill"] >= 1 and ev.results["killed"] == 0
+    assert proc.poll() is None
