@@ -15,7 +15,7 @@ from agent.config import AgentConfig
 from agent.enforcer import Enforcer
 from agent.eviction import Evictor
 from agent.kubepods import KubePodSource
-from agent.node_state import node_state
+from agent.node_state import StateBuilder
 from agent.oversubscription import OversubscriptionOwner
 from agent.publisher import AnnotationOwner, ApiHealth, NodePublisher
 from agent.resources import node_allocatable
@@ -86,6 +86,7 @@ class ClusterLink:
             dry_run=cfg.dry_run, health=self.health,
         )  # fmt: skip
         self.stage = ProtectionStage(self)
+        self.states = StateBuilder(enf.eviction.smoothing_seconds)  # one NodeState per pass, smoothing kept here
 
     def node_sections(self) -> dict[str, Callable[[], dict[str, Any]]]:
         """The keys this link adds to /api/v1/node."""
@@ -113,7 +114,7 @@ class ClusterLink:
         runs whether or not the API server is reachable; each part on its own, so a failure of one never
         stops another."""
         node = self.node_object() or {}
-        state = node_state(snap, node_allocatable(node))
+        state = self.states.build(snap, node_allocatable(node))
         parts: list[tuple[str, Callable[[], None]]] = [
             ("capacity", lambda: self.oversubscription.on_state(state, node))
         ]

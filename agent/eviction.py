@@ -20,7 +20,6 @@ Whether the API server is reachable is the shared `ApiHealth`: this module's own
 
 from __future__ import annotations
 
-import collections
 import logging
 import re
 import time
@@ -34,7 +33,7 @@ from prometheus_client.metrics_core import Metric
 
 from agent.actuator import RESULTS, DryRunActuator, EvictionJob, KubeActuator
 from agent.config import EvictionConfig
-from agent.node_state import NodeState, Resource, node_state, pod_request
+from agent.node_state import NodeState, Resource, StateBuilder, pod_request
 from agent.oversubscription import oversubscription_enabled
 from agent.publisher import ApiHealth, Changes
 from agent.resources import node_allocatable
@@ -87,20 +86,6 @@ def parse_watermarks(annotations: Mapping[str, str], defaults: EvictionConfig) -
     return Watermarks(high, low), problems
 
 
-class Smoother:
-    """Mean of the samples of the last `seconds` (monotonic time)."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self._samples: collections.deque[tuple[float, float]] = collections.deque()
-
-    def add(self, t: float, value: float) -> float:
-        self._samples.append((t, value))
-        while self._samples and self._samples[0][0] <= t - self.seconds:
-            self._samples.popleft()
-        return sum(v for _, v in self._samples) / len(self._samples)
-
-
 class Evictor:
     name = "eviction"
 
@@ -132,7 +117,7 @@ class Evictor:
         # every key present from the start: the HTTP thread copies it while the worker counts
         self.last_round: float | None = None
         self.last_decision: str = "no snapshot yet"
-        self._smoothers = {r: Smoother(config.smoothing_seconds) for r in RESOURCES}
+        self._states = StateBuilder(config.smoothing_seconds)  # for on_snapshot only: the stage brings its own
         self._warned: set[str] = set()
         # uid -> when its eviction was asked (self.clock); forgotten on failure and after asked_ttl, so a pod
         # whose eviction was lost or did not end it becomes a candidate again
@@ -168,7 +153,7 @@ class Evictor:
     def on_snapshot(self, snap: Snapshot) -> None:
         """A pass on its own (tests): the state from the snapshot and the Node's allocatable."""
         if self.config.enabled:
-            self.on_state(node_state(snap, node_allocatable(self.get_node() or {})))
+            self.on_state(self._states.build(snap, node_allocatable(self.get_node() or {})))
 
     def on_state(self, state: NodeState) -> None:
         if not self.config.enabled:
@@ -189,10 +174,10 @@ class Evictor:
         now = snap.mono
         changed = False
         for res in RESOURCES:
-            raw = state.usage(res).percent()
-            if raw is None:  # CPU on the first pass: not known yet
+            smoothed = state.smoothed_percent.get(res)
+            if smoothed is None:  # CPU on the first pass: not known yet
                 continue
-            usage = self.usage[res] = self._smoothers[res].add(now, raw)
+            usage = self.usage[res] = smoothed
             if usage <= self.watermarks.high[res]:
                 self._above_since[res] = None
             elif self._above_since[res] is None:

@@ -11,7 +11,10 @@ known yet (the first pass after a start) stays None: unknown is never read as id
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import collections
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 from agent.snapshot import PodSample, Snapshot
@@ -66,6 +69,9 @@ class NodeState:
     online: tuple[PodSample, ...]  # every pod that is not offline (unknown class included)
     offline: tuple[PodSample, ...]
     allocatable_from_node: bool  # False: the machine's capacity stands in for a missing allocatable
+    # the node's usage in percent of allocatable, averaged over the last smoothing_seconds (eviction's
+    # watermarks compare this); a resource not measured in this pass (CPU on the first) is absent
+    smoothed_percent: Mapping[Resource, float] = field(default_factory=dict)
 
     def usage(self, resource: Resource) -> Usage:
         return self.cpu if resource == "cpu" else self.memory
@@ -88,3 +94,33 @@ def node_state(snap: Snapshot, allocatable: tuple[float | None, float | None]) -
     cpu = usage("cpu", alloc_cpu or node.cpu_capacity_cores, node.cpu_cores)
     memory = usage("memory", float(alloc_mem or node.memory_total_bytes), float(node.memory_used_bytes))
     return NodeState(snap, cpu, memory, online, offline, bool(alloc_cpu) and bool(alloc_mem))
+
+
+class Smoother:
+    """Mean of the samples of the last `seconds` (monotonic time)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._samples: collections.deque[tuple[float, float]] = collections.deque()
+
+    def add(self, t: float, value: float) -> float:
+        self._samples.append((t, value))
+        while self._samples and self._samples[0][0] <= t - self.seconds:
+            self._samples.popleft()
+        return sum(v for _, v in self._samples) / len(self._samples)
+
+
+class StateBuilder:
+    """Builds each pass's NodeState; keeps what spans passes (the smoothing of usage) so the record is whole."""
+
+    def __init__(self, smoothing_seconds: float) -> None:
+        self._smoothers: dict[Resource, Smoother] = {r: Smoother(smoothing_seconds) for r in ("cpu", "memory")}
+
+    def build(self, snap: Snapshot, allocatable: tuple[float | None, float | None]) -> NodeState:
+        state = node_state(snap, allocatable)
+        smoothed: dict[Resource, float] = {}
+        for resource, smoother in self._smoothers.items():
+            raw = state.usage(resource).percent()
+            if raw is not None:
+                smoothed[resource] = smoother.add(snap.mono, raw)
+        return dataclasses.replace(state, smoothed_percent=smoothed)

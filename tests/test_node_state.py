@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.node_state import node_state
+from agent.node_state import StateBuilder, node_state
 from tests.test_capacity import GI, sample, snapshot
 
 
@@ -52,3 +52,20 @@ def test_unknown_cpu_is_never_idle() -> None:
     assert not state.cpu.known and state.cpu.system is None
     assert state.cpu.online_and_system_ratio() is None and state.cpu.percent() is None
     assert state.memory.known and state.memory.percent() == pytest.approx(100 * 2 / 32)
+
+
+def test_the_builder_smooths_usage_over_passes_and_keeps_unknown_out() -> None:
+    """Eviction compares the smoothed percentage: one spike does not decide, an unknown CPU adds nothing."""
+    builder = StateBuilder(smoothing_seconds=5.0)
+    pods = [sample("web", "online", 1, GI, 1.0, GI)]
+    percents = []
+    for t, node_cpu in ((1000.0, 2.0), (1001.0, 2.0), (1002.0, 6.0)):  # 25%, 25%, then a 75% spike
+        percents.append(builder.build(snapshot(pods, node_cpu, 8 * GI, t), (8.0, 32 * GI)).smoothed_percent["cpu"])
+    assert percents == pytest.approx([25.0, 25.0, (25 + 25 + 75) / 3])
+    later = builder.build(snapshot(pods, 2.0, 8 * GI, 1010.0), (8.0, 32 * GI))  # the window moved on
+    assert later.smoothed_percent["cpu"] == pytest.approx(25.0)
+    assert later.smoothed_percent["memory"] == pytest.approx(25.0)
+    snap = snapshot(pods, 0.0, 8 * GI, 1011.0)
+    unknown = type(snap)(snap.seq, snap.mono, snap.wall, type(snap.node)(8.0, None, 32 * GI, 8 * GI, 0), {},
+                         snap.pods, (), 0.0)  # fmt: skip
+    assert "cpu" not in builder.build(unknown, (8.0, 32 * GI)).smoothed_percent
