@@ -22,6 +22,7 @@ from agent.node_state import Resource
 from agent.publisher import ApiHealth
 from agent.snapshot import PodSample
 from cgroup import CgroupError, CgroupWriter
+from common.logs import Repeats, repeated
 from kube import ApiError, FailureLog, Kube
 
 log = logging.getLogger("agent.eviction")
@@ -217,19 +218,28 @@ class KubeActuator:
 
 
 class DryRunActuator(KubeActuator):
-    """The same decisions, nothing done: evictions, kills and Events are logged and counted, no taint."""
+    """The same decisions, nothing done: evictions, kills and Events are logged (each intention at most every
+    five minutes: a dry run repeats them every round) and counted; no taint."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._dry_run_logs = Repeats(period=300.0)
 
     def kill(self, pods: list[PodSample], why: str) -> list[PodSample]:
         for p in pods:
-            log.warning("dry-run: would kill %s/%s (%s)", p.meta.namespace, p.meta.name, why)
+            if (held := self._dry_run_logs.occurred(("kill", p.uid))) is not None:
+                log.warning("dry-run: would kill %s/%s (%s)%s", p.meta.namespace, p.meta.name, why, repeated(held))
             self.results["dry_run_kill"] += 1
         return []
 
     def _event(self, kind: str, name: str, namespace: str, reason: str, message: str, uid: str | None = None) -> None:
-        log.info("dry-run: would record event %s on %s %s: %s", reason, kind, name, message)
+        if (held := self._dry_run_logs.occurred(("event", kind, name, reason))) is not None:
+            log.info("dry-run: would record event %s on %s %s: %s%s", reason, kind, name, message, repeated(held))
 
     def _evict(self, p: PodSample, resource: Resource, why: str) -> str:
-        log.warning("dry-run: would evict %s/%s: %s", p.meta.namespace or "", p.meta.name or "", why)
+        if (held := self._dry_run_logs.occurred(("evict", p.uid))) is not None:
+            ns, name = p.meta.namespace or "", p.meta.name or ""
+            log.warning("dry-run: would evict %s/%s: %s%s", ns, name, why, repeated(held))
         self.results["dry_run"] += 1
         return "evicted"
 

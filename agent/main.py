@@ -1,4 +1,6 @@
-"""`colo-agent` entry point: configuration errors exit 2, everything else runs until SIGTERM."""
+"""`colo-agent` entry point. Start-up order: configuration, kubeconfig, the listening socket, the host's
+cgroups, then sampling. Every configuration, address, permission and kubeconfig problem is one line on
+stderr naming its flag, variable or key, exit code 2; a host whose cgroups cannot be read exits 1."""
 
 from __future__ import annotations
 
@@ -9,17 +11,58 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from agent.config import AgentConfig, ConfigError, load_config
+from agent.config import ENV_PREFIX, AgentConfig, ConfigError, build_parser, load_config
 from cgroup import CgroupError, Layout
+from common import logs
+from common.config import origin
+from common.listen import bind
 
 if TYPE_CHECKING:
     from agent.runtime import Agent
+    from agent.view import MetricSource
     from kube import Kube
+
+log = logging.getLogger("colo.agent")
 
 
 def wants_cluster(standalone: bool, kubeconfig: str | None) -> bool:
     """A kubeconfig was given, or we run in a pod (the in-cluster service environment is set)."""
     return not standalone and bool(kubeconfig or os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"colo-agent: {message}", file=sys.stderr)
+    return code
+
+
+def _listen_origin(argv: Sequence[str] | None) -> str:
+    """Which flag, variable or file key set the listening address (for the one-line error)."""
+    args = build_parser().parse_args(argv)
+    path = args.config or os.environ.get("COLO_CONFIG")
+    return origin("listen", "--listen", args.listen, os.environ, ENV_PREFIX, path)
+
+
+def warn_without_kubepods(agent: Agent) -> None:
+    """One warning when the cgroup root holds no kubepods: no pod will ever be found."""
+    where = agent.layout.dir("cpu", agent.model.kubepods())
+    if not os.path.isdir(where):
+        log.warning(
+            "no kubepods cgroup at %s (--cgroup-root %s, %s driver): no pods will be found; node figures only "
+            "(KinD nodes need --cgroup-root /kubelet)",
+            where,
+            agent.config.cgroup_root,
+            agent.driver.driver,
+        )
+
+
+def process_metrics() -> MetricSource:
+    """`process_*` (the agent's own CPU, memory, open files) and `colo_build_info` next to the node's series."""
+    from prometheus_client import ProcessCollector
+
+    from common.buildinfo import build_info
+
+    process = ProcessCollector(registry=None)
+    return lambda: [*process.collect(), build_info("colo-agent")]
 
 
 def build_agent(
@@ -42,20 +85,21 @@ def build_agent(
     windows = load_windows_for(config, host.node_name)
     view = AgentView(windows, config.interval, host.node_name)
     reader = CgroupReader(host.layout)
+    own = {"process": process_metrics()}
     source: PodSource
     if kube is not None:
         from agent.cluster import ClusterLink
 
         link = ClusterLink(config, host, view, reader, kube, backoff_initial=backoff_initial, backoff_max=backoff_max)
         source, stages, services = link.source, [link.stage], [link]
-        view.install(node_sections=link.node_sections(), metric_sources=link.metric_sources(),
+        view.install(node_sections=link.node_sections(), metric_sources={**link.metric_sources(), **own},
                      cluster_synced=link.pods.synced.is_set)  # fmt: skip
     else:
         source, stages, services = CgroupPodSource(host.layout, host.model, config.discovery_seconds), [], []
         # the JSON contract has these keys everywhere
         standalone = {"enabled": False, "reason": "standalone: no cluster, nothing published or enforced"}
         view.install(node_sections={"oversubscription": lambda: dict(standalone),
-                                    "enforcement": lambda: dict(standalone)}, metric_sources={})  # fmt: skip
+                                    "enforcement": lambda: dict(standalone)}, metric_sources=own)  # fmt: skip
     sampler = Sampler(
         host.layout, host.model, source, windows, host_root=config.host_root, reader=reader,
         container_stat_every=config.container_memory_detail_every,
@@ -69,11 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load_config(argv)
     except ConfigError as exc:
-        print(f"colo-agent: {exc}", file=sys.stderr)
-        return 2
-    logging.basicConfig(
-        level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+        return _fail(f"invalid configuration: {exc}", 2)
+    logs.setup(config.log_level, config.log_format)
     from agent.runtime import serve
 
     kube = None
@@ -83,22 +124,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             kube = Kube.connect(config.kubeconfig)
         except Exception as exc:  # a broken kubeconfig is a configuration error
-            print(f"colo-agent: kubeconfig: {exc}", file=sys.stderr)
-            return 2
+            where = f"--kubeconfig {config.kubeconfig}" if config.kubeconfig else "in-cluster configuration"
+            return _fail(f"{where}: {' '.join(str(exc).split()) or type(exc).__name__}", 2)
     in_cluster = kube is not None
     if in_cluster and not config.node_name:
-        print("colo-agent: in a cluster the node name is required: set NODE_NAME or --node-name", file=sys.stderr)
-        return 2
+        return _fail("in a cluster the node name is required: set NODE_NAME or --node-name", 2)
+    host, port = config.listen_address(in_cluster)
+    try:
+        sock = bind(host, port, _listen_origin(argv))
+    except ConfigError as exc:
+        return _fail(str(exc), 2)
     try:
         agent = build_agent(config, kube=kube)
-    except (CgroupError, ValueError) as exc:
-        print(f"colo-agent: cannot read this host's cgroups: {exc}", file=sys.stderr)
-        return 1
+    except (CgroupError, ValueError, OSError) as exc:
+        sock.close()
+        return _fail(f"cannot read this host's cgroups under host_root {config.host_root}: {exc}", 1)
+    warn_without_kubepods(agent)
     if kube is None:
-        logging.getLogger("colo.agent").info("no cluster configuration: running standalone")
-    host, port = config.listen_address(in_cluster)
-    asyncio.run(serve(agent, host, port))
-    return 0
+        log.info("no cluster configuration: running standalone")
+    return 0 if asyncio.run(serve(agent, sock)) else 1
 
 
 if __name__ == "__main__":

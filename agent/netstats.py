@@ -13,6 +13,8 @@ import logging
 import os
 from dataclasses import dataclass
 
+from common.logs import Repeats, repeated
+
 log = logging.getLogger(__name__)
 REFRESH_SECONDS = 60.0
 COUNTERS = ("rx_bytes", "tx_bytes")
@@ -33,6 +35,7 @@ class NetCounters:
         self._fds: dict[str, tuple[int, int]] = {}  # interface -> (rx_bytes, tx_bytes) descriptors
         self._refreshed: float | None = None
         self.ok = True  # the last read found everything it looked for
+        self._failures = Repeats()  # an unreadable sysfs fails every pass: report it once a minute
 
     def _is_physical(self, name: str) -> bool:
         return os.path.exists(os.path.join(self.sys_net, name, "device"))
@@ -62,10 +65,13 @@ class NetCounters:
                 self._refresh()
                 self._refreshed = now
         except OSError as exc:
-            log.warning("cannot list network interfaces in %s: %s", self.sys_net, exc)
+            if (held := self._failures.occurred("sysfs")) is not None:
+                log.warning("cannot list network interfaces in %s: %s%s", self.sys_net, exc, repeated(held))
             self.close()
             self.ok = False
             return []
+        if (failed := self._failures.ended("sysfs")) is not None:
+            log.info("network interfaces in %s readable again after %d failed passes", self.sys_net, failed)
         out: list[InterfaceCounters] = []
         for name, (rx_fd, tx_fd) in list(self._fds.items()):
             try:
