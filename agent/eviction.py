@@ -106,7 +106,6 @@ class Evictor:
     ) -> None:
         self.kube, self.node_name, self.get_node, self.writer = kube, node_name, get_node, writer
         self.health = health if health is not None else ApiHealth()
-        self._dry_run_logs = Repeats(period=300.0)  # a dry run repeats its intentions every round
         self.api_healthy = api_healthy if api_healthy is not None else self.health.reachable
         # the overcommit rule applies where capacity is published: one definition, shared with the publisher
         self.oversubscribed = oversubscribed or partial(oversubscription_enabled, enabled_on_all_nodes=False)

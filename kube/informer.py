@@ -242,9 +242,9 @@ class Informer:
                     # The watch works: whatever failed before is over.
                     delivered = True
                     self._failures = 0
-                    self._failure_log.succeeded()
                     self.last_error = None
                     self.last_status = None
+                    self._failure_log.succeeded()
                 self._apply(etype, obj)
             return delivered or time.monotonic() - started >= _SHORT_WATCH
         finally:
@@ -261,9 +261,9 @@ class Informer:
                     self._list()
                     need_list = False
                     self._failures = 0
-                    self._failure_log.succeeded()
                     self.last_error = None
                     self.last_status = None
+                    self._failure_log.succeeded()  # after the state readers see: logging takes time
                 if self._watch():
                     self._failures = 0
                     self._failure_log.succeeded()
