@@ -23,11 +23,12 @@ from agent.publisher import ApiHealth
 from agent.snapshot import PodSample
 from cgroup import CgroupError, CgroupWriter
 from common.logs import Repeats, repeated
+from contract.annotations import OFFLINE_JOB_EVICTING
 from kube import ApiError, FailureLog, Kube
 
 log = logging.getLogger("agent.eviction")
 
-EVICTING_TAINT = "volcano.sh/offline-job-evicting"
+EVICTING_TAINT = OFFLINE_JOB_EVICTING
 COMPONENT = "colo-agent"
 RESULTS = ("evicted", "blocked", "gone", "error", "killed", "dry_run", "dry_run_kill")
 

@@ -40,17 +40,18 @@ from agent.resources import node_allocatable
 from agent.snapshot import PodSample, Snapshot
 from agent.strategies import eviction_choice
 from cgroup import CgroupWriter
+from contract.annotations import OFFLINE_JOB_EVICTING, evicting_watermark
 from kube import Kube
 
 log = logging.getLogger(__name__)
 
 RESOURCES: tuple[Resource, ...] = ("cpu", "memory")
-EVICTING_ANNOTATION = "volcano.sh/offline-job-evicting"
+EVICTING_ANNOTATION = OFFLINE_JOB_EVICTING
 _PERCENT = re.compile(r"[0-9]{1,3}")  # ASCII digits only: str.isdigit() also takes '²' and '٥'
 
 
 def watermark_key(resource: str, level: str) -> str:
-    return f"volcano.sh/evicting-{resource}-{level}-watermark"
+    return evicting_watermark(resource, level)
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         return _fail(f"invalid configuration: {exc}", 2)
     logs.setup(config.log_level, config.log_format)
-    from agent.runtime import serve
+    from agent.runtime import build_server, serve
 
     kube = None
     if wants_cluster(config.standalone, config.kubeconfig):
@@ -142,7 +142,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     warn_without_kubepods(agent)
     if kube is None:
         log.info("no cluster configuration: running standalone")
-    return 0 if asyncio.run(serve(agent, sock)) else 1
+    try:
+        app, server = build_server(agent, sock, kube)
+    except (OSError, ValueError) as exc:  # certificate files, or authentication without a cluster
+        sock.close()
+        return _fail(f"serving: {exc}", 2)
+    return 0 if asyncio.run(serve(agent, app, server, sock)) else 1
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The extender's pod classifier: the agent's own rules (agent.classify), so both sides always agree.
+"""The extender's pod classifier: the agent's own rules (contract.classify), so both sides always agree.
 
 The agent's Classifier warns once per pod about a malformed `volcano.sh/qos-level` and remembers which
 pods it warned about until told which pods are still alive. The agent knows its node's pods; the
@@ -14,18 +14,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from agent.classify import QOS_LEVEL_ANNOTATION, Classifier
+from contract.classify import MAX_WARNED, QOS_LEVEL_ANNOTATION, Classifier, warn_key
 from controller.config import ClassifySettings
 
 PodClass = Literal["online", "offline"]
 
 #: How long a pod must go unseen before its warning is forgotten (it may then be warned about again).
 FORGET_AFTER = 600.0
-
-
-def _warn_key(meta: Mapping[str, Any]) -> str:
-    # The key agent.classify.Classifier remembers a warning under.
-    return str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
 
 
 class PodClassifier:
@@ -51,7 +46,8 @@ class PodClassifier:
             anns = meta.get("annotations")
             if isinstance(anns, Mapping) and QOS_LEVEL_ANNOTATION in anns:
                 with self._lock:
-                    self._seen.add(_warn_key(meta))
+                    if len(self._seen) < MAX_WARNED:  # bounded: every key is cut to 128 characters
+                        self._seen.add(warn_key(meta))
         self._sweep()
         return self._classifier.classify(pod)
 

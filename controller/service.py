@@ -25,11 +25,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.logs import OnChange, Repeats, repeated
+from controller import annotations as ann
 from controller.annotator import Annotator
 from controller.config import ControllerConfig
 from controller.discovery import discover
 from controller.extender import Extender
 from controller.hotvalue import BindingRecords
+from controller.httpget import agent_fetch
 from controller.latest import LatestNodes
 from controller.metrics import ControllerMetrics
 from controller.nodes import node_annotations, node_name, slim_node
@@ -82,9 +84,17 @@ class Controller:
         self._monotonic = monotonic
         self.metrics = metrics or ControllerMetrics()
         self.scorer = Scorer(policy.spec)
-        self.board = ScoreBoard(self.scorer)
+        self.board = ScoreBoard(self.scorer, on_rejected=self._on_capacity_rejected)
         self.bindings = BindingRecords(policy.spec.hot_value, clock=clock)
-        self.annotator = Annotator(self.scorer, interval=cfg.polling.interval)
+        self.annotator = Annotator(
+            self.scorer, interval=cfg.polling.interval, legacy_oversubscription=cfg.legacy_oversubscription_annotation
+        )
+        if cfg.legacy_oversubscription_annotation:
+            log.warning(
+                "legacy_oversubscription_annotation is deprecated: %s copies the agent's %s and %s, which the "
+                "extender reads itself; the copy will be removed in a later release",
+                ann.OVERSUBSCRIPTION, ann.PUBLISHED_CPU, ann.PUBLISHED_MEMORY,
+            )  # fmt: skip
         # Nodes as the informer shows them, or as our own last patch left them when the watch lags behind
         # it: planning from the informer alone would rewrite what we wrote a cycle ago.
         self.latest = LatestNodes(on_change=self.board.update_node)
@@ -110,9 +120,12 @@ class Controller:
                 poll_concurrency=cfg.polling.concurrency,
                 request_timeout=cfg.kube_request_timeout,
                 clock=clock,
+                fetch=agent_fetch(cfg.agent),
             )
 
-        self.nodes = Informer(kube, "nodes", on_event=self._on_node, transform=self._slim)
+        self.nodes = Informer(
+            kube, "nodes", label_selector=cfg.node_selector or None, on_event=self._on_node, transform=self._slim
+        )
         self.slices: Informer | None = None
         if cfg.agent.use_endpointslices:
             self.slices = Informer(
@@ -158,6 +171,7 @@ class Controller:
             timeout=cfg.polling.timeout,
             max_response_bytes=cfg.polling.max_response_bytes,
             clock=clock,
+            fetch=agent_fetch(cfg.agent),
         )
 
     # ---- state -----------------------------------------------------------------------------------
@@ -173,8 +187,9 @@ class Controller:
         return [i for i in (self.nodes, self.slices, self.pods) if i is not None]
 
     def ready(self) -> bool:
-        """Ready to score once the node cache is filled; to write once every informer is."""
-        return self.nodes.synced.is_set()
+        """Ready to score once the node cache is filled (to write once every informer is); not ready
+        once shutting down, so the Service stops sending the scheduler here."""
+        return self.nodes.synced.is_set() and not self._stop.is_set()
 
     def synced(self) -> bool:
         return all(i.synced.is_set() for i in self.informers())
@@ -243,6 +258,10 @@ class Controller:
         else:
             self.latest.observed(node)  # updates the board unless our own patch is newer
 
+    def _on_capacity_rejected(self, node: str, reason: str) -> None:
+        self.metrics.capacity_rejected.labels(reason).inc()
+        log.warning("node %s: ignoring the agent's published capacity (%s)", node, reason)
+
     def _on_pod(self, etype: str, pod: dict[str, Any]) -> None:
         if etype in ("ADDED", "MODIFIED"):
             self.bindings.observe(pod)
@@ -256,7 +275,7 @@ class Controller:
         # Either way, trust the informer's objects again rather than our memory of past writes.
         self.latest.reset(self.nodes.items)
 
-    def _on_written(self, node: str, patch: Mapping[str, str], updated: dict[str, Any]) -> None:
+    def _on_written(self, node: str, patch: Mapping[str, str | None], updated: dict[str, Any]) -> None:
         self.latest.wrote(self._slim(updated))  # the PATCH response: the node as stored, with our annotations
 
     # ---- the cycle -------------------------------------------------------------------------------
@@ -266,7 +285,8 @@ class Controller:
         started = time.monotonic()
         nodes = self.nodes.items()
         slices = self.slices.items() if self.slices is not None else []
-        targets = discover(nodes, slices, self.cfg.agent)
+        # Scope: the selected nodes; without a selector, those where an agent endpoint says one runs.
+        targets = discover(nodes, slices, self.cfg.agent, internal_ip_fallback=bool(self.cfg.node_selector))
         result = await self.poller.poll_all(targets)
         poll_seconds = time.monotonic() - started
         now = self.clock()
@@ -277,8 +297,8 @@ class Controller:
         patches = 0
         for node in nodes:
             name = node_name(node)
-            if name is None:
-                continue
+            if name is None or name not in targets:
+                continue  # out of scope: neither polled nor annotated
             anns = node_annotations(self.latest.get(node))
             patch = self.annotator.plan(name, anns, result.samples.get(name), hot.get(name, 0), now, gap=gap)
             if patch:
@@ -287,6 +307,8 @@ class Controller:
         for name, reason in result.failed.items():
             self.metrics.nodes_failed.labels(reason).inc()
             log.debug("polling agent of node %s failed: %s", name, result.errors.get(name, reason))
+        for rejection in result.rejected.values():
+            self.metrics.samples_rejected.labels(rejection).inc()
         if self._failed_logs.changed("failed", frozenset(result.failed)):  # the same outage every cycle is no news
             if result.failed:
                 sample = sorted(result.failed)[:5]
@@ -365,10 +387,14 @@ class Controller:
         t.start()
         self._threads.append(t)
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop polling and writing, release the lease, stop informers."""
+    def begin_stop(self) -> None:
+        """Stop polling and writing now; the lease thread wakes and releases the Lease (signal-safe)."""
         self._stop.set()
         self.writer.clear()  # nothing more goes out once we are shutting down
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop polling and writing, release the lease, stop informers."""
+        self.begin_stop()
         for t in self._threads:
             t.join(timeout)
         self.writer.stop(timeout)

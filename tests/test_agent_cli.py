@@ -10,12 +10,16 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 from agent.config import ConfigError, load_config
+from contract.agent_api import parse_pods_document
+from controller.policy import AGENT_WINDOWS
+from controller.poller import parse_sample
 
 AGENT = [sys.executable, "-m", "agent.main"]
 
@@ -83,16 +87,27 @@ def test_standalone_serves_and_saves_state_on_sigterm(tmp_path: Path) -> None:
             assert r.status == 200
         time.sleep(0.6)
         with urllib.request.urlopen(base + "/api/v1/node", timeout=5) as r:
-            node = json.loads(r.read())
+            body = r.read()
+        node = json.loads(body)
+        # golden: the controller's parser takes this machine's real document, every window included
+        sample = parse_sample(node["node_name"], body, sorted(AGENT_WINDOWS), 0.0)
+        assert sample.windows["cpu_usage_avg_1m"] == node["windows"]["cpu_usage_avg_1m"]["value"]
+        assert sample.oversubscription is None  # standalone: nothing published
         assert node["cpu_cores"] is not None and 0 <= node["cpu_usage_ratio"] <= 1
         assert 0 < node["memory_usage_ratio"] < 1 and node["memory_used_bytes"] > 0
         assert "cpu_usage_avg_5m" in node["windows"] and "coverage" in node["windows"]["cpu_usage_avg_5m"]
         assert node["oversubscription"]["enabled"] is False and node["enforcement"]["enabled"] is False
         with urllib.request.urlopen(base + "/api/v1/pods", timeout=5) as r:
-            assert isinstance(json.loads(r.read()), list)
+            pods_body = r.read()
+        assert isinstance(json.loads(pods_body), list)
+        parse_pods_document(pods_body)  # the contract's model takes it
         with urllib.request.urlopen(base + "/metrics", timeout=5) as r:
             text = r.read().decode()
         assert "colo_node_cpu_usage_ratio" in text and "colo_node_memory_used_bytes" in text
+        for docs in ("/docs", "/redoc", "/openapi.json"):  # off unless serving.api_docs
+            with pytest.raises(urllib.error.HTTPError) as err:
+                urllib.request.urlopen(base + docs, timeout=5)
+            assert err.value.code == 404
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
@@ -119,3 +134,25 @@ def test_environment_ignores_service_links_and_keeps_strings() -> None:
     assert c.aggregate_label_keys == ("team", "quota.scheduling.koordinator.sh/name")
     with pytest.raises(ConfigError, match="COLO_AGGREGATE_LABEL_KEYS"):
         load_config([], {"COLO_AGGREGATE_LABEL_KEYS": "[a, b"})
+
+
+@pytest.mark.parametrize(
+    ("env", "needle"),
+    [
+        ({"COLO_SERVING__AUTHENTICATE": "true"}, "needs a cluster"),
+        (
+            {"COLO_SERVING__TLS_CERT_FILE": "/nonexistent/tls.crt", "COLO_SERVING__TLS_KEY_FILE": "/nonexistent/k"},
+            "tls.crt",
+        ),
+        ({"COLO_SERVING__TLS_CERT_FILE": "/nonexistent/tls.crt"}, "go together"),
+    ],
+)
+def test_serving_settings_that_cannot_work_exit_2_with_one_line(env: dict[str, str], needle: str) -> None:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+    proc = subprocess.run(
+        [*AGENT, "--standalone", "--listen", "127.0.0.1:0", "--state-file", ""],
+        capture_output=True, text=True, timeout=60, env={**base, **env},
+    )  # fmt: skip
+    assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("colo-agent:")]
+    assert "Traceback" not in proc.stderr and len(errors) == 1, proc.stderr

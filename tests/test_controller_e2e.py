@@ -56,11 +56,11 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def add_node(api: FakeKubeAPI, name: str, ip: str = "192.0.2.10") -> None:
+def add_node(api: FakeKubeAPI, name: str, ip: str = "192.0.2.10", labels: dict[str, str] | None = None) -> None:
     api.put(
         "nodes",
         {
-            "metadata": {"name": name, "annotations": {"other.io/keep": "yes"}},
+            "metadata": {"name": name, "annotations": {"other.io/keep": "yes"}, "labels": labels or {}},
             "status": {"addresses": [{"type": "InternalIP", "address": ip}]},
         },
     )
@@ -144,17 +144,18 @@ def test_annotations_byte_for_byte_and_periods(
 ) -> None:
     usage = dict.fromkeys(METRICS, 0.2)
     usage["cpu_usage_avg_5m"] = 0.352118
-    usage["mem_usage_avg_5m"] = float("nan")
-    usage["mem_usage_max_avg_1d"] = -0.01
+    usage["mem_usage_avg_5m"] = 0.0
+    usage["mem_usage_max_avg_1d"] = -0.005  # within the contract's tolerance: clamped to 0
     fallback_port = fleet.add("n3", agent_payload("n3", 0.5, oversubscription=None))
     for name in ("n1", "n2"):
         port = fleet.add(name, agent_payload(name, usage, oversubscription=(1500, 1 << 30)))
         add_slice(kube_api, name, port)
-        add_node(kube_api, name)
-    add_node(kube_api, "n3", ip="127.0.0.1")  # no endpoint: InternalIP + agent port
-    add_node(kube_api, "n4", ip="127.0.0.1")  # its "agent" is n3's: wrong node_name, so it fails
+        add_node(kube_api, name, labels=AGENT_LABEL)
+    add_node(kube_api, "n3", ip="127.0.0.1", labels=AGENT_LABEL)  # no endpoint: InternalIP + agent port
+    add_node(kube_api, "n4", ip="127.0.0.1", labels=AGENT_LABEL)  # its "agent" is n3's: wrong node_name, so it fails
+    add_node(kube_api, "n5", ip="127.0.0.1")  # not selected: out of scope
     clock = Clock(T0)
-    c = Controller(kube, config(fallback_port), default_policy(), clock=clock)
+    c = Controller(kube, config(fallback_port, node_selector="colo.io/agent=true"), default_policy(), clock=clock)
     started.append(c)
     c.start(run_loop=False)
     wait_for(c.synced, what="informers")
@@ -170,14 +171,14 @@ def test_annotations_byte_for_byte_and_periods(
         "mem_usage_max_avg_1h": "0.20000,2026-11-22T10:00:00Z",
         "mem_usage_max_avg_1d": "0.00000,2026-11-22T10:00:00Z",
         "node_hot_value": "0.00000,2026-11-22T10:00:00Z",
-        "colo.io/oversubscription": "1500,1073741824,2026-11-22T10:00:00Z",
         # int((0.64788*0.2 + 0.8*0.3 + 0.8*0.5 + 1*0.2 + 0.8*0.3 + 1*0.5) * 100 / 2) = int(85.48)
         "colo.io/load-score": "85,2026-11-22T10:00:00Z",
     }
     assert node_annotations(kube_api, "n3")["cpu_usage_avg_5m"] == "0.50000,2026-11-22T10:00:00Z"
     assert "cpu_usage_avg_5m" not in node_annotations(kube_api, "n4")
     sent = patches(kube_api)
-    assert sorted(r.path.rsplit("/", 1)[-1] for r in sent) == ["n1", "n2", "n3", "n4"]  # one patch per node
+    assert sorted(r.path.rsplit("/", 1)[-1] for r in sent) == ["n1", "n2", "n3", "n4"]  # one per node in scope
+    assert c.nodes.get("n5") is None and c.nodes.get("n1") is not None  # the informer does not even see n5
     for r in sent:
         assert r.content_type == "application/merge-patch+json"
         assert list(r.body) == ["metadata"] and list(r.body["metadata"]) == ["annotations"]
@@ -199,7 +200,7 @@ def test_annotations_byte_for_byte_and_periods(
         run_cycle(c)
         return len(patches(kube_api)) == before
 
-    derived = {"node_hot_value", "colo.io/load-score", "colo.io/oversubscription"}
+    derived = {"node_hot_value", "colo.io/load-score"}
     assert nothing_written_at(T0 + 60)
     assert nothing_written_at(T0 + 179)
     assert keys_written_at(T0 + 180) == {"cpu_usage_avg_5m", "mem_usage_avg_5m"} | derived
@@ -220,6 +221,44 @@ def test_annotations_byte_for_byte_and_periods(
     assert a1["cpu_usage_max_avg_1d"] == "0.20000,2026-11-22T13:00:00Z"
     assert a2["cpu_usage_max_avg_1d"] == "0.20000,2026-11-22T10:00:00Z"
     assert a2["cpu_usage_avg_5m"] == "0.35212,2026-11-22T10:15:00Z"
+
+
+AGENT_LABEL = {"colo.io/agent": "true"}
+
+
+def test_scope_defaults_to_nodes_with_an_agent_endpoint(
+    kube_api: FakeKubeAPI,  # noqa: F811
+    kube: Kube,  # noqa: F811
+    fleet: AgentFleet,
+    started: list[Controller],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Without a node selector only nodes whose agent has an endpoint are polled and annotated; agent
+    failures are logged when their count changes, not every cycle."""
+    port = fleet.add("a1", agent_payload("a1", 0.3, oversubscription=None))
+    add_slice(kube_api, "a1", port)
+    add_node(kube_api, "a1")
+    fleet.add("a2", agent_payload("a2", 0.3, oversubscription=None))
+    add_slice(kube_api, "a2", fleet.add("a2-broken", b"{}"))  # answers, but not with a sample
+    add_node(kube_api, "a2")
+    add_node(kube_api, "no-agent", ip="127.0.0.1")  # would answer on the fallback port: never asked
+    c = Controller(kube, config(port), default_policy(), clock=Clock(T0))
+    started.append(c)
+    c.start(run_loop=False)
+    wait_for(c.synced, what="informers")
+    caplog.set_level("INFO", logger="controller.service")
+    for _ in range(3):
+        run_cycle(c)
+    assert sorted(r.path.rsplit("/", 1)[-1] for r in patches(kube_api)) == ["a1", "a2"]
+    assert node_annotations(kube_api, "no-agent") == {"other.io/keep": "yes"}
+    assert "cpu_usage_avg_5m" in node_annotations(kube_api, "a1")
+    failures = [r.getMessage() for r in caplog.records if "agents failing" in r.getMessage()]
+    assert len(failures) == 1 and failures[0].startswith("1 of 2 agents failing")
+    fleet.set("a1", mode="status")
+    run_cycle(c)
+    run_cycle(c)
+    failures = [r.getMessage() for r in caplog.records if "agents failing" in r.getMessage()]
+    assert len(failures) == 2 and failures[1].startswith("2 of 2 agents failing")
 
 
 def test_hot_value_from_bound_pods(
@@ -347,11 +386,7 @@ def test_lagging_node_informer_causes_no_rewrites(
     first = patches(kube_api)
     assert sorted(r.path.rsplit("/", 1)[-1] for r in first) == ["n1", "n2"]
     for r in first:
-        assert set(r.body["metadata"]["annotations"]) == set(METRICS) | {
-            "node_hot_value",
-            "colo.io/oversubscription",
-            "colo.io/load-score",
-        }
+        assert set(r.body["metadata"]["annotations"]) == set(METRICS) | {"node_hot_value", "colo.io/load-score"}
     clock.now = T0 + 60  # inside every period
     run_cycle(c)
     # The premise: the informer still has not seen the first cycle's patches.
