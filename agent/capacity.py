@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from agent.node_state import NodeState, Resource, node_state, pod_request, pod_usage
 from agent.snapshot import PodSample, Snapshot
 from agent.windows import WINDOW_SPANS, WindowStore
 
@@ -41,17 +42,14 @@ class CapacityParams:
     memory_reclaim_ratio: float = 0.75
 
 
-def pod_peak(pod: PodSample, windows: WindowStore, resource: str, now: float, params: CapacityParams) -> float:
+def pod_peak(pod: PodSample, windows: WindowStore, resource: Resource, now: float, params: CapacityParams) -> float:
     """The pod's peak usage for capacity (cores or bytes).
 
     The configured window (default max_avg_1h) is taken together with the current 5-minute average, which
     the max-of-averages windows only see at the next minute boundary: a pod that grows right now takes
     capacity back at once, not a minute later.
     """
-    if resource == "cpu":
-        request, current = pod.meta.cpu_request_cores, pod.cpu_cores or 0.0
-    else:
-        request, current = float(pod.meta.memory_request_bytes), float(pod.memory_working_set_bytes)
+    request, current = pod_request(pod, resource), pod_usage(pod, resource)
     key = ("pod", pod.uid, resource)
     wv = windows.value(key, params.peak_window, now)
     avg5 = windows.value(key, "avg_5m", now)
@@ -62,6 +60,30 @@ def pod_peak(pod: PodSample, windows: WindowStore, resource: str, now: float, pa
     return max(values)
 
 
+def compute_state(
+    state: NodeState, windows: WindowStore, params: CapacityParams
+) -> tuple[ResourceCapacity, ResourceCapacity]:
+    """(cpu, memory) capacity of one pass; the caller holds the windows lock."""
+    out = []
+    now = state.snapshot.mono
+    ratios: tuple[tuple[Resource, float], ...] = (("cpu", params.cpu_reclaim_ratio),
+                                                  ("memory", params.memory_reclaim_ratio))  # fmt: skip
+    for resource, ratio in ratios:
+        usage = state.usage(resource)
+        system = usage.system or 0.0
+        reclaimable = peak_sum = request_sum = 0.0
+        for p in state.online:
+            request = pod_request(p, resource)
+            peak = pod_peak(p, windows, resource, now, params)
+            reclaimable += max(0.0, request - peak)
+            peak_sum += peak
+            request_sum += request
+        headroom = usage.allocatable * ratio - system - peak_sum
+        oversub = max(0.0, min(reclaimable, headroom))
+        out.append(ResourceCapacity(usage.allocatable, reclaimable, headroom, system, peak_sum, request_sum, oversub))
+    return out[0], out[1]
+
+
 def compute(
     snap: Snapshot,
     windows: WindowStore,
@@ -69,30 +91,8 @@ def compute(
     allocatable_memory_bytes: float,
     params: CapacityParams,
 ) -> tuple[ResourceCapacity, ResourceCapacity]:
-    """(cpu, memory) capacity from one snapshot; the caller holds the windows lock."""
-    pods = list(snap.pods.values())
-    online = [p for p in pods if p.meta.pod_class != "offline"]
-    node = snap.node
-    pods_cpu = sum(p.cpu_cores or 0.0 for p in pods)
-    pods_mem = sum(float(p.memory_working_set_bytes) for p in pods)
-    system_cpu = max(0.0, (node.cpu_cores or 0.0) - pods_cpu)
-    system_mem = max(0.0, float(node.memory_used_bytes) - pods_mem)
-    out = []
-    for resource, alloc, ratio, system in (
-        ("cpu", allocatable_cpu_cores, params.cpu_reclaim_ratio, system_cpu),
-        ("memory", allocatable_memory_bytes, params.memory_reclaim_ratio, system_mem),
-    ):
-        reclaimable = peak_sum = request_sum = 0.0
-        for p in online:
-            request = p.meta.cpu_request_cores if resource == "cpu" else float(p.meta.memory_request_bytes)
-            peak = pod_peak(p, windows, resource, snap.mono, params)
-            reclaimable += max(0.0, request - peak)
-            peak_sum += peak
-            request_sum += request
-        headroom = alloc * ratio - system - peak_sum
-        oversub = max(0.0, min(reclaimable, headroom))
-        out.append(ResourceCapacity(alloc, reclaimable, headroom, system, peak_sum, request_sum, oversub))
-    return out[0], out[1]
+    """(cpu, memory) capacity from one snapshot and the given allocatable; the caller holds the windows lock."""
+    return compute_state(node_state(snap, (allocatable_cpu_cores, allocatable_memory_bytes)), windows, params)
 
 
 def as_json(cpu: ResourceCapacity, memory: ResourceCapacity) -> dict[str, Any]:

@@ -11,15 +11,18 @@ from collections.abc import Callable
 from typing import Any
 
 from agent.classify import Classifier
+from agent.config import AgentConfig
 from agent.enforcer import Enforcer
 from agent.eviction import Evictor
 from agent.kubepods import KubePodSource
+from agent.node_state import StateBuilder
 from agent.oversubscription import OversubscriptionOwner
 from agent.publisher import AnnotationOwner, ApiHealth, NodePublisher
 from agent.resources import node_allocatable
-from agent.runtime import Agent
+from agent.runtime import Host
 from agent.snapshot import Snapshot
-from cgroup import CgroupWriter
+from agent.view import AgentView, MetricSource
+from cgroup import CgroupReader, CgroupWriter
 from kube import Informer, Kube
 
 log = logging.getLogger(__name__)
@@ -43,44 +46,58 @@ class ProtectionStage:
 class ClusterLink:
     name = "cluster"
 
-    def __init__(self, agent: Agent, kube: Kube, *, backoff_initial: float = 0.5, backoff_max: float = 30.0) -> None:
-        cfg = agent.config
-        node = agent.node_name
-        self.agent, self.kube, self.node_name = agent, kube, node
+    def __init__(
+        self,
+        cfg: AgentConfig,
+        host: Host,
+        view: AgentView,
+        reader: CgroupReader,
+        kube: Kube,
+        *,
+        backoff_initial: float = 0.5,
+        backoff_max: float = 30.0,
+    ) -> None:
+        node = host.node_name
+        self.kube, self.node_name = kube, node
         self.pods = Informer(kube, "pods", field_selector=f"spec.nodeName={node}",
                              backoff_initial=backoff_initial, backoff_max=backoff_max)  # fmt: skip
         self.node = Informer(kube, "nodes", field_selector=f"metadata.name={node}",
                              backoff_initial=backoff_initial, backoff_max=backoff_max)  # fmt: skip
         self.classifier = Classifier(cfg.classify.offline_priority_classes, cfg.classify.offline_priority_below)
-        source = KubePodSource(self.pods.items, agent.layout, agent.model, self.classifier)
-        agent.source = agent.sampler.source = source
-        agent.view.cluster_synced = self.pods.synced.is_set
+        self.source = KubePodSource(self.pods.items, host.layout, host.model, self.classifier)
         enf = cfg.enforcement
         self.health = ApiHealth()
-        self.oversubscription = OversubscriptionOwner(agent.view, cfg.oversubscription, evicting=self.is_evicting)
+        self.oversubscription = OversubscriptionOwner(view, cfg.oversubscription, evicting=self.is_evicting)
         self.evictor = Evictor(
-            kube, node, self.node_object, CgroupWriter(agent.layout, agent.reader), enf.eviction,
+            kube, node, self.node_object, CgroupWriter(host.layout, reader), enf.eviction,
             api_healthy=self.api_healthy, health=self.health, oversubscribed=self.oversubscription.enabled,
             on_state_change=lambda: self.publisher.poke(), dry_run=cfg.dry_run,
         )  # fmt: skip
         self.enforcer = Enforcer(
-            agent.layout, agent.model, agent.reader, enf, lambda: node_allocatable(self.node_object() or {}),
+            host.layout, host.model, reader, enf, lambda: node_allocatable(self.node_object() or {}),
             dry_run=cfg.dry_run, host_root=cfg.host_root,
             memory_high_watermark=lambda: float(self.evictor.watermarks.high["memory"]),
         )  # fmt: skip
+        if self.enforcer.ledger.problem:
+            self.evictor.node_event("EnforcementLedgerCorrupt", self.enforcer.ledger.problem)
         self.owners: list[AnnotationOwner] = [self.oversubscription, self.evictor]
         self.publisher = NodePublisher(
             kube, node, self.node_object, self.owners, period=cfg.interval, backoff_max=backoff_max,
             dry_run=cfg.dry_run, health=self.health,
         )  # fmt: skip
         self.stage = ProtectionStage(self)
-        agent.stages.append(self.stage)
-        view = agent.view
-        view.node_sections["oversubscription"] = self.oversubscription.section
-        view.node_sections["enforcement"] = lambda: {**self.enforcer.section(), "eviction": self.evictor.section()}
-        view.metric_sources["oversubscription"] = self.oversubscription.metrics
-        view.metric_sources["enforcement"] = self.enforcer.metrics
-        view.metric_sources["eviction"] = self.evictor.metrics
+        self.states = StateBuilder(enf.eviction.smoothing_seconds)  # one NodeState per pass, smoothing kept here
+
+    def node_sections(self) -> dict[str, Callable[[], dict[str, Any]]]:
+        """The keys this link adds to /api/v1/node."""
+        return {"oversubscription": self.oversubscription.section, "enforcement": self.enforcement_section}
+
+    def metric_sources(self) -> dict[str, MetricSource]:
+        return {"oversubscription": self.oversubscription.metrics, "enforcement": self.enforcer.metrics,
+                "eviction": self.evictor.metrics}  # fmt: skip
+
+    def enforcement_section(self) -> dict[str, Any]:
+        return {**self.enforcer.section(), "eviction": self.evictor.section()}
 
     def is_evicting(self) -> bool:
         return self.evictor.is_evicting()
@@ -93,15 +110,22 @@ class ClusterLink:
         return self.health.reachable()
 
     def on_snapshot(self, snap: Snapshot) -> None:
-        """Protection runs on every snapshot, whether or not the API server is reachable; eviction and
-        enforcement each on its own, so a failure of one never stops the other."""
-        if not self.pods.synced.is_set():
-            return  # classes are unknown until the first list: touch nothing
-        for part in (self.evictor, self.enforcer):
+        """One state per pass, built once: capacity, eviction and enforcement all decide on it. Protection
+        runs whether or not the API server is reachable; each part on its own, so a failure of one never
+        stops another."""
+        node = self.node_object() or {}
+        state = self.states.build(snap, node_allocatable(node))
+        parts: list[tuple[str, Callable[[], None]]] = [
+            ("capacity", lambda: self.oversubscription.on_state(state, node))
+        ]
+        if self.pods.synced.is_set():  # classes are unknown until the first list: touch nothing
+            parts += [("eviction", lambda: self.evictor.on_state(state)),
+                      ("enforcement", lambda: self.enforcer.on_state(state))]  # fmt: skip
+        for name, part in parts:
             try:
-                part.on_snapshot(snap)
+                part()
             except Exception:
-                log.exception("%s failed on snapshot %d", part.name, snap.seq)
+                log.exception("%s failed on snapshot %d", name, snap.seq)
 
     def node_object(self) -> dict[str, Any] | None:
         return self.node.get(self.node_name)

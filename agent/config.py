@@ -35,6 +35,19 @@ class ClassifyConfig(Strict):
     offline_priority_below: int = 0
 
 
+class CollectorsConfig(Strict):
+    """Collectors that can be switched off (node and pods always run: the decisions need them)."""
+
+    tiers: bool = True
+    containers: bool = True
+    psi: bool = True
+    network: bool = True
+
+    def enabled(self) -> frozenset[str]:
+        optional = {name for name in ("tiers", "containers", "psi", "network") if getattr(self, name)}
+        return frozenset({"node", "pods"} | optional)
+
+
 class OversubscriptionConfig(Strict):
     """How oversubscribable capacity is computed and published (agent/capacity.py)."""
 
@@ -149,6 +162,7 @@ class AgentConfig(Strict):
     kubeconfig: str | None = None
     node_name: str | None = None
     dry_run: bool = False
+    collectors: CollectorsConfig = CollectorsConfig()
     classify: ClassifyConfig = ClassifyConfig()
     oversubscription: OversubscriptionConfig = OversubscriptionConfig()
     enforcement: EnforcementConfig = EnforcementConfig()

@@ -20,39 +20,33 @@ Whether the API server is reachable is the shared `ApiHealth`: this module's own
 
 from __future__ import annotations
 
-import collections
 import logging
-import queue
 import re
-import signal
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
+from agent.actuator import RESULTS, DryRunActuator, EvictionJob, KubeActuator
 from agent.config import EvictionConfig
+from agent.node_state import NodeState, Resource, StateBuilder, pod_request
 from agent.oversubscription import oversubscription_enabled
 from agent.publisher import ApiHealth, Changes
 from agent.resources import node_allocatable
 from agent.snapshot import PodSample, Snapshot
-from cgroup import CgroupError, CgroupWriter
-from common.logs import Repeats, repeated
+from agent.strategies import eviction_choice
+from cgroup import CgroupWriter
 from contract.annotations import OFFLINE_JOB_EVICTING, evicting_watermark
-from kube import ApiError, Kube
+from kube import Kube
 
 log = logging.getLogger(__name__)
 
-Resource = Literal["cpu", "memory"]
 RESOURCES: tuple[Resource, ...] = ("cpu", "memory")
 EVICTING_ANNOTATION = OFFLINE_JOB_EVICTING
-EVICTING_TAINT = OFFLINE_JOB_EVICTING
-COMPONENT = "colo-agent"
-RESULTS = ("evicted", "blocked", "gone", "error", "killed", "dry_run", "dry_run_kill")
 _PERCENT = re.compile(r"[0-9]{1,3}")  # ASCII digits only: str.isdigit() also takes '²' and '٥'
 
 
@@ -93,40 +87,6 @@ def parse_watermarks(annotations: Mapping[str, str], defaults: EvictionConfig) -
     return Watermarks(high, low), problems
 
 
-class Smoother:
-    """Mean of the samples of the last `seconds` (monotonic time)."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self._samples: collections.deque[tuple[float, float]] = collections.deque()
-
-    def add(self, t: float, value: float) -> float:
-        self._samples.append((t, value))
-        while self._samples and self._samples[0][0] <= t - self.seconds:
-            self._samples.popleft()
-        return sum(v for _, v in self._samples) / len(self._samples)
-
-
-def victim_order(pods: Iterable[PodSample], resource: Resource) -> list[PodSample]:
-    """Lowest priority first, then highest usage of the resource under pressure, then youngest."""
-
-    def usage(p: PodSample) -> float:
-        return (p.cpu_cores or 0.0) if resource == "cpu" else float(p.memory_working_set_bytes)
-
-    return sorted(pods, key=lambda p: (p.meta.priority or 0, -usage(p), -(p.meta.creation_timestamp or 0.0)))
-
-
-@dataclass
-class EvictionJob:
-    resource: Resource
-    candidates: list[PodSample]
-    wanted: int
-    usage_percent: float
-    high: int
-    allocatable: float
-    events: list[tuple[str, str, str, str, str]] = field(default_factory=list)  # node events to send first
-
-
 class Evictor:
     name = "eviction"
 
@@ -147,7 +107,6 @@ class Evictor:
     ) -> None:
         self.kube, self.node_name, self.get_node, self.writer = kube, node_name, get_node, writer
         self.health = health if health is not None else ApiHealth()
-        self._dry_run_logs = Repeats(period=300.0)  # a dry run repeats its intentions every round
         self.api_healthy = api_healthy if api_healthy is not None else self.health.reachable
         # the overcommit rule applies where capacity is published: one definition, shared with the publisher
         self.oversubscribed = oversubscribed or partial(oversubscription_enabled, enabled_on_all_nodes=False)
@@ -157,63 +116,69 @@ class Evictor:
         self.usage: dict[str, float | None] = {r: None for r in RESOURCES}
         self.watermarks, _ = parse_watermarks({}, config)
         # every key present from the start: the HTTP thread copies it while the worker counts
-        self.results: collections.Counter[str] = collections.Counter(dict.fromkeys(RESULTS, 0))
         self.last_round: float | None = None
         self.last_decision: str = "no snapshot yet"
-        self._smoothers = {r: Smoother(config.smoothing_seconds) for r in RESOURCES}
+        self._states = StateBuilder(config.smoothing_seconds)  # for on_snapshot only: the stage brings its own
         self._warned: set[str] = set()
         # uid -> when its eviction was asked (self.clock); forgotten on failure and after asked_ttl, so a pod
         # whose eviction was lost or did not end it becomes a candidate again
-        self._asked: dict[str, float] = {}
-        self._asked_lock = threading.Lock()
         self.asked_ttl = max(60.0, 3 * config.cooldown_seconds)
         self._api_down_since: float | None = None
         self._above_since: dict[str, float | None] = {r: None for r in RESOURCES}
         self._killed_during_outage: list[str] = []
         self._killed_uids: set[str] = set()
-        self._jobs: queue.Queue[EvictionJob | None] = queue.Queue()
-        self._taint_state: bool | None = None
-        self._thread = threading.Thread(target=self._work, name="colo-evictor", daemon=True)
+        # dry run swaps the actuator, not the decisions
+        self.actuator = (DryRunActuator if dry_run else KubeActuator)(
+            kube, node_name, get_node, writer, config, self.health, self.is_evicting, clock=clock
+        )
+        self.results = self.actuator.results
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def start(self) -> None:
-        self._thread.start()
+        self.actuator.start()
 
     def stop(self) -> None:
-        self._jobs.put(None)
-        if self._thread.is_alive():
-            self._thread.join(5.0)
+        self.actuator.stop()
+
+    def drain(self, timeout: float = 5.0) -> bool:
+        """Wait until every queued API job has finished; False on timeout."""
+        return self.actuator.drain(timeout)
+
+    def node_event(self, reason: str, message: str) -> None:
+        self.actuator.node_event(reason, message)
 
     def is_evicting(self) -> bool:
         return any(self.evicting.values())
 
     # -- deciding (sampling thread) ------------------------------------------------------------------
     def on_snapshot(self, snap: Snapshot) -> None:
+        """A pass on its own (tests): the state from the snapshot and the Node's allocatable."""
+        if self.config.enabled:
+            self.on_state(self._states.build(snap, node_allocatable(self.get_node() or {})))
+
+    def on_state(self, state: NodeState) -> None:
         if not self.config.enabled:
             return
+        snap = state.snapshot
         node = self.get_node() or {}
         meta = node.get("metadata") or {}
         annotations = meta.get("annotations") or {}
         self.watermarks, problems = parse_watermarks(annotations, self.config)
         events: list[tuple[str, str, str, str, str]] = []
+        self._warned &= set(problems)  # a value fixed and broken again is news again
         for problem in problems:
             if problem not in self._warned:
                 self._warned.add(problem)
                 log.warning("node %s: %s; using the defaults", self.node_name, problem)
                 events.append(("Node", self.node_name, "", "InvalidEvictionWatermark", problem + "; defaults apply"))
-        alloc_cpu, alloc_mem = node_allocatable(node)
-        alloc = {
-            "cpu": alloc_cpu or snap.node.cpu_capacity_cores,
-            "memory": float(alloc_mem or snap.node.memory_total_bytes),
-        }
+        alloc = {"cpu": state.cpu.allocatable, "memory": state.memory.allocatable}
         now = snap.mono
-        raw = {"cpu": 100.0 * (snap.node.cpu_cores or 0.0) / alloc["cpu"],
-               "memory": 100.0 * snap.node.memory_used_bytes / alloc["memory"]}  # fmt: skip
         changed = False
         for res in RESOURCES:
-            if res == "cpu" and snap.node.cpu_cores is None:
+            smoothed = state.smoothed_percent.get(res)
+            if smoothed is None:  # CPU on the first pass: not known yet
                 continue
-            usage = self.usage[res] = self._smoothers[res].add(now, raw[res])
+            usage = self.usage[res] = smoothed
             if usage <= self.watermarks.high[res]:
                 self._above_since[res] = None
             elif self._above_since[res] is None:
@@ -228,16 +193,14 @@ class Evictor:
                          self.node_name, res, usage, self.watermarks.low[res])  # fmt: skip
         if changed:
             self.on_state_change()
-        live, asked_now = set(snap.pods), self.clock()
-        with self._asked_lock:
-            self._asked = {u: t for u, t in self._asked.items() if u in live and asked_now - t < self.asked_ttl}
+        self.actuator.prune_asked(set(snap.pods), self.asked_ttl)
         self._track_api(now)
         job = self._decide(snap, node, alloc, now)
         if job is not None:
             job.events[:0] = events
-            self._jobs.put(job)
+            self.actuator.submit(job)
         elif events:
-            self._jobs.put(EvictionJob("cpu", [], 0, 0.0, 0, 0.0, events))
+            self.actuator.submit(EvictionJob("cpu", [], 0, 0.0, 0, 0.0, events))
 
     def _decide(self, snap: Snapshot, node: dict[str, Any], alloc: dict[str, float], now: float) -> EvictionJob | None:
         if self.last_round is not None and now - self.last_round < self.config.cooldown_seconds:
@@ -247,10 +210,7 @@ class Evictor:
             if not self.evicting[res] or usage is None or usage <= self.watermarks.high[res]:
                 continue
             if self.config.require_overcommit_when_oversubscribed and self.oversubscribed(node):
-                requested = sum(
-                    p.meta.cpu_request_cores if res == "cpu" else p.meta.memory_request_bytes
-                    for p in snap.pods.values()
-                )
+                requested = sum(pod_request(p, res) for p in snap.pods.values())
                 if requested <= alloc[res]:
                     self.last_decision = (
                         f"{res} above high watermark but pods request {requested:.3g} <= allocatable "
@@ -265,8 +225,7 @@ class Evictor:
                     self.last_round = now
                     self.last_decision = f"{res} at {usage:.1f}% with the API server unreachable: killed offline pods"
                     return None
-            with self._asked_lock:
-                asked = set(self._asked)
+            asked = self.actuator.asked()
             offline = [p for p in alive if p.uid not in asked]
             if not offline:
                 self.last_decision = f"{res} above high watermark but no offline pod left to evict"
@@ -282,24 +241,15 @@ class Evictor:
     def _victims(
         self, pods: list[PodSample], res: Resource, usage: float, alloc: float
     ) -> tuple[list[PodSample], list[PodSample], float]:
-        """The pods to evict this round (in order, until the projected usage is under the high watermark, at
-        most max_per_round), all candidates in order, and the projected usage."""
-        order = victim_order(pods, res)
-        projected, wanted = usage, 0
-        for p in order:
-            if projected < self.watermarks.high[res] or wanted >= self.config.max_per_round:
-                break
-            use = (p.cpu_cores or 0.0) if res == "cpu" else float(p.memory_working_set_bytes)
-            projected -= 100.0 * use / alloc
-            wanted += 1
-        return order[:wanted], order, projected
+        """The pods to evict this round, all candidates in order, and the projected usage."""
+        return eviction_choice.plan(pods, res, usage, alloc, self.watermarks.high[res], self.config.max_per_round)
 
     def _track_api(self, now: float) -> None:
         if self.api_healthy():
             if self._api_down_since is not None and self._killed_during_outage:
                 killed, self._killed_during_outage = self._killed_during_outage, []
                 msg = f"killed offline pods' processes while the API server was unreachable: {', '.join(killed)}"
-                self._jobs.put(
+                self.actuator.submit(
                     EvictionJob("memory", [], 0, 0.0, 0, 0.0, [("Node", self.node_name, "", "OfflinePodsKilled", msg)])
                 )
             self._api_down_since = None
@@ -315,138 +265,10 @@ class Evictor:
         since = max(self._api_down_since, self._above_since[res] or now)
         if not allowed or now - since < self.config.kill_after_seconds:
             return False
-        for p in victims:
-            name = f"{p.meta.namespace}/{p.meta.name}"
-            if self.dry_run:
-                if (held := self._dry_run_logs.occurred(("kill", p.uid))) is not None:
-                    log.warning("dry-run: would kill %s (API server unreachable, %s above high watermark)%s",
-                                name, res, repeated(held))  # fmt: skip
-                self.results["dry_run_kill"] += 1
-                continue
-            try:
-                n = self.writer.kill_all(p.cgroup, signal.SIGKILL)
-            except CgroupError as exc:
-                log.warning("cannot kill %s: %s", name, exc)
-                continue
-            log.warning("API server unreachable and %s above high watermark for %.0fs: killed %d processes of %s",
-                        res, now - since, n, name)  # fmt: skip
-            self.results["killed"] += 1
-            self._killed_during_outage.append(name)
+        why = f"API server unreachable and {res} above high watermark for {now - since:.0f}s"
+        for p in self.actuator.kill(victims, why):
+            self._killed_during_outage.append(f"{p.meta.namespace}/{p.meta.name}")
             self._killed_uids.add(p.uid)
-        return True
-
-    # -- acting (worker thread) ----------------------------------------------------------------------
-    def _event(self, kind: str, name: str, namespace: str, reason: str, message: str, uid: str | None = None) -> None:
-        if self.dry_run:
-            if (held := self._dry_run_logs.occurred(("event", kind, name, reason))) is not None:
-                log.info("dry-run: would record event %s on %s %s: %s%s", reason, kind, name, message, repeated(held))
-            return
-        try:
-            self.kube.create_event(kind=kind, name=name, namespace=namespace, uid=uid, reason=reason, message=message,
-                                   event_type="Warning", component=COMPONENT)  # fmt: skip
-        except ApiError as exc:
-            self.health.note(exc.status)
-            log.warning("cannot record event %s on %s %s: %s", reason, kind, name, exc)
-            return
-        self.health.note(None)
-
-    def _run_job(self, job: EvictionJob) -> None:
-        for kind, name, ns, reason, message in job.events:
-            self._event(kind, name, ns, reason, message)
-        evicted = 0
-        for p in job.candidates:
-            if evicted >= job.wanted:
-                break
-            ns, name = p.meta.namespace or "", p.meta.name or ""
-            why = (f"node {self.node_name} {job.resource} usage {job.usage_percent:.1f}% of allocatable is above the "
-                   f"high watermark {job.high}%")  # fmt: skip
-            if self.dry_run:
-                if (held := self._dry_run_logs.occurred(("evict", p.uid))) is not None:
-                    log.warning("dry-run: would evict %s/%s: %s%s", ns, name, why, repeated(held))
-                self.results["dry_run"] += 1
-                evicted += 1
-                continue
-            with self._asked_lock:
-                self._asked[p.uid] = self.clock()
-            try:
-                result = self.kube.evict_pod(ns, name)
-            except ApiError as exc:
-                self.health.note(exc.status)
-                self.results["error"] += 1
-                with self._asked_lock:
-                    self._asked.pop(p.uid, None)  # not evicted: a later round may ask again
-                log.warning("eviction of %s/%s failed: %s", ns, name, exc)
-                if ApiHealth.unreachable(exc.status):
-                    return  # the API server is away: the next round decides again
-                continue
-            self.health.note(None)
-            self.results[result] += 1
-            if result == "blocked":
-                log.info("eviction of %s/%s blocked by a PodDisruptionBudget: next victim", ns, name)
-                with self._asked_lock:
-                    self._asked.pop(p.uid, None)  # may be tried again in a later round
-                continue
-            if result == "evicted":
-                evicted += 1
-                if job.resource == "cpu":
-                    used = f"{p.cpu_cores or 0.0:.3g} cores"
-                else:
-                    used = f"{p.memory_working_set_bytes} bytes"
-                self._event("Pod", name, ns, "EvictedByColo", f"{why}; this pod used {used}", uid=p.uid)
-                self._event("Node", self.node_name, "", "OfflinePodEvicted", f"evicted {ns}/{name}: {why}")
-
-    def _sync_taint(self) -> None:
-        """The taint while evicting, if configured; with the taint or eviction switched off, one left by an
-        earlier run is removed (the node object tells whether it is there)."""
-        if self.dry_run:
-            return
-        want = self.config.enabled and self.config.taint and self.is_evicting()
-        if self._taint_state is None:
-            node = self.get_node()
-            if node is None:
-                return
-            taints = (node.get("spec") or {}).get("taints") or []
-            self._taint_state = any(t.get("key") == EVICTING_TAINT for t in taints if isinstance(t, dict))
-        if want == self._taint_state:
-            return
-        try:
-            self.kube.set_node_taint(self.node_name, EVICTING_TAINT, "true", "NoSchedule", want)
-            self._taint_state = want
-        except ApiError as exc:
-            self.health.note(exc.status)
-            log.warning("cannot %s taint %s: %s", "set" if want else "remove", EVICTING_TAINT, exc)
-            return
-        self.health.note(None)
-
-    def _work(self) -> None:
-        while True:
-            try:
-                job = self._jobs.get(timeout=1.0)
-            except queue.Empty:
-                try:
-                    self._sync_taint()
-                except Exception:
-                    log.exception("taint update failed")
-                continue
-            try:
-                if job is None:
-                    return
-                self._run_job(job)
-                self._sync_taint()
-            except Exception:
-                log.exception("eviction job failed")
-            finally:
-                self._jobs.task_done()
-
-    def drain(self, timeout: float = 5.0) -> bool:
-        """Wait until every queued job has finished (not merely left the queue); False on timeout."""
-        deadline = time.monotonic() + timeout
-        with self._jobs.all_tasks_done:
-            while self._jobs.unfinished_tasks:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._jobs.all_tasks_done.wait(remaining)
         return True
 
     # -- the evicting annotation, written by the node publisher ---------------------------------------

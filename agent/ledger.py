@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import tempfile
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -37,6 +38,7 @@ class Touched:
     oom_score_adj: dict[str, int] = field(default_factory=dict)  # cgroup with processes -> kubelet's value
     oom_default: int | None = None  # kubelet's formula for the pod: for processes seen only later
     idle: bool = False  # Colo set cpu.idle (informative: restore clears it whenever it is set)
+    from_spec: bool = False  # no trustworthy value in the cgroups: the originals are kubelet's, from the spec
 
 
 _FIELDS = {f.name for f in dataclasses.fields(Touched)}
@@ -50,27 +52,63 @@ def _entry(raw: dict[str, Any]) -> Touched:
 
 
 class Ledger:
-    """Pod entries plus the QoS tiers Colo capped (tier cgroup -> its CFS period before the cap)."""
+    """Pod entries plus the QoS tiers Colo capped (tier cgroup -> its CFS period before the cap).
+
+    The file is replaced atomically and the previous version kept as `<file>.bak`, so a crash between the
+    two renames, or a file damaged on disk, still leaves a readable record. A file that cannot be read is
+    moved aside (`<file>.corrupt-<time>`), never overwritten, and `trusted` turns False: values found in the
+    cgroups may then be Colo's own, so originals come from the pod spec (see the enforcer). `problem` says
+    what happened, once, for a node Event.
+    """
 
     def __init__(self, path: str = "") -> None:
         self.path = path
         self.entries: dict[str, Touched] = {}
         self.tiers: dict[str, int] = {}
+        self.trusted = True
+        self.problem: str | None = None
+        self.save_failed = False  # the last save did not reach the disk: nothing may be written over originals
         self._dirty = False
 
+    @property
+    def backup(self) -> str:
+        return self.path + ".bak"
+
+    def _read(self, path: str) -> tuple[dict[str, Touched], dict[str, int]]:
+        with open(path) as f:
+            raw = json.load(f)
+        if not isinstance(raw, dict) or raw.get("format", "colo-enforcement-ledger") != "colo-enforcement-ledger":
+            raise ValueError("not a Colo enforcement ledger")
+        entries = {str(uid): _entry(e) for uid, e in (raw.get("pods") or {}).items()}
+        tiers = {str(k): int(v) for k, v in (raw.get("tiers") or {}).items()}
+        return entries, tiers
+
     def load(self) -> None:
+        """The file, else its backup (a crash between the renames of a save); a damaged file is kept aside."""
         if not self.path:
             return
-        try:
-            with open(self.path) as f:
-                raw = json.load(f)
-            self.entries = {uid: _entry(e) for uid, e in raw.get("pods", {}).items()}
-            self.tiers = {str(k): int(v) for k, v in (raw.get("tiers") or {}).items()}
-        except FileNotFoundError:
-            return
-        except (OSError, ValueError, TypeError, AttributeError) as exc:
-            log.warning("enforcement ledger %s unreadable (%s): ignoring it", self.path, exc)
-            self.entries, self.tiers = {}, {}
+        problems: list[str] = []
+        for path in (self.path, self.backup):
+            try:
+                self.entries, self.tiers = self._read(path)
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError, TypeError, AttributeError) as exc:
+                aside = f"{path}.corrupt-{int(time.time())}"
+                with contextlib.suppress(OSError):
+                    os.replace(path, aside)
+                problems.append(f"{path} unreadable ({exc}), kept as {aside}")
+                self.entries, self.tiers = {}, {}
+                continue
+            if path == self.backup and not problems:
+                log.warning("enforcement ledger %s missing: using its backup %s", self.path, path)
+            break
+        if problems:
+            # values in the cgroups may be Colo's own from here on: originals come from the pod spec
+            self.trusted = False
+            self.problem = "enforcement ledger " + "; ".join(problems) + "; originals taken from the pod specs"
+            log.warning("%s", self.problem)
+            self._dirty = True  # a good file replaces the damaged one at the first save
 
     def record(self, entry: Touched) -> None:
         self.entries[entry.uid] = entry
@@ -93,10 +131,12 @@ class Ledger:
         if self.tiers.pop(cgroup, None) is not None:
             self._dirty = True
 
-    def save(self) -> None:
-        """Atomic write, only when something changed; an in-memory ledger (no path) never touches disk."""
+    def save(self) -> bool:
+        """Atomic write, only when something changed (an in-memory ledger, no path, never touches disk);
+        the previous file becomes the backup. False when the record could not be written: the caller must
+        not change a cgroup whose original it describes."""
         if not self.path or not self._dirty:
-            return
+            return True
         data = json.dumps(
             {
                 "format": "colo-enforcement-ledger",
@@ -113,10 +153,27 @@ class Ledger:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
+            if os.path.exists(self.path):
+                os.replace(self.path, self.backup)
             os.replace(tmp, self.path)
-            self._dirty = False
+            tmp = None
+            dir_fd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)  # the renames themselves survive a power cut
+            finally:
+                os.close(dir_fd)
         except OSError as exc:
-            log.warning("cannot save enforcement ledger %s: %s", self.path, exc)
+            if not self.save_failed:
+                log.warning(
+                    "cannot save enforcement ledger %s: %s; no cgroup is changed until it can be", self.path, exc
+                )
+            self.save_failed = True
             if tmp is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
+            return False
+        if self.save_failed:
+            log.warning("enforcement ledger %s saved again: enforcement resumes", self.path)
+        self.save_failed = False
+        self._dirty = False
+        return True

@@ -11,14 +11,16 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from agent.config import ENV_PREFIX, ConfigError, build_parser, load_config
-from cgroup import CgroupError
+from agent.config import ENV_PREFIX, AgentConfig, ConfigError, build_parser, load_config
+from cgroup import CgroupError, Layout
 from common import logs
 from common.config import origin
 from common.listen import bind
 
 if TYPE_CHECKING:
     from agent.runtime import Agent
+    from agent.view import MetricSource
+    from kube import Kube
 
 log = logging.getLogger("colo.agent")
 
@@ -53,17 +55,71 @@ def warn_without_kubepods(agent: Agent) -> None:
         )
 
 
+def process_metrics() -> MetricSource:
+    """`process_*` (the agent's own CPU, memory, open files) and `colo_build_info` next to the node's series."""
+    from prometheus_client import ProcessCollector
+
+    from common.buildinfo import build_info
+
+    process = ProcessCollector(registry=None)
+    return lambda: [*process.collect(), build_info("colo-agent")]
+
+
+def build_agent(
+    config: AgentConfig,
+    *,
+    kube: Kube | None = None,
+    layout: Layout | None = None,
+    backoff_initial: float = 0.5,
+    backoff_max: float = 30.0,
+) -> Agent:
+    """The composition root: every part of the agent built in dependency order, each given what it needs.
+    With `kube` the agent runs in a cluster (pods from the API server, capacity, eviction, enforcement);
+    without, standalone (pods from the cgroup tree). Nothing is replaced or added after this returns."""
+    from agent.runtime import Agent, Host, load_windows_for
+    from agent.sampler import CgroupPodSource, PodSource, Sampler
+    from agent.view import AgentView
+    from cgroup import CgroupReader
+
+    host = Host.detect(config, layout)
+    windows = load_windows_for(config, host.node_name)
+    view = AgentView(windows, config.interval, host.node_name)
+    reader = CgroupReader(host.layout)
+    own = {"process": process_metrics()}
+    source: PodSource
+    if kube is not None:
+        from agent.cluster import ClusterLink
+
+        link = ClusterLink(config, host, view, reader, kube, backoff_initial=backoff_initial, backoff_max=backoff_max)
+        source, stages, services = link.source, [link.stage], [link]
+        view.install(node_sections=link.node_sections(), metric_sources={**link.metric_sources(), **own},
+                     cluster_synced=link.pods.synced.is_set)  # fmt: skip
+    else:
+        source, stages, services = CgroupPodSource(host.layout, host.model, config.discovery_seconds), [], []
+        # the JSON contract has these keys everywhere
+        standalone = {"enabled": False, "reason": "standalone: no cluster, nothing published or enforced"}
+        view.install(node_sections={"oversubscription": lambda: dict(standalone),
+                                    "enforcement": lambda: dict(standalone)}, metric_sources=own)  # fmt: skip
+    sampler = Sampler(
+        host.layout, host.model, source, windows, host_root=config.host_root, reader=reader,
+        container_stat_every=config.container_memory_detail_every,
+        collectors=config.collectors.enabled(),
+    )  # fmt: skip
+    return Agent(config, host, windows, view, reader, sampler, stages=stages, services=services,
+                 in_cluster=kube is not None)  # fmt: skip
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load_config(argv)
     except ConfigError as exc:
         return _fail(f"invalid configuration: {exc}", 2)
     logs.setup(config.log_level, config.log_format)
-    from agent.runtime import Agent, build_server, serve
+    from agent.runtime import build_server, serve
 
     kube = None
     if wants_cluster(config.standalone, config.kubeconfig):
-        from kube import Kube  # the official client costs ~35 MiB of RSS: only load it when a cluster is there
+        from kube import Kube  # the client and its transport cost ~8 MiB of RSS: only loaded when a cluster is there
 
         try:
             kube = Kube.connect(config.kubeconfig)
@@ -79,17 +135,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         return _fail(str(exc), 2)
     try:
-        agent = Agent(config, in_cluster=in_cluster)
+        agent = build_agent(config, kube=kube)
     except (CgroupError, ValueError, OSError) as exc:
         sock.close()
         return _fail(f"cannot read this host's cgroups under host_root {config.host_root}: {exc}", 1)
     warn_without_kubepods(agent)
-    _add_process_metrics(agent)
-    if kube is not None:
-        from agent.cluster import ClusterLink
-
-        agent.services.append(ClusterLink(agent, kube))
-    else:
+    if kube is None:
         log.info("no cluster configuration: running standalone")
     try:
         app, server = build_server(agent, sock, kube)
@@ -97,16 +148,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         sock.close()
         return _fail(f"serving: {exc}", 2)
     return 0 if asyncio.run(serve(agent, app, server, sock)) else 1
-
-
-def _add_process_metrics(agent: Agent) -> None:
-    """`process_*` (the agent's own CPU, memory, open files) and `colo_build_info` next to the node's series."""
-    from prometheus_client import ProcessCollector
-
-    from common.buildinfo import build_info
-
-    process = ProcessCollector(registry=None)
-    agent.view.metric_sources["process"] = lambda: [*process.collect(), build_info("colo-agent")]
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from prometheus_client.metrics_core import Metric
 
 from agent import capacity
 from agent.config import OversubscriptionConfig
+from agent.node_state import NodeState
 from agent.publisher import Changes
 from agent.resources import node_allocatable
 from agent.view import AgentView
@@ -84,9 +85,21 @@ class OversubscriptionOwner:
         self._last_write: float | None = None
         self._warned_types: str | None = None
         self._withdrawn = False
+        # the capacity of the latest pass, computed in that pass (sampling thread); replaced, never changed
+        self._pass: tuple[capacity.ResourceCapacity, capacity.ResourceCapacity] | None = None
 
     def enabled(self, node: Mapping[str, Any]) -> bool:
         return oversubscription_enabled(node, self.config.enabled_on_all_nodes)
+
+    def on_state(self, state: NodeState, node: Mapping[str, Any]) -> None:
+        """Capacity is a stage of the pass: computed from the pass's state, so what is published and what
+        /api/v1/node explains come from one pass. Only where it is published (the label) and the Node has an
+        allocatable."""
+        if not self.enabled(node) or not state.allocatable_from_node:
+            self._pass = None
+            return
+        with self.view.windows_lock:
+            self._pass = capacity.compute_state(state, self.view.windows, self.params)
 
     def withdraw(self) -> None:
         """Shutting down: from now on only zeros for the values the node carries."""
@@ -115,9 +128,10 @@ class OversubscriptionOwner:
             reason = "sampling stalled: publishing 0"
         elif alloc_cpu is None or alloc_mem is None:
             reason = "node has no status.allocatable: publishing 0"
+        elif self._pass is None:
+            reason = "no pass has computed capacity yet: publishing 0"
         else:
-            with self.view.windows_lock:
-                cpu, mem = capacity.compute(snap, self.view.windows, alloc_cpu, alloc_mem, self.params)
+            cpu, mem = self._pass
             detail = capacity.as_json(cpu, mem)
             if self.evicting():
                 reason = "node is evicting offline pods: publishing 0"

@@ -1,5 +1,5 @@
-"""Wires the agent together: detect the cgroup layout, sample on a fixed grid in a thread, persist windows,
-run the later stages on every snapshot, and serve HTTP on the main thread's event loop."""
+"""Runs the agent that agent/main.py's composition root built: sample on a fixed grid in a thread, run the
+later stages on every snapshot, persist windows, and serve HTTP on the main thread's event loop."""
 
 from __future__ import annotations
 
@@ -12,18 +12,20 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import uvicorn
 from fastapi import FastAPI
 
 from agent.config import AgentConfig
-from agent.sampler import CgroupPodSource, PodSource, Sampler
+from agent.sampler import Sampler
 from agent.snapshot import Snapshot
 from agent.view import AgentView
 from agent.window_state import load_windows, save_windows
 from agent.windows import WindowStore, wall_aligned_phase
-from cgroup import CgroupReader, Layout, PathModel, detect_driver, detect_layout
+from cgroup import CgroupReader, DriverDecision, Layout, PathModel, detect_driver, detect_layout
 from common.logs import Repeats, repeated
 from serving.server import Server, make_server, secure
 
@@ -86,41 +88,59 @@ class SamplingLoop:
             self.stop_event.wait(next_tick - now)
 
 
-class Agent:
-    def __init__(self, config: AgentConfig, *, in_cluster: bool = False, layout: Layout | None = None) -> None:
-        self.config = config
-        self.in_cluster = in_cluster
-        self.layout = layout or detect_layout(config.host_root)
-        self.driver = detect_driver(
-            self.layout, explicit=config.cgroup_driver, host_root=config.host_root, cgroup_root=config.cgroup_root
+@dataclass(frozen=True)
+class Host:
+    """This machine as the agent found it at start: its cgroup layout, kubelet's driver, the path model."""
+
+    layout: Layout
+    driver: DriverDecision
+    model: PathModel
+    node_name: str
+
+    @classmethod
+    def detect(cls, config: AgentConfig, layout: Layout | None = None) -> Host:
+        layout = layout or detect_layout(config.host_root)
+        driver = detect_driver(
+            layout, explicit=config.cgroup_driver, host_root=config.host_root, cgroup_root=config.cgroup_root
         )
-        self.model = PathModel(self.driver.driver, config.cgroup_root)
-        self.node_name = config.node_name or socket.gethostname()
-        self.windows = self._load_windows()
-        self.view = AgentView(self.windows, config.interval, self.node_name)
-        # the JSON contract has these keys everywhere; in a cluster ClusterLink replaces them
-        standalone = {"enabled": False, "reason": "standalone: no cluster, nothing published or enforced"}
-        self.view.node_sections["oversubscription"] = lambda: dict(standalone)
-        self.view.node_sections["enforcement"] = lambda: dict(standalone)
-        self.reader = CgroupReader(self.layout)
-        self.source: PodSource = CgroupPodSource(self.layout, self.model, config.discovery_seconds)
-        self.sampler = Sampler(
-            self.layout, self.model, self.source, self.windows, host_root=config.host_root, reader=self.reader,
-            container_stat_every=config.container_memory_detail_every, windows_lock=self.view.windows_lock,
-        )  # fmt: skip
-        self.stages: list[Stage] = []
-        self.services: list[Service] = []
+        return cls(
+            layout, driver, PathModel(driver.driver, config.cgroup_root), config.node_name or socket.gethostname()
+        )
+
+
+def load_windows_for(config: AgentConfig, node_name: str) -> WindowStore:
+    """Windows from the state file, or new ones whose minute grid sits on whole wall-clock minutes."""
+    max_gap = min(60.0, max(5.0, 5 * config.interval))  # a missed tick or two is not a gap
+    mono, wall = time.monotonic(), time.time()
+    if not config.state_file:
+        return WindowStore(phase=wall_aligned_phase(mono, wall), max_gap=max_gap)
+    return load_windows(config.state_file, node=node_name, mono_now=mono, wall_now=wall, max_gap=max_gap)
+
+
+class Agent:
+    """Runs what the composition root (agent/main.py `build_agent`) built: nothing here is replaced later."""
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        host: Host,
+        windows: WindowStore,
+        view: AgentView,
+        reader: CgroupReader,
+        sampler: Sampler,
+        *,
+        stages: Sequence[Stage] = (),
+        services: Sequence[Service] = (),
+        in_cluster: bool = False,
+    ) -> None:
+        self.config, self.host, self.in_cluster = config, host, in_cluster
+        self.layout, self.driver, self.model, self.node_name = host.layout, host.driver, host.model, host.node_name
+        self.windows, self.view, self.reader, self.sampler = windows, view, reader, sampler
+        self.stages: tuple[Stage, ...] = tuple(stages)
+        self.services: tuple[Service, ...] = tuple(services)
         self.loop = SamplingLoop(self)
         self._save_failures = Repeats(period=3600.0)  # a full disk is reported hourly, not every minute
         self.last_save = "not saved: the agent has not stopped yet"
-
-    def _load_windows(self) -> WindowStore:
-        """Windows from the state file, or new ones whose minute grid sits on whole wall-clock minutes."""
-        max_gap = min(60.0, max(5.0, 5 * self.config.interval))  # a missed tick or two is not a gap
-        mono, wall = time.monotonic(), time.time()
-        if not self.config.state_file:
-            return WindowStore(phase=wall_aligned_phase(mono, wall), max_gap=max_gap)
-        return load_windows(self.config.state_file, node=self.node_name, mono_now=mono, wall_now=wall, max_gap=max_gap)
 
     def save_state(self) -> str:
         """Persist the windows; returns what happened, for the log ("saved to ...", "not saved: ...")."""
@@ -142,13 +162,15 @@ class Agent:
         return f"saved to {path}"
 
     def tick(self) -> Snapshot:
+        """One pass: sample, run the later stages on the snapshot, then make it visible, so a reader never
+        sees a snapshot whose stages (capacity, enforcement) have not run yet."""
         snap = self.sampler.sample()  # takes the windows lock itself, only to feed and sweep the windows
-        self.view.publish(snap)
         for stage in self.stages:
             try:
                 stage.on_snapshot(snap)
             except Exception:
                 log.exception("stage %s failed on snapshot %d", stage.name, snap.seq)
+        self.view.publish(snap)
         return snap
 
     def describe(self) -> str:

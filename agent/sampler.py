@@ -4,13 +4,13 @@ network from netlink; counters become rates over the real elapsed monotonic time
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import zlib
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from agent.netstats import NetLinkCounters
+from agent.collectors import ALWAYS_ON, COLLECTORS, PassClock
+from agent.netstats import NetCounters
 from agent.procfs import HostProc
 from agent.rates import CounterRates
 from agent.snapshot import (
@@ -99,12 +99,12 @@ class Sampler:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         container_stat_every: int = 1,
-        windows_lock: threading.Lock | None = None,
+        collectors: frozenset[str] = frozenset(COLLECTORS),
     ) -> None:
         self.layout, self.model, self.source, self.windows = layout, model, source, windows
         self.reader = reader or CgroupReader(layout)
         self.proc = HostProc(host_root)
-        self.net = NetLinkCounters(host_root)
+        self.net = NetCounters(host_root)
         self.rates = CounterRates()
         self.clock, self.wall_clock = clock, wall_clock
         self.seq = 0
@@ -115,10 +115,11 @@ class Sampler:
         self.container_stat_every = max(1, container_stat_every)
         self._known_cgroups: set[str] = set()
         self._previous_cgroups: set[str] = set()
-        self.windows_lock = windows_lock or threading.Lock()
         # pod PSI only for resources the kernel reports at all (psi=0 kernels have no /proc/pressure)
         self.psi_resources = tuple(r for r in PSI_RESOURCES if self.proc.pressure(r) is not None)
-        self.psi_enabled = layout.unified is not None and bool(self.psi_resources)
+        self.psi_enabled = layout.unified is not None and bool(self.psi_resources) and "psi" in collectors
+        self.collectors = collectors | ALWAYS_ON
+        self._clock = PassClock(self.collectors)
 
     # -- parts of a pass -------------------------------------------------------------------------
     def _node(self, now: float) -> NodeSample:
@@ -163,7 +164,9 @@ class Sampler:
         self._known_cgroups.add(pod.path)
         containers: list[ContainerSample] = []
         every = self.container_stat_every
-        for c in pod.containers:
+        clock = self._clock
+        started = time.perf_counter()
+        for c in pod.containers if "containers" in self.collectors else ():
             try:
                 c_cores, c_throttled = self._cpu(c.path, now)
                 # each container on its own turn (spread by its cgroup path), so no pass reads them all
@@ -174,12 +177,17 @@ class Sampler:
             except CgroupGone:
                 self.reader.forget(c.path)
                 continue
+            except CgroupError:
+                clock.failed("containers")
+                clock.add("containers", started)
+                raise
             self._known_cgroups.add(c.path)
             containers.append(
                 ContainerSample(
                     c.id, c.path, c_cores, c_mem.working_set_bytes, c_mem.anon_bytes, c_mem.usage_bytes, c_throttled
                 )
             )
+        started = clock.add("containers", started)
         pressure: dict[str, Pressure] = {}
         if self.psi_enabled:
             for res in self.psi_resources:
@@ -188,6 +196,7 @@ class Sampler:
                     pressure[res] = p
             if not pressure and not self.layout.is_v2:
                 self.psi_enabled = False  # hybrid host whose pods have no directory on the unified tree
+            clock.add("psi", started)
         return PodSample(
             meta=meta,
             qos=pod.qos,
@@ -233,12 +242,16 @@ class Sampler:
 
     # -- the pass --------------------------------------------------------------------------------
     def sample(self) -> Snapshot:
-        """One full pass. A vanished pod is skipped and forgotten; no error stops the pass."""
+        """One full pass. A vanished pod is skipped and forgotten; no error but the node's stops the pass."""
         start = now = self.clock()
         wall = self.wall_clock()
         self._known_cgroups = set()
+        clock = self._clock = PassClock(self.collectors)
+        started = time.perf_counter()
         node = self._node(now)
-        tiers = self._tiers(now)
+        started = clock.add("node", started)
+        tiers = self._tiers(now) if "tiers" in self.collectors else {}
+        started = clock.add("tiers", started) if "tiers" in self.collectors else started
         pods: dict[str, PodSample] = {}
         for meta, pod in self.source.pods(now):
             try:
@@ -249,13 +262,22 @@ class Sampler:
                 self.reader.forget(pod.path)
                 self.source.vanished(meta.uid)
             except CgroupError as exc:
+                clock.failed("pods")
                 if (held := self._pod_failures.occurred(meta.uid)) is not None:
                     log.warning("pod %s: %s%s", meta.uid, exc, repeated(held))
-        interfaces = self._interfaces(now)
+        clock.add("pods", started)
+        clock.exclude("pods", "containers", "psi")  # read within the pods' loop, charged to themselves
+        interfaces: tuple[InterfaceSample, ...] = ()
+        if "network" in self.collectors:
+            started = time.perf_counter()
+            interfaces = self._interfaces(now)
+            if not self.net.ok:
+                clock.failed("network")
+            clock.add("network", started)
         self._feed_windows(now, node, pods)
         self._forget_vanished(pods)
         self.seq += 1
-        return Snapshot(self.seq, now, wall, node, tiers, pods, interfaces, self.clock() - start)
+        return Snapshot(self.seq, now, wall, node, tiers, pods, interfaces, self.clock() - start, clock.runs())
 
     def _feed_windows(self, now: float, node: NodeSample, pods: dict[str, PodSample]) -> None:
         """Node usage as ratios; pods in cores and working-set bytes."""
@@ -267,8 +289,7 @@ class Sampler:
             if p.cpu_cores is not None:
                 batch.append((("pod", uid, "cpu"), p.cpu_cores))
             batch.append((("pod", uid, "memory"), float(p.memory_working_set_bytes)))
-        with self.windows_lock:
-            self.windows.add_many(now, batch)
+        self.windows.add_many(now, batch)  # one acquisition of the store's lock for the whole tick
 
     def _forget_vanished(self, pods: dict[str, PodSample]) -> None:
         """Vanished pods leave the windows, the rate memory and the open descriptors. The windows are also
@@ -281,8 +302,7 @@ class Sampler:
             self._prev_cpu.pop(cgroup, None)
             self._container_mem.pop(cgroup, None)
         if gone or self.seq % RETAIN_PASSES == 0:
-            with self.windows_lock:
-                self.windows.retain(lambda key: key[0] != "pod" or key[1] in pods)
+            self.windows.retain(lambda key: key[0] != "pod" or key[1] in pods)
 
     def close(self) -> None:
         self.net.close()

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from agent.collectors import CollectorRun
+
 PodClass = Literal["online", "offline", "unknown"]
 
 
@@ -113,6 +115,7 @@ class Snapshot:
     pods: dict[str, PodSample]  # by UID
     interfaces: tuple[InterfaceSample, ...]
     duration_seconds: float  # how long the pass took
+    collectors: tuple[CollectorRun, ...] = ()  # each collector's success and duration in this pass
 
     def network_total(self) -> tuple[float | None, float | None]:
         """rx/tx bytes per second summed over physical interfaces."""

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -25,7 +24,7 @@ class AgentView:
         self.windows = windows
         self.interval = interval
         self.node_name = node_name
-        self.windows_lock = threading.Lock()  # guards `windows` between the sampler and readers
+        self.windows_lock = windows.lock  # the store's own lock: held around several reads of one tick
         self._snapshot: Snapshot | None = None
         self.last_tick_mono: float | None = None
         self.started_mono = time.monotonic()
@@ -34,6 +33,23 @@ class AgentView:
         self.pod_sections: dict[str, Callable[[str], dict[str, Any] | None]] = {}  # extra keys per pod UID
         self.metric_sources: dict[str, MetricSource] = {}  # extra metric families, one entry per stage
         self.seq_listeners: list[Callable[[Snapshot], None]] = []
+        self._installed = False
+
+    def install(
+        self,
+        *,
+        node_sections: dict[str, Callable[[], dict[str, Any]]],
+        metric_sources: dict[str, MetricSource],
+        cluster_synced: Callable[[], bool] = lambda: True,
+    ) -> None:
+        """The later stages' sections and metrics, set once by the composition root before anything runs
+        (the stages need the view, so they cannot be passed to its constructor)."""
+        if self._installed:
+            raise RuntimeError("the agent view's sections are set once, at build time")
+        self._installed = True
+        self.node_sections.update(node_sections)
+        self.metric_sources.update(metric_sources)
+        self.cluster_synced = cluster_synced
 
     @property
     def snapshot(self) -> Snapshot | None:

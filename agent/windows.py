@@ -591,7 +591,10 @@ class SeriesWindows:
 
 
 class WindowStore:
-    """Windows of every series, keyed by (scope, id, resource). Thread-safe: one lock around each call."""
+    """Windows of every series, keyed by (scope, id, resource). Thread-safe: one lock around each call.
+
+    `lock` is that lock (reentrant): a reader that wants several calls to see the same tick holds it around
+    them, and the agent's view hands out this very lock, so the store has one lock, not two."""
 
     __slots__ = ("_lock", "_max_gap", "_phase", "_series", "rejected")
 
@@ -600,8 +603,12 @@ class WindowStore:
         self._phase = phase % PHASE_PERIOD
         self._max_gap = float(max_gap)
         self._series: dict[SeriesKey, SeriesWindows] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self.rejected = 0  # first samples of unknown series that were rejected
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._lock
 
     @property
     def phase(self) -> float:

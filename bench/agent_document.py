@@ -18,7 +18,9 @@ from typing import Any, cast
 from agent.config import EnforcementConfig, EvictionConfig, OversubscriptionConfig
 from agent.enforcer import Enforcer
 from agent.eviction import Evictor
+from agent.node_state import node_state
 from agent.oversubscription import OversubscriptionOwner
+from agent.resources import node_allocatable
 from agent.snapshot import (
     ContainerSample,
     InterfaceSample,
@@ -105,6 +107,7 @@ def _attach_cluster_sections(view: AgentView, name: str, oversubscribed: bool) -
     snap = view.snapshot
     assert snap is not None
     owner = OversubscriptionOwner(view, OversubscriptionConfig(min_history_seconds=0))
+    owner.on_state(node_state(snap, node_allocatable(node)), node)  # capacity: a stage of the pass
     owner.desired(node, snap.mono)
     layout = Layout("v2", {}, Mount(tempfile.gettempdir()))
     enforcer = Enforcer(layout, PathModel("systemd", "/"), CgroupReader(layout), EnforcementConfig(ledger_file=""),

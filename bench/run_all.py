@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHES = ("bench.cgroup_read_pass", "bench.bench_windows", "bench.agent_overhead", "bench.bench_exporter",
-           "bench.bench_contract", "bench.bench_controller", "bench.bench_cpu_burst",
+BENCHES = ("bench.cgroup_read_pass", "bench.bench_windows", "bench.agent_overhead", "bench.agent_cluster",
+           "bench.bench_exporter", "bench.bench_contract", "bench.bench_controller", "bench.bench_cpu_burst",
            "bench.bench_rebalance", "bench.bench_serving")  # fmt: skip
 
 

@@ -282,6 +282,12 @@ class ColoCollector(Collector):
         f.add("colo_agent_snapshot_seq", "Sequence number of the exported snapshot.", {}, snap.seq)
         f.add("colo_agent_pods", "Pods in the exported snapshot.", {}, len(snap.pods))
         f.add("colo_agent_render_seconds", "Duration of the previous /metrics render.", {}, self.render_seconds)
+        for run in snap.collectors:
+            labels = {"collector": run.name}
+            f.add("colo_collector_success", "1 when the collector succeeded in the last pass.", labels,
+                  1.0 if run.success else 0.0)  # fmt: skip
+            f.add("colo_collector_duration_seconds", "Time the collector took in the last pass.", labels,
+                  run.duration_seconds)  # fmt: skip
 
     def _sources(self, taken: set[str]) -> Iterator[Metric]:
         """The stages' families; a failing or clashing source is skipped (and counted), never fatal."""

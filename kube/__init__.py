@@ -1,13 +1,17 @@
 """Colo's only door to the Kubernetes API: a dict-based client, informers and leader election."""
 
+from kube import lean  # noqa: F401 - first: the official client without its package __init__ files
 from kube.client import RESOURCES, ApiError, EvictionResult, Kind, Kube, WatchStream
+from kube.failures import FailureLog
 from kube.informer import Informer, Transform, object_key, resource_version
 from kube.lease import LeaderElector
+from kube.quantity import parse_quantity
 
 __all__ = [
     "RESOURCES",
     "ApiError",
     "EvictionResult",
+    "FailureLog",
     "Informer",
     "Kind",
     "Kube",
@@ -15,5 +19,6 @@ __all__ = [
     "Transform",
     "WatchStream",
     "object_key",
+    "parse_quantity",
     "resource_version",
 ]

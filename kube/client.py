@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
-import kubernetes.client
-import kubernetes.config
 import urllib3
+from kubernetes.client.api_client import ApiClient
+from kubernetes.client.configuration import Configuration
 from kubernetes.client.exceptions import ApiException
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,17 @@ TRANSPORT_RETRIES = urllib3.Retry(
     raise_on_status=False,
     backoff_factor=0.05,
 )
+
+
+class _NoRetryWarnings(logging.Filter):
+    """urllib3 warns of each transport retry ("Retrying (Retry(total=2, ...))"): three lines per failed call
+    during an outage. The call's own failure, if any, is reported once per change by the caller."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Retrying (")
+
+
+logging.getLogger("urllib3.connectionpool").addFilter(_NoRetryWarnings())
 
 #: Attempts for read-modify-write cycles (taints) before giving up with the last 409/422.
 CONFLICT_RETRIES = 5
@@ -288,7 +299,7 @@ class Kube:
     Thread-safe: the underlying urllib3 pool is shared, nothing else is mutable.
     """
 
-    def __init__(self, api_client: kubernetes.client.ApiClient, *, request_timeout: float = 10.0) -> None:
+    def __init__(self, api_client: ApiClient, *, request_timeout: float = 10.0) -> None:
         if not hasattr(api_client, "param_serialize"):
             raise RuntimeError("kube/ needs kubernetes>=37 (ApiClient.param_serialize is missing)")
         self.api_client = api_client
@@ -297,20 +308,25 @@ class Kube:
     @classmethod
     def connect(cls, kubeconfig: str | None = None, *, request_timeout: float = 10.0) -> Kube | None:
         """Kubeconfig if given, else the pod's service account when in a cluster, else None (standalone)."""
-        configuration = kubernetes.client.Configuration()
+        configuration = Configuration()
         if kubeconfig:
-            kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+            # the kubeconfig loader brings oauthlib and requests (OIDC, Azure): only loaded when used
+            from kubernetes.config.kube_config import load_kube_config
+
+            load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=kubeconfig, client_configuration=configuration, persist_config=False
             )
         elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-            kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            from kubernetes.config.incluster_config import load_incluster_config
+
+            load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         else:
             return None
         configuration.retries = TRANSPORT_RETRIES
         # TCP keepalive as client-go does: a dead peer under a quiet watch is noticed in minutes,
         # not at the end of the watch's read timeout.
         configuration.keep_alive = True
-        return cls(kubernetes.client.ApiClient(configuration), request_timeout=request_timeout)
+        return cls(ApiClient(configuration), request_timeout=request_timeout)
 
     def close(self) -> None:
         """Drop pooled connections."""

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kube.client import ApiError, Kind, Kube, WatchStream
+from kube.failures import FailureLog
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,7 @@ class Informer:
         self._stream: WatchStream | None = None
         self._rv = ""
         self._failures = 0
+        self._failure_log = FailureLog(log, f"informer {kind}")
         self.lists = 0  # how many (re)lists happened: observability and tests
 
     # ---- public API ------------------------------------------------------------------------------
@@ -242,6 +244,7 @@ class Informer:
                     self._failures = 0
                     self.last_error = None
                     self.last_status = None
+                    self._failure_log.succeeded()
                 self._apply(etype, obj)
             return delivered or time.monotonic() - started >= _SHORT_WATCH
         finally:
@@ -260,8 +263,10 @@ class Informer:
                     self._failures = 0
                     self.last_error = None
                     self.last_status = None
+                    self._failure_log.succeeded()  # after the state readers see: logging takes time
                 if self._watch():
                     self._failures = 0
+                    self._failure_log.succeeded()
                     continue
                 self._failures += 1
                 self.last_error = "watch closed immediately"
@@ -275,7 +280,7 @@ class Informer:
                 self.last_error = str(e)
                 self.last_status = e.status
                 retry_after = e.retry_after
-                log.warning("informer %s: %s (attempt %d)", self.kind, e, self._failures)
+                self._failure_log.failed(e.status, str(e))
             except Exception as e:  # keep the cache alive whatever happens; the error is visible
                 self._failures += 1
                 self.last_error = f"{type(e).__name__}: {e}"

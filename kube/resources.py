@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from kubernetes.utils import parse_quantity
+from kube.quantity import parse_quantity
 
 
 def quantity(value: object, default: Decimal | None = None) -> Decimal | None:
@@ -14,7 +14,7 @@ def quantity(value: object, default: Decimal | None = None) -> Decimal | None:
     if value is None:
         return default
     try:
-        return Decimal(parse_quantity(value))  # type: ignore[no-untyped-call]
+        return parse_quantity(value)
     except (ValueError, TypeError, ArithmeticError):
         return default
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from agent import main
 from agent.cluster import ClusterLink
 from agent.config import AgentConfig, EnforcementConfig
 from agent.enforcer import Enforcer
@@ -35,9 +36,9 @@ def build_agent(
             },
         }
     )
-    agent = Agent(cfg, in_cluster=True, layout=layout)
-    link = ClusterLink(agent, kube, backoff_initial=0.05, backoff_max=0.5)
-    agent.services.append(link)
+    agent = main.build_agent(cfg, kube=kube, layout=layout, backoff_initial=0.05, backoff_max=0.5)
+    (link,) = agent.services
+    assert isinstance(link, ClusterLink)
     return agent, link
 
 
@@ -46,9 +47,12 @@ def build_enforcer(
     model: PathModel,
     ledger_file: str = "",
     allocatable: tuple[float, int] | Callable[[], tuple[float | None, int | None]] = (2.0, 8 << 30),
+    memory_high_watermark: Callable[[], float] | None = None,
     **config: Any,
 ) -> Enforcer:
     """An enforcer driven by hand-made snapshots (`on_snapshot`) on a node of `allocatable` (cores, bytes)."""
     cfg = EnforcementConfig(ledger_file=ledger_file, **config)
     node = allocatable if callable(allocatable) else (lambda: allocatable)
-    return Enforcer(layout, model, CgroupReader(layout), cfg, node)
+    if memory_high_watermark is None:
+        return Enforcer(layout, model, CgroupReader(layout), cfg, node)
+    return Enforcer(layout, model, CgroupReader(layout), cfg, node, memory_high_watermark=memory_high_watermark)

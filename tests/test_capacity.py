@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent.capacity import CapacityParams, compute
+from agent.node_state import node_state
 from agent.oversubscription import parse_types
 from agent.resources import node_allocatable, pod_limits, pod_requests
 from agent.snapshot import NodeSample, PodMeta, PodSample, Snapshot
@@ -216,9 +217,13 @@ def test_oversubscription_metrics_and_section_when_computed() -> None:
     store = WindowStore()
     feed(store, pods, 600, now)
     view = AgentView(store, 1.0, "n1")
-    view.publish(snapshot(pods, node_cpu=1.5, node_mem=4 * GI, now=now))
+    snap = snapshot(pods, node_cpu=1.5, node_mem=4 * GI, now=now)
     owner = OversubscriptionOwner(view, OversubscriptionConfig(enabled_on_all_nodes=True))
     node_obj = {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "8", "memory": "32Gi"}}}
+    assert owner.changes(node_obj, now).annotations == {"volcano.sh/oversubscription-cpu": "0",
+                                                        "volcano.sh/oversubscription-memory": "0"}  # fmt: skip
+    owner.on_state(node_state(snap, node_allocatable(node_obj)), node_obj)  # the pass's capacity stage ...
+    view.publish(snap)  # ... then the snapshot is visible
     changes = owner.changes(node_obj, now)
     assert changes.annotations == {"volcano.sh/oversubscription-cpu": "3000",
                                    "volcano.sh/oversubscription-memory": str(6 * GI)}  # fmt: skip

@@ -10,7 +10,7 @@ import pytest
 
 from agent.cluster import ClusterLink
 from agent.config import AgentConfig
-from agent.main import wants_cluster
+from agent.main import build_agent, wants_cluster
 from agent.runtime import Agent
 from cgroup import CgroupWriter
 from kube import Kube
@@ -27,6 +27,14 @@ def node_annotations(api: FakeKubeAPI) -> dict[str, str]:
     obj = api.get("nodes", None, NODE)
     assert obj is not None
     return dict(obj["metadata"].get("annotations") or {})
+
+
+def in_cluster(cfg: AgentConfig, kube: Kube, tree: V1Tree) -> tuple[Agent, ClusterLink]:
+    """The agent as colo-agent builds it in a cluster (test-sized backoff), and its link to the API."""
+    agent = build_agent(cfg, kube=kube, layout=tree.layout, backoff_initial=0.05, backoff_max=0.5)
+    (link,) = agent.services
+    assert isinstance(link, ClusterLink)
+    return agent, link
 
 
 @pytest.fixture
@@ -46,9 +54,7 @@ def agent_in_cluster(
             "oversubscription": {"min_history_seconds": 0, "update_interval_seconds": 1.0, "peak_window": "avg_1m"},
         }
     )
-    agent = Agent(cfg, in_cluster=True, layout=tree.layout)
-    link = ClusterLink(agent, kube, backoff_initial=0.05, backoff_max=0.5)
-    agent.services.append(link)
+    agent, link = in_cluster(cfg, kube, tree)
     try:
         yield agent, link, tree
     finally:
@@ -194,6 +200,17 @@ def test_the_link_is_a_service_and_its_stage_stops_nothing(
     assert [type(s).__name__ for s in agent.stages] == ["ProtectionStage"]
 
 
+def test_everything_is_wired_once_by_the_composition_root(
+    agent_in_cluster: tuple[Agent, ClusterLink, V1Tree],
+) -> None:
+    """The sampler reads the link's pod source from the start; the view's sections cannot be swapped later."""
+    agent, link, _ = agent_in_cluster
+    assert agent.sampler.source is link.source and agent.stages == (link.stage,)
+    assert agent.view.node_sections["enforcement"] == link.enforcement_section
+    with pytest.raises(RuntimeError):
+        agent.view.install(node_sections={}, metric_sources={})
+
+
 def test_api_reachability_ignores_refusals(
     agent_in_cluster: tuple[Agent, ClusterLink, V1Tree], kube_api: FakeKubeAPI
 ) -> None:
@@ -226,8 +243,7 @@ def test_shutdown_publishes_zero_capacity(v1tree_cgroupfs: V1Tree, kube: Kube, k
          "node_name": NODE, "enforcement": {"ledger_file": ""},
          "oversubscription": {"min_history_seconds": 0, "peak_window": "avg_1m"}}
     )  # fmt: skip
-    agent = Agent(cfg, in_cluster=True, layout=tree.layout)
-    agent.services.append(ClusterLink(agent, kube, backoff_initial=0.05, backoff_max=0.5))
+    agent, _ = in_cluster(cfg, kube, tree)
     uid, _, (ctr,) = tree.pod("burstable")
     kube_api.put("nodes", node(labels={"volcano.sh/oversubscription": "true"}, annotations={"other.io/keep": "yes"}))
     kube_api.put("pods", pod("web", uid, container_ids=[container_id_of(ctr)], cpu_request="1", memory_request="1Gi"))
@@ -249,7 +265,7 @@ def test_the_overcommit_rule_shares_the_publishers_definition(
         {"cgroup_root": tree.cgroup_root, "cgroup_driver": "cgroupfs", "state_file": "", "node_name": NODE,
          "enforcement": {"ledger_file": ""}, "oversubscription": {"enabled_on_all_nodes": True}}
     )  # fmt: skip
-    link = ClusterLink(Agent(cfg, in_cluster=True, layout=tree.layout), kube)
+    _, link = in_cluster(cfg, kube, tree)
     unlabelled = node()
     assert link.oversubscription.enabled(unlabelled) and link.evictor.oversubscribed(unlabelled)
 
@@ -261,8 +277,7 @@ def test_extended_resources_optional(v1tree_cgroupfs: V1Tree, kube: Kube, kube_a
          "node_name": NODE, "enforcement": {"ledger_file": ""},
          "oversubscription": {"min_history_seconds": 0, "peak_window": "avg_1m", "extended_resources": True}}
     )  # fmt: skip
-    agent = Agent(cfg, in_cluster=True, layout=tree.layout)
-    agent.services.append(ClusterLink(agent, kube, backoff_initial=0.05, backoff_max=0.5))
+    agent, _ = in_cluster(cfg, kube, tree)
     uid, _, (ctr,) = tree.pod("burstable")
     kube_api.put("nodes", node(labels={"volcano.sh/oversubscription": "true"}))
     kube_api.put("pods", pod("web", uid, container_ids=[container_id_of(ctr)], cpu_request="1", memory_request="1Gi"))

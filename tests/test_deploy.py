@@ -28,10 +28,13 @@ from packaging.version import Version
 from prometheus_client.parser import text_string_to_metric_families
 
 import kube.permissions as kp
+from agent.actuator import EVICTING_TAINT
 from agent.config import AgentConfig, EnforcementConfig, EvictionConfig, OversubscriptionConfig, load_config
 from agent.enforcer import Enforcer
-from agent.eviction import EVICTING_ANNOTATION, EVICTING_TAINT, Evictor
+from agent.eviction import EVICTING_ANNOTATION, Evictor
+from agent.node_state import node_state
 from agent.oversubscription import ANNOTATION_CPU, ANNOTATION_MEMORY, BATCH_CPU, BATCH_MEMORY, OversubscriptionOwner
+from agent.resources import node_allocatable
 from agent.snapshot import (
     ContainerSample,
     InterfaceSample,
@@ -437,6 +440,7 @@ def host_paths(cfg: AgentConfig) -> list[HostPath]:
         HostPath("sys/fs/cgroup/kubepods.slice/cpu.max", "rw", "quotas, weights, idle, cpuset, memory.high"),
         HostPath("sys/class/net/eth0", "ro", "physical interface detection"),
         HostPath("sys/devices/pci0000:00/net/eth0/device", "ro", "/sys/class/net/* link into /sys/devices"),
+        HostPath("sys/devices/pci0000:00/net/eth0/statistics/rx_bytes", "ro", "physical interfaces' counters"),
         HostPath(DEFAULT_KUBELET_CONFIGS[0].lstrip("/"), "ro", "kubelet's cgroupDriver"),
         HostPath(cfg.enforcement.cpu_manager_state.lstrip("/"), "ro", "static CPU manager's exclusive CPUs"),
     ]
@@ -736,7 +740,7 @@ def scan_source(source: str, filename: str) -> Scan:
                     scan.problems.append(f"{where}: 'import {alias.name}': use 'from kube import ...' (unaliased)")
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             top = node.module.split(".")[0]
-            if top == "kubernetes" and node.module != "kubernetes.utils":
+            if top == "kubernetes":
                 scan.problems.append(f"{where}: the kubernetes client outside kube/: every API call goes through kube/")
             if top == "kube":
                 for alias in node.names:
@@ -1105,6 +1109,7 @@ class Thing:
         ("def f(self, kube):\n    self.api = kube\n", "must be called kube"),
         ("from kube import Informer as I\n", "unaliased"),
         ("from kubernetes.client import CoreV1Api\n", "outside kube/"),
+        ("from kubernetes.utils import parse_quantity\n", "outside kube/"),
         ("def f(kube):\n    kube.api_client.call_api()\n", "not in kube/permissions.py"),
     ],
 )
@@ -1616,6 +1621,7 @@ def agent_metric_names(tmp_path: Path) -> set[str]:
     names: set[str] = set()
     for node_seen in (node, {"metadata": node["metadata"]}):
         owner = OversubscriptionOwner(view, OversubscriptionConfig(min_history_seconds=0))
+        owner.on_state(node_state(snap, node_allocatable(node_seen)), node_seen)  # the pass's capacity stage
         owner.changes(node_seen, snap.mono)
         view.metric_sources.update(oversubscription=owner.metrics, enforcement=enforcer.metrics,
                                    eviction=evictor.metrics)  # fmt: skip

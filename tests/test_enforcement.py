@@ -16,6 +16,7 @@ import pytest
 from agent.cluster import ClusterLink
 from agent.config import EnforcementConfig
 from agent.enforcer import Enforcer, kubelet_oom_score_adj, kubelet_shares
+from agent.node_state import NodeState
 from agent.runtime import Agent
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
 from cgroup import CgroupReader, CgroupWriter, PathModel, parse_container_id
@@ -191,10 +192,10 @@ def test_a_failing_eviction_stage_does_not_stop_enforcement(
     reader = CgroupReader(tree.layout)
     agent, link = make_agent(tree, kube, tmp_path)
 
-    def broken(snap: Snapshot) -> None:
+    def broken(state: NodeState) -> None:
         raise RuntimeError("a bug in eviction")
 
-    link.evictor.on_snapshot = broken  # type: ignore[method-assign]
+    link.evictor.on_state = broken  # type: ignore[method-assign]
     agent.start()
     try:
         for o in colocated["offline"]:
@@ -279,18 +280,18 @@ def test_restore_clears_sched_idle_the_ledger_does_not_know_about(v1tree_cgroupf
 
 @V1
 def test_the_entry_is_on_disk_before_the_first_write(v1tree_cgroupfs: V1Tree, tmp_path: Path) -> None:
-    """A pass that fails half-way (here: the node's allocatable cannot be had) has already written the
-    baseline; what a restart needs to undo it must be on disk by then."""
+    """A pass that fails half-way (here: the memory watermark cannot be had, after the CPU writes) has
+    already written the baseline; what a restart needs to undo it must be on disk by then."""
     tree = v1tree_cgroupfs
     uid, pod_path, (ctr,) = tree.pod("burstable")
     reader = CgroupReader(tree.layout)
     shares = reader.cpu_settings(pod_path).shares
     ledger = str(tmp_path / "ledger.json")
 
-    def allocatable() -> tuple[float | None, int | None]:
+    def watermark() -> float:
         raise RuntimeError("node object broken")
 
-    crashing = build_enforcer(tree.layout, tree.model, ledger, allocatable)
+    crashing = build_enforcer(tree.layout, tree.model, ledger, memory_high_watermark=watermark)
     with pytest.raises(RuntimeError):
         crashing.on_snapshot(_snapshot([_pod(uid, "offline", pod_path, [ctr], None)]))
     assert reader.cpu_settings(pod_path).idle is True  # the baseline was written
@@ -546,3 +547,176 @@ def test_v2_memory_high_is_published_whole_and_restored_when_switched_off(tmp_pa
     after.on_snapshot(_snapshot(pods[:1]))
     assert tree.read(made[0][1], "memory.high") == b"max"
     assert tree.read(made[0][1], "cpu.idle") == b"1" and after.ledger.entries[made[0][0]].memory_high is False
+
+
+@V1
+def test_unknown_cpu_on_the_first_pass_never_reads_as_idle(v1tree_cgroupfs: V1Tree, tmp_path: Path) -> None:
+    """A restart: the first pass has no CPU rate yet. It must not count as a quiet node and release the
+    offline pods the previous run suppressed (issue 15: 14 of 25 restarts did)."""
+    tree = v1tree_cgroupfs
+    reader = CgroupReader(tree.layout)
+    uid, pod_path, (ctr,) = tree.pod("burstable")
+    ledger = str(tmp_path / "ledger.json")
+    pods = [_pod(uid, "offline", pod_path, [ctr], None)]
+    first = _enforcer(tree, ledger)
+    first.on_snapshot(_snapshot(pods, node_cpu=1.5))
+    suppressed = reader.cpu_settings(pod_path).quota_us
+    assert suppressed is not None
+    restarted = _enforcer(tree, ledger)
+    unknown = [_pod(uid, "offline", pod_path, [ctr], None, cpu=0.0)]
+    unknown[0].cpu_cores = None
+    restarted.on_snapshot(_snapshot(unknown, node_cpu=None))  # type: ignore[arg-type]
+    assert reader.cpu_settings(pod_path).quota_us == suppressed and not restarted.released
+    restarted.on_snapshot(_snapshot(pods, node_cpu=1.5))  # known and busy: still suppressed
+    assert reader.cpu_settings(pod_path).quota_us is not None and not restarted.released
+
+
+def _fds_under(dirs: list[str]) -> list[str]:
+    """This process's open descriptors that point into one of `dirs`."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if any(target == d or target.startswith(d + "/") for d in dirs):
+            out.append(target)
+    return out
+
+
+@V1
+def test_churned_pods_leave_no_descriptor_on_their_removed_cgroups(
+    v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI, tmp_path: Path
+) -> None:
+    """Offline pods whose API object goes before their cgroup (kubelet's order) are restored after the sampler
+    has forgotten them; once their cgroups are removed no descriptor may point there (each keeps a removed
+    cgroup alive in the kernel; ~2500 such pods exhaust the descriptor limit)."""
+    tree = v1tree_cgroupfs
+
+    def idle(pod_path: str) -> bool:  # read without a cached descriptor: this process's are counted
+        with open(f"{tree.layout.dir('cpu', pod_path)}/cpu.idle") as f:
+            return f.read().strip() == "1"
+
+    kube_api.put("nodes", node(cpu="2"))
+    agent, link = make_agent(tree, kube, tmp_path)
+    agent.start()
+    removed: list[str] = []
+    try:
+        for round_ in range(2):
+            churned = []
+            for i in range(3):
+                uid, pod_path, (ctr,) = tree.pod("burstable")
+                kube_api.put("pods", pod(f"batch-{round_}-{i}", uid, container_ids=[container_id_of(ctr)],
+                                         cpu_request="100m", annotations={"volcano.sh/qos-level": "-1"}))  # fmt: skip
+                churned.append((uid, pod_path, f"batch-{round_}-{i}"))
+            for _, pod_path, _ in churned:
+                wait_for(lambda p=pod_path: idle(p), timeout=10)
+            for _, _, name in churned:
+                kube_api.delete("pods", "default", name)  # the API object goes first ...
+            for uid, pod_path, _ in churned:
+                wait_for(lambda u=uid: u not in link.enforcer.ledger.entries, timeout=10)  # ... restored ...
+                assert not idle(pod_path)
+                removed += [tree.layout.dir(c, pod_path) for c in tree.controllers()]
+                tree.remove(pod_path)  # ... then kubelet removes the cgroup
+        time.sleep(3 * INTERVAL)
+        assert _fds_under(removed) == []
+    finally:
+        agent.stop()
+
+
+@V1
+def test_no_write_while_the_ledger_cannot_be_saved(v1tree_cgroupfs: V1Tree, tmp_path: Path) -> None:
+    """The promise "recorded before the first write": a ledger that cannot reach the disk stops the writes."""
+    tree = v1tree_cgroupfs
+    uid, pod_path, (ctr,) = tree.pod("burstable")
+    reader = CgroupReader(tree.layout)
+    before = reader.cpu_settings(pod_path)
+    (tmp_path / "not-a-directory").write_text("")
+    enf = _enforcer(tree, str(tmp_path / "not-a-directory" / "ledger.json"))
+    enf.on_snapshot(_snapshot([_pod(uid, "offline", pod_path, [ctr], None)]))
+    enf.on_snapshot(_snapshot([_pod(uid, "offline", pod_path, [ctr], None)]))
+    s = reader.cpu_settings(pod_path)
+    assert (s.shares, s.idle, s.quota_us) == (before.shares, before.idle, before.quota_us)
+    assert enf.writes == 0 and "ledger could not be saved" in (enf.last_error or "")
+
+
+@V1
+def test_a_corrupt_ledger_is_kept_aside_and_originals_come_from_the_spec(
+    v1tree_cgroupfs: V1Tree, tmp_path: Path
+) -> None:
+    """A damaged ledger after a crash: the cgroups hold Colo's own values (weight 2, SCHED_IDLE, a 5 ms quota).
+    They must not become the "originals": restore gives kubelet's values for the spec (shares from the
+    request, quota from the limit), and the damaged file is kept, not overwritten."""
+    tree = v1tree_cgroupfs
+    uid, pod_path, (ctr,) = tree.pod("burstable")
+    w, reader = CgroupWriter(tree.layout), CgroupReader(tree.layout)
+    w.set_cpu_shares(pod_path, 2)
+    w.set_cpu_quota(pod_path, 5_000)
+    w.set_cpu_quota(ctr, 5_000)
+    w.set_cpu_idle(pod_path, True)
+    ledger = tmp_path / "ledger.json"
+    ledger.write_bytes(b'{"format": "colo-enforcement-ledger", "pods": {"' + uid.encode() + b'": {"uid"')
+    enf = _enforcer(tree, str(ledger))
+    assert not enf.ledger.trusted and enf.ledger.problem is not None
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("ledger.json.corrupt-")]
+    assert len(aside) == 1 and aside[0].read_bytes().endswith(b'{"uid"')
+    pods = [_pod(uid, "offline", pod_path, [ctr], 0.4, request=0.3)]
+    enf.on_snapshot(_snapshot(pods))
+    assert enf.ledger.entries[uid].from_spec
+    enf.on_snapshot(_snapshot([_pod(uid, "online", pod_path, [ctr], 0.4, request=0.3)]))
+    s, c = reader.cpu_settings(pod_path), reader.cpu_settings(ctr)
+    assert (s.shares, s.idle, s.quota_us, s.period_us) == (kubelet_shares(0.3), False, 40_000, 100_000)
+    assert (c.quota_us, c.period_us) == (40_000, 100_000)
+    assert enf.errors == 0
+
+
+@V1
+def test_a_lost_ledger_takes_the_quota_from_the_spec_too(v1tree_cgroupfs: V1Tree, tmp_path: Path) -> None:
+    """No ledger at all, but the pod carries Colo's marks (SCHED_IDLE): its quota is Colo's as well."""
+    tree = v1tree_cgroupfs
+    uid, pod_path, (ctr,) = tree.pod("burstable")
+    w, reader = CgroupWriter(tree.layout), CgroupReader(tree.layout)
+    w.set_cpu_shares(pod_path, 2)
+    w.set_cpu_quota(pod_path, 5_000)
+    w.set_cpu_idle(pod_path, True)
+    enf = _enforcer(tree, str(tmp_path / "ledger.json"))
+    enf.on_snapshot(_snapshot([_pod(uid, "offline", pod_path, [ctr], None, request=0.5)]))
+    enf.on_snapshot(_snapshot([_pod(uid, "online", pod_path, [ctr], None, request=0.5)]))
+    s = reader.cpu_settings(pod_path)
+    assert (s.shares, s.idle, s.quota_us) == (kubelet_shares(0.5), False, None)
+
+
+@V1
+def test_the_ledger_keeps_a_backup_and_reads_it_when_the_file_is_gone(v1tree_cgroupfs: V1Tree, tmp_path: Path) -> None:
+    """A crash between the two renames of a save leaves only the backup: it is read, and trusted."""
+    tree = v1tree_cgroupfs
+    first_uid, first_path, (first_ctr,) = tree.pod("burstable")
+    second_uid, second_path, (second_ctr,) = tree.pod("burstable")
+    ledger = tmp_path / "ledger.json"
+    enf = _enforcer(tree, str(ledger))
+    enf.on_snapshot(_snapshot([_pod(first_uid, "offline", first_path, [first_ctr], None)]))
+    pods = [_pod(u, "offline", p, [c], None) for u, p, c in ((first_uid, first_path, first_ctr),
+                                                               (second_uid, second_path, second_ctr))]  # fmt: skip
+    enf.on_snapshot(_snapshot(pods))
+    backup = tmp_path / "ledger.json.bak"
+    assert backup.exists() and json.loads(ledger.read_text())["pods"].keys() == {first_uid, second_uid}
+    ledger.unlink()
+    restarted = _enforcer(tree, str(ledger))
+    assert restarted.ledger.trusted and first_uid in restarted.ledger.entries
+
+
+@V1
+def test_a_corrupt_ledger_is_reported_as_a_node_event(
+    v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI, tmp_path: Path
+) -> None:
+    kube_api.put("nodes", node(cpu="2"))
+    (tmp_path / "ledger.json").write_text("{not json")
+    agent, _ = make_agent(v1tree_cgroupfs, kube, tmp_path)
+    agent.start()
+    try:
+        wait_for(lambda: any(e["reason"] == "EnforcementLedgerCorrupt" for e in kube_api.objects("events")))
+    finally:
+        agent.stop()
+    event = next(e for e in kube_api.objects("events") if e["reason"] == "EnforcementLedgerCorrupt")
+    assert "kept as" in event["message"] and event["type"] == "Warning"
+    assert json.loads((tmp_path / "ledger.json").read_text())["format"] == "colo-enforcement-ledger"

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from agent.config import EvictionConfig, OversubscriptionConfig
-from agent.eviction import EVICTING_ANNOTATION, Evictor, parse_watermarks, victim_order
+from agent.eviction import EVICTING_ANNOTATION, Evictor, parse_watermarks
 from agent.oversubscription import OversubscriptionOwner
 from agent.publisher import ApiHealth
 from agent.snapshot import NodeSample, PodMeta, PodSample, Snapshot
+from agent.strategies.eviction_choice import victim_order
 from agent.view import AgentView
 from agent.windows import WindowStore
 from cgroup import CgroupWriter
@@ -161,6 +162,15 @@ def test_malformed_watermark_annotation_warns_once_with_a_node_event(
     warnings = [e for e in api.objects("events") if e["reason"] == "InvalidEvictionWatermark"]
     assert len(warnings) == 1 and "lots" in warnings[0]["message"]
     assert ev.watermarks.high["memory"] == 60
+    # fixed, then broken again the same way: news again (it used to warn once per agent lifetime)
+    del obj["metadata"]["annotations"]["volcano.sh/evicting-memory-high-watermark"]
+    api.put("nodes", obj)
+    ev.on_snapshot(snap(pods, 1.0, 10 * GI, 1010.0))
+    obj["metadata"]["annotations"]["volcano.sh/evicting-memory-high-watermark"] = "lots"
+    api.put("nodes", obj)
+    ev.on_snapshot(snap(pods, 1.0, 10 * GI, 1011.0))
+    assert ev.drain()
+    assert len([e for e in api.objects("events") if e["reason"] == "InvalidEvictionWatermark"]) == 2
 
 
 def test_oversubscribed_node_requires_overcommit(setup: tuple[Evictor, FakeKubeAPI, list[PodSample]]) -> None:
@@ -423,3 +433,24 @@ def test_optional_taint_follows_the_evicting_state(kube: Kube, kube_api: FakeKub
         assert taints() == []
     finally:
         ev.stop()
+
+
+@pytest.mark.cgroupv1
+def test_a_dry_run_swaps_the_actuator_and_kills_nothing(
+    v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI
+) -> None:
+    """The same decision (kill due while the API server is away), carried out by the dry-run actuator."""
+    tree = v1tree_cgroupfs
+    _, pod_path, (ctr,) = tree.pod("besteffort")
+    proc = tree.start(ctr)
+    kube_api.put("nodes", node())
+    victim = sample("batch", "offline", mem=8 * GI)
+    victim = PodSample(victim.meta, "besteffort", pod_path, 0.1, 8 * GI, 8 * GI, 8 * GI, 0, 0.0, ())
+    ev = Evictor(kube, NODE, lambda: kube_api.get("nodes", None, NODE), CgroupWriter(tree.layout),
+                 EvictionConfig(kill_after_seconds=1.0, cooldown_seconds=0.0), api_healthy=lambda: False,
+                 dry_run=True)  # fmt: skip
+    for i in range(4):
+        ev.on_snapshot(snap([victim], 1.0, 60 * GI, 1000.0 + i))
+    assert "killed offline pods" in ev.last_decision
+    assert ev.results["dry_run_kill"] >= 1 and ev.results["killed"] == 0
+    assert proc.poll() is None

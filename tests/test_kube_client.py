@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -641,3 +643,21 @@ def test_fake_discovery_endpoints(kube: Kube) -> None:
     with pytest.raises(ApiError) as err:
         kube._call("GET", "/apis/coordination.k8s.io/v1/pods")
     assert err.value.status == 404
+
+
+def test_kube_loads_only_the_parts_of_the_client_it_uses() -> None:
+    """The agent's memory: `import kube` must not run the client's package __init__ files (dynamic, stream,
+    watch, informer, utils, the kubeconfig loader with oauthlib), yet the full client stays reachable."""
+    code = (
+        "import sys, kube\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith(('kubernetes', 'oauthlib', 'websocket')))))\n"
+        "from kubernetes.client import CoreV1Api\n"
+        "print(CoreV1Api.__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    loaded = set(out[0].split())
+    assert "kubernetes.client.api_client" in loaded
+    heavy = {"kubernetes.dynamic", "kubernetes.stream", "kubernetes.watch", "kubernetes.informer",
+             "kubernetes.utils.create_from_yaml", "kubernetes.config.kube_config", "oauthlib", "websocket"}  # fmt: skip
+    assert not loaded & heavy
+    assert out[1] == "CoreV1Api"

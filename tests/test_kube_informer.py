@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -307,3 +308,22 @@ def test_stop_is_prompt_even_mid_watch(kube: Kube, kube_api: FakeKubeAPI) -> Non
     eventually(lambda: kube_api.open_watches() == 1)
     informer.stop(timeout=WAIT)
     assert not informer.is_alive()  # within WAIT, not at the watch's 300 s end
+
+
+def test_an_outage_logs_once_per_change_with_a_count(
+    kube_api: FakeKubeAPI, make_informer: Callable[..., Informer], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every failed attempt of an outage used to log a warning, plus three urllib3 "Retrying" lines."""
+    kube_api.put("pods", _pod("a"))
+    informer = make_informer()
+    caplog.set_level(logging.INFO)
+    kube_api.stop()
+    eventually(lambda: informer._failures >= 4)
+    kube_api.start()
+    eventually(lambda: informer.last_error is None)
+    kube_api.put("pods", _pod("b"))
+    eventually(lambda: _names(informer) == {"a", "b"})
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len([w for w in warnings if w.startswith("informer pods failed")]) == 1, warnings
+    assert not [w for w in warnings if w.startswith("Retrying")], warnings
+    assert any(r.getMessage().startswith("informer pods works again after") for r in caplog.records)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.netstats import InterfaceCounters, NetCounters
 from agent.rates import CounterRates
 from agent.sampler import CgroupPodSource, Sampler
 from agent.windows import WindowStore
@@ -207,3 +208,56 @@ def test_a_pass_on_cgroup_v2(tmp_path: Path) -> None:
     assert p.memory_working_set_bytes == 70 << 20 and p.memory_anon_bytes == 60 << 20
     if "cpu" in sampler.psi_resources:
         assert p.pressure["cpu"].some_avg10 == pytest.approx(0.125)
+
+
+def test_network_counters_of_physical_interfaces_from_sysfs(tmp_path: Path) -> None:
+    """Only interfaces backed by a device count; counters are re-read through the kept descriptors, and an
+    interface that disappears is dropped, never an error."""
+    net = tmp_path / "sys" / "class" / "net"
+    for name, physical, rx, tx in (("eth0", True, 1000, 10), ("veth1", False, 5, 5), ("lo", False, 7, 7)):
+        stats = net / name / "statistics"
+        stats.mkdir(parents=True)
+        if physical:
+            (net / name / "device").mkdir()
+        (stats / "rx_bytes").write_text(f"{rx}\n")
+        (stats / "tx_bytes").write_text(f"{tx}\n")
+    counters = NetCounters(str(tmp_path))
+    assert counters.read(0.0) == [InterfaceCounters("eth0", 1000, 10)]
+    (net / "eth0" / "statistics" / "rx_bytes").write_text("2500\n")
+    assert counters.read(1.0) == [InterfaceCounters("eth0", 2500, 10)]
+    counters.close()
+    (net / "eth0" / "statistics" / "rx_bytes").unlink()
+    assert counters.read(2.0) == []
+
+
+@pytest.mark.cgroupv1
+def test_collectors_report_success_and_duration_and_can_be_switched_off(v1tree_cgroupfs: V1Tree) -> None:
+    tree = v1tree_cgroupfs
+    _, _, (ctr,) = tree.pod("burstable")
+    windows = WindowStore()
+    source = CgroupPodSource(tree.layout, tree.model, 0.0)
+    sampler = Sampler(tree.layout, tree.model, source, windows)
+    try:
+        snap = sampler.sample()
+        runs = {r.name: r for r in snap.collectors}
+        assert set(runs) == {"node", "tiers", "pods", "containers", "psi", "network"}
+        assert all(r.success and r.duration_seconds >= 0 for r in runs.values())
+        assert sum(r.duration_seconds for r in runs.values()) <= snap.duration_seconds
+        assert [c.cgroup for p in snap.pods.values() for c in p.containers] == [ctr]
+    finally:
+        sampler.close()
+    off = Sampler(tree.layout, tree.model, source, windows, collectors=frozenset({"node", "pods"}))
+    try:
+        snap = off.sample()
+        assert {r.name for r in snap.collectors} == {"node", "pods"}
+        assert snap.tiers == {} and snap.interfaces == ()
+        assert [p.containers for p in snap.pods.values()] == [()]
+    finally:
+        off.close()
+
+
+def test_the_collectors_configuration_keeps_node_and_pods() -> None:
+    from agent.config import AgentConfig
+
+    cfg = AgentConfig.model_validate({"collectors": {"containers": False, "network": False}})
+    assert cfg.collectors.enabled() == frozenset({"node", "pods", "tiers", "psi"})

@@ -1,0 +1,126 @@
+"""The node as the decisions of one pass see it: every derived quantity computed once, in one place.
+
+    system usage = the node's usage − Σ pods' usage (floored at 0)
+    allocatable  = the Node's status.allocatable, else the machine's capacity (standalone, or no Node yet)
+
+Capacity, eviction and enforcement all read one `NodeState` built from one snapshot, so no two of them can
+disagree on what "online usage" or "allocatable" meant in a pass. Pods of unknown class count as online:
+never give away, nor throttle for, what might belong to a latency-sensitive pod. A CPU rate that is not
+known yet (the first pass after a start) stays None: unknown is never read as idle.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from agent.snapshot import PodSample, Snapshot
+
+Resource = Literal["cpu", "memory"]
+
+
+def pod_usage(pod: PodSample, resource: Resource) -> float:
+    """Cores or working-set bytes; a CPU rate not known yet counts 0."""
+    return (pod.cpu_cores or 0.0) if resource == "cpu" else float(pod.memory_working_set_bytes)
+
+
+def pod_request(pod: PodSample, resource: Resource) -> float:
+    return pod.meta.cpu_request_cores if resource == "cpu" else float(pod.meta.memory_request_bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """One resource in one pass, in cores or bytes."""
+
+    allocatable: float
+    node: float | None  # the whole node's usage; None while not known (CPU on the first pass)
+    pods: float
+    online: float
+    offline: float
+
+    @property
+    def known(self) -> bool:
+        return self.node is not None
+
+    @property
+    def system(self) -> float | None:
+        """The node's usage outside every pod."""
+        return None if self.node is None else max(0.0, self.node - self.pods)
+
+    def percent(self) -> float | None:
+        """The node's usage as a percentage of allocatable (eviction's watermarks)."""
+        return None if self.node is None else 100.0 * self.node / self.allocatable
+
+    def online_and_system_ratio(self) -> float | None:
+        """(online + system) / allocatable: how busy the node is with everything but offline pods."""
+        if self.node is None or self.allocatable <= 0:
+            return None
+        return (self.online + (self.system or 0.0)) / self.allocatable
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    snapshot: Snapshot
+    cpu: Usage
+    memory: Usage
+    online: tuple[PodSample, ...]  # every pod that is not offline (unknown class included)
+    offline: tuple[PodSample, ...]
+    allocatable_from_node: bool  # False: the machine's capacity stands in for a missing allocatable
+    # the node's usage in percent of allocatable, averaged over the last smoothing_seconds (eviction's
+    # watermarks compare this); a resource not measured in this pass (CPU on the first) is absent
+    smoothed_percent: Mapping[Resource, float] = field(default_factory=dict)
+
+    def usage(self, resource: Resource) -> Usage:
+        return self.cpu if resource == "cpu" else self.memory
+
+
+def node_state(snap: Snapshot, allocatable: tuple[float | None, float | None]) -> NodeState:
+    """The pass's state from its snapshot and the Node's allocatable (cores, bytes; None when absent)."""
+    pods = tuple(snap.pods.values())
+    online = tuple(p for p in pods if p.meta.pod_class != "offline")
+    offline = tuple(p for p in pods if p.meta.pod_class == "offline")
+    alloc_cpu, alloc_mem = allocatable
+    node = snap.node
+
+    def usage(resource: Resource, alloc: float, whole: float | None) -> Usage:
+        total = sum(pod_usage(p, resource) for p in pods)
+        on = sum(pod_usage(p, resource) for p in online)
+        return Usage(alloc, whole, total, on, sum(pod_usage(p, resource) for p in offline))
+
+    # a missing (or zero) allocatable: the machine's capacity stands in
+    cpu = usage("cpu", alloc_cpu or node.cpu_capacity_cores, node.cpu_cores)
+    memory = usage("memory", float(alloc_mem or node.memory_total_bytes), float(node.memory_used_bytes))
+    return NodeState(snap, cpu, memory, online, offline, bool(alloc_cpu) and bool(alloc_mem))
+
+
+class Smoother:
+    """Mean of the samples of the last `seconds` (monotonic time)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._samples: collections.deque[tuple[float, float]] = collections.deque()
+
+    def add(self, t: float, value: float) -> float:
+        self._samples.append((t, value))
+        while self._samples and self._samples[0][0] <= t - self.seconds:
+            self._samples.popleft()
+        return sum(v for _, v in self._samples) / len(self._samples)
+
+
+class StateBuilder:
+    """Builds each pass's NodeState; keeps what spans passes (the smoothing of usage) so the record is whole."""
+
+    def __init__(self, smoothing_seconds: float) -> None:
+        self._smoothers: dict[Resource, Smoother] = {r: Smoother(smoothing_seconds) for r in ("cpu", "memory")}
+
+    def build(self, snap: Snapshot, allocatable: tuple[float | None, float | None]) -> NodeState:
+        state = node_state(snap, allocatable)
+        smoothed: dict[Resource, float] = {}
+        for resource, smoother in self._smoothers.items():
+            raw = state.usage(resource).percent()
+            if raw is not None:
+                smoothed[resource] = smoother.add(snap.mono, raw)
+        return dataclasses.replace(state, smoothed_percent=smoothed)

@@ -1,0 +1,103 @@
+"""What a pod's cgroups held before Colo's first write, recorded in the ledger: read from the cgroups (which
+know of overhead, sidecars, in-place resizes and kubelet's CFS period, unlike the pod spec), or kubelet's
+values from the spec when the cgroups cannot be trusted (a damaged ledger, or Colo's own marks on the pod)."""
+
+from __future__ import annotations
+
+import os
+
+from agent.config import EnforcementConfig
+from agent.kubelet import KUBELET_CFS_PERIOD_US, kubelet_oom_score_adj, kubelet_quota, kubelet_shares
+from agent.ledger import Ledger, Touched
+from agent.snapshot import PodSample, Snapshot
+from cgroup import CgroupError, CgroupReader, Layout, shares_to_weight, weight_to_shares
+
+OFFLINE_SHARES = 2  # Colo's weight for offline pods (v2: weight 1)
+
+
+class Originals:
+    def __init__(
+        self, layout: Layout, reader: CgroupReader, ledger: Ledger, config: EnforcementConfig, host_root: str
+    ) -> None:
+        self.layout, self.reader, self.ledger, self.config, self.host_root = layout, reader, ledger, config, host_root
+
+    def entry(self, pod: PodSample, snap: Snapshot) -> Touched | None:
+        """The pod's ledger entry: created from what its cgroups hold at first sight, its containers kept in
+        step with the snapshot (a restarted container's new cgroup gets its own values recorded)."""
+        entry = self.ledger.entries.get(pod.uid)
+        if entry is None:
+            try:
+                s = self.reader.cpu_settings(pod.cgroup)
+            except CgroupError:
+                return None
+            spec = kubelet_shares(pod.meta.cpu_request_cores)
+            # kubelet never sets cpu.idle nor the minimum weight for a pod that requests CPU: such values are
+            # Colo's own, left by a run whose ledger was lost; so may be any value when the ledger was damaged.
+            # Then what the cgroups hold is no original: kubelet's values come from the spec
+            found = s.weight if self.layout.is_v2 else s.shares
+            minimal = 1 if self.layout.is_v2 else OFFLINE_SHARES
+            from_spec = not self.ledger.trusted or bool(s.idle) or (found == minimal and spec != OFFLINE_SHARES)
+            if from_spec:
+                quota, period = kubelet_quota(pod.meta.cpu_limit_cores), KUBELET_CFS_PERIOD_US
+                shares, v2_weight = spec, (shares_to_weight(spec) if self.layout.is_v2 else None)
+            elif self.layout.is_v2:
+                quota, period = s.quota_us, s.period_us
+                v2_weight = s.weight or shares_to_weight(spec)
+                shares = weight_to_shares(v2_weight)
+            else:
+                quota, period = s.quota_us, s.period_us
+                shares, v2_weight = s.shares or spec, None
+            oom = kubelet_oom_score_adj(pod.qos, pod.meta.memory_request_bytes, snap.node.memory_total_bytes)
+            entry = Touched(pod.uid, pod.cgroup, shares, quota, period, weight=v2_weight, oom_default=oom,
+                            from_spec=from_spec)  # fmt: skip
+            self.ledger.record(entry)
+        current = {c.cgroup: c.id for c in pod.containers}
+        for path in current.keys() - entry.containers.keys():
+            if entry.from_spec:
+                own = kubelet_quota(pod.meta.container_cpu_limits.get(current[path]))
+                entry.containers[path], entry.container_periods[path] = own, KUBELET_CFS_PERIOD_US
+            else:
+                try:
+                    s = self.reader.cpu_settings(path)
+                except CgroupError:
+                    continue
+                entry.containers[path], entry.container_periods[path] = s.quota_us, s.period_us
+            self.ledger.changed()
+        for path in [p for p in entry.containers if p not in current and not self.reader.exists(p)]:
+            for recorded in (entry.containers, entry.container_periods, entry.container_cpusets):
+                recorded.pop(path, None)
+            self.reader.forget(path)  # read by earlier passes: an open descriptor keeps a removed cgroup alive
+            self.ledger.changed()
+        return entry
+
+    def read_oom(self, pid: int) -> int | None:
+        try:
+            with open(os.path.join(self.host_root, "proc", str(pid), "oom_score_adj"), "rb") as f:
+                return int(f.read())
+        except (OSError, ValueError):
+            return None
+
+    def record_oom(self, entry: Touched) -> None:
+        """kubelet's oom_score_adj of each cgroup of the pod that holds processes (the sandbox's -998
+        included), read before Colo writes its own; cgroups that are gone are forgotten."""
+        root = self.layout.dir("cpu", entry.cgroup)
+        found: set[str] = set()
+        for dirpath, _dirs, _files in os.walk(root):
+            cgroup = entry.cgroup + dirpath[len(root) :]
+            found.add(cgroup)
+            if cgroup in entry.oom_score_adj:
+                continue
+            try:
+                pids = self.reader.procs(cgroup)
+            except CgroupError:
+                continue
+            value = next((v for v in map(self.read_oom, pids) if v is not None), None)
+            if value is None:
+                continue
+            if value == self.config.oom_score_adj and entry.oom_default is not None:
+                value = entry.oom_default  # kubelet gives 1000 to best-effort pods only: this one is Colo's
+            entry.oom_score_adj[cgroup] = value
+            self.ledger.changed()
+        for cgroup in [c for c in entry.oom_score_adj if c not in found]:
+            del entry.oom_score_adj[cgroup]
+            self.ledger.changed()

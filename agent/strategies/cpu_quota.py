@@ -1,0 +1,64 @@
+"""The cfsQuota policy's decisions: the offline CPU budget of the pass, its split among offline pods, the
+quota each pod's cgroups get (from what the ledger recorded of them), and the best-effort tier's cap.
+
+    budget = allocatable × cpu_suppress_threshold − online usage − system usage
+
+floored at `cpu_min_offline_cores`, raised by at most `cpu_growth_per_interval` of the node per pass (see
+agent/cpu_budget.py). A CPU rate not known yet gives no budget: the caller keeps what the cgroups hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agent.config import EnforcementConfig
+from agent.cpu_budget import OfflineCpu, offline_budget, split_budget
+from agent.ledger import Touched
+from agent.node_state import NodeState
+from agent.snapshot import PodSample
+
+MIN_QUOTA_US = 1000  # the kernel's smallest CFS quota
+
+
+def budget(state: NodeState, previous: float | None, config: EnforcementConfig) -> float | None:
+    """Cores the offline pods may use together this pass; None while the node's CPU rate is unknown."""
+    cpu = state.cpu
+    if cpu.system is None:
+        return None
+    return offline_budget(
+        cpu.allocatable, config.cpu_suppress_threshold, cpu.online, cpu.system, config.cpu_min_offline_cores,
+        previous, config.cpu_growth_per_interval * cpu.allocatable,
+    )  # fmt: skip
+
+
+def split(total: float, offline: Sequence[PodSample], config: EnforcementConfig) -> tuple[dict[str, float], float]:
+    """Cores per offline pod (by CPU request, never above its limit) and the best-effort pods' slice."""
+    demands = [OfflineCpu(p.uid, p.meta.cpu_request_cores, p.meta.cpu_limit_cores) for p in offline]
+    return split_budget(total, demands, config.besteffort_share)
+
+
+def cpus(quota_us: int | None, period_us: int) -> float:
+    """CPUs a CFS quota allows (v1 compares parent and child by this ratio, not by the raw quota)."""
+    return float("inf") if quota_us is None else quota_us / period_us
+
+
+def pod_targets(cores: float, entry: Touched, config: EnforcementConfig) -> list[tuple[str, int | None, int]]:
+    """(cgroup, quota, period) for the pod first, then each recorded container: v1 refuses a parent quota
+    below a child's, so a container keeps its own quota when that is tighter, else takes the pod's."""
+    period = config.cpu_period_us
+    new = max(MIN_QUOTA_US, int(cores * period))
+    targets: list[tuple[str, int | None, int]] = [(entry.cgroup, new, period)]
+    for path, own in entry.containers.items():
+        own_period = entry.container_periods.get(path, entry.period_us)
+        targets.append((path, own, own_period) if cpus(own, own_period) <= cpus(new, period) else (path, new, period))
+    return targets
+
+
+def tier_cap(state: NodeState, besteffort_cores: float | None, config: EnforcementConfig) -> int | None:
+    """The best-effort tier's quota (at `cpu_period_us`) while only offline pods live there; None (no quota,
+    as kubelet leaves a tier) when an online pod is in it, no pod is, or there is no best-effort slice."""
+    in_tier = [p for p in state.snapshot.pods.values() if p.qos == "besteffort"]
+    if besteffort_cores is None or not in_tier or any(p.meta.pod_class != "offline" for p in in_tier):
+        return None
+    cores = max(config.cpu_min_offline_cores, besteffort_cores)
+    return max(MIN_QUOTA_US, int(cores * config.cpu_period_us))

@@ -1,0 +1,105 @@
+"""Benchmark `colo-agent` in cluster mode: 250 pods x 3 containers on the real v1 hierarchy, each pod also an
+API object on the tests' fake API server (a third of them offline, so enforcement works too), the agent
+started with a kubeconfig like on a node.
+
+Reports the agent's CPU (utime+stime as a share of one core) and resident memory after `--seconds` at a 1 s
+interval with one /metrics scrape per 15 s: the figure to compare with the standalone one of
+`bench.agent_overhead` (the official client and its pod informer are what cluster mode adds).
+
+Run as root: `.venv/bin/python -m bench.agent_cluster [--pods 250] [--seconds 60]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+from bench.agent_overhead import build, cpu_seconds, free_port, rss_mib
+from tests.cgtree import V1Tree
+from tests.k8sobjects import NODE, container_id_of, node, pod
+from tests.kubeapi.server import FakeKubeAPI
+
+
+def register_pods(api: FakeKubeAPI, tree: V1Tree) -> int:
+    """One API object per pod cgroup of the tree, matched through the containers' IDs; every third offline."""
+    from cgroup import discover_pods
+
+    qos_names = {"guaranteed": "Guaranteed", "burstable": "Burstable", "besteffort": "BestEffort"}
+    found = discover_pods(tree.layout, tree.model)
+    for i, p in enumerate(found):
+        ids = [container_id_of(c.path) for c in p.containers]
+        offline = i % 3 == 2
+        api.put(
+            "pods",
+            pod(f"bench-{i}", p.uid, qos=qos_names[p.qos], container_ids=ids,
+                cpu_request=None if p.qos == "besteffort" else "100m",
+                memory_request=None if p.qos == "besteffort" else "64Mi",
+                priority=-10 if offline else 0),
+        )  # fmt: skip
+    return len(found)
+
+
+def cluster_agent(tree: V1Tree, api: FakeKubeAPI, seconds: float, scrape_every: float) -> dict[str, float]:
+    port = free_port()
+    exe = os.path.join(os.path.dirname(sys.executable), "colo-agent")
+    with tempfile.TemporaryDirectory() as tmp:
+        kubeconfig = api.kubeconfig(os.path.join(tmp, "kubeconfig"))
+        cmd = [exe, "--kubeconfig", kubeconfig, "--node-name", NODE, "--listen", f"127.0.0.1:{port}",
+               "--interval", "1", "--cgroup-root", tree.cgroup_root, "--cgroup-driver", "cgroupfs",
+               "--state-file", "", "--log-level", "warning"]  # fmt: skip
+        env = {**os.environ, "COLO_ENFORCEMENT__LEDGER_FILE": os.path.join(tmp, "ledger.json")}
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    with urllib.request.urlopen(base + "/readyz", timeout=2) as r:
+                        if r.status == 200:
+                            break
+                except OSError:
+                    time.sleep(0.2)
+            time.sleep(3)
+            c0, t0 = cpu_seconds(proc.pid), time.monotonic()
+            peak = 0.0
+            while time.monotonic() - t0 < seconds:
+                s0 = time.perf_counter()
+                with urllib.request.urlopen(base + "/metrics", timeout=10) as r:
+                    r.read()
+                peak = max(peak, rss_mib(proc.pid))
+                time.sleep(max(0.0, scrape_every - (time.perf_counter() - s0)))
+            c1, t1 = cpu_seconds(proc.pid), time.monotonic()
+            return {"cpu_share_of_one_core": (c1 - c0) / (t1 - t0), "rss_mib": rss_mib(proc.pid), "rss_peak": peak}
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pods", type=int, default=250)
+    ap.add_argument("--burners", type=int, default=20)
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--scrape-every", type=float, default=15.0)
+    args = ap.parse_args()
+    tree = build(args.pods, args.burners)
+    api = FakeKubeAPI().start()
+    try:
+        api.put("nodes", node())
+        n = register_pods(api, tree)
+        r = cluster_agent(tree, api, args.seconds, args.scrape_every)
+        print(f"colo-agent in a cluster ({n} pods x 3 containers on the API server), {args.seconds:.0f} s at 1 s:")
+        print(f"  CPU {100 * r['cpu_share_of_one_core']:.2f}% of one core, RSS {r['rss_mib']:.1f} MiB "
+              f"(peak seen {r['rss_peak']:.1f} MiB)")  # fmt: skip
+    finally:
+        api.stop()
+        tree.cleanup()
+
+
+if __name__ == "__main__":
+    main()
