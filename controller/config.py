@@ -133,6 +133,7 @@ class ControllerConfig(_Section):
     """Top level of `--config FILE`."""
 
     policy_file: str | None = None
+    admission_file: str | None = None  # the admission webhook's settings and profiles (controller/admission)
     kubeconfig: str | None = None
     listen: str = "0.0.0.0:8090"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -194,6 +195,9 @@ def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> Co
         if isinstance(policy, str) and policy and not Path(policy).is_absolute():
             # A policy named in the config file is found next to it, wherever we were started from.
             doc["policy_file"] = str(Path(path).parent / policy)
+        admission = doc.get("admission_file")
+        if isinstance(admission, str) and admission and not Path(admission).is_absolute():
+            doc["admission_file"] = str(Path(path).parent / admission)
     for key, value in (overrides or {}).items():
         if value is not None:
             doc[key] = value

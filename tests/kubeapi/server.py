@@ -158,10 +158,34 @@ RESOURCES: dict[str, ResourceType] = {
             has_status=False,
             fields=_META_FIELDS,
         ),
+        ResourceType(
+            "namespaces",
+            "Namespace",
+            "",
+            "v1",
+            namespaced=False,
+            has_status=True,
+            fields=frozenset({"metadata.name", "status.phase"}),
+        ),
+        ResourceType(
+            "priorityclasses",
+            "PriorityClass",
+            "scheduling.k8s.io",
+            "v1",
+            namespaced=False,
+            has_status=False,
+            fields=frozenset({"metadata.name"}),
+        ),
     )
 }
 
-_GROUP_VERSIONS = {("", "v1"), ("discovery.k8s.io", "v1"), ("coordination.k8s.io", "v1"), ("policy", "v1")}
+_GROUP_VERSIONS = {
+    ("", "v1"),
+    ("discovery.k8s.io", "v1"),
+    ("coordination.k8s.io", "v1"),
+    ("policy", "v1"),
+    ("scheduling.k8s.io", "v1"),
+}
 
 _PATH_RE = re.compile(
     r"^/(?:api/(?P<core>v1)|apis/(?P<group>[a-z0-9.-]+)/(?P<version>v[0-9a-z]+))"
