@@ -23,7 +23,6 @@ from controller.admission.tls import ReloadingTLS
 from controller.metrics import ControllerMetrics
 from kube import Kube
 from tests.admission_reviews import pod, review
-from tests.kubeapi.fixtures import kube, kube_api  # noqa: F401
 from tests.kubeapi.server import FakeKubeAPI
 from tests.waiting import wait_for
 
@@ -83,7 +82,7 @@ PROFILE = {
 
 
 @pytest.fixture
-def webhook(kube: Kube, kube_api: FakeKubeAPI, tmp_path: Path) -> Iterator[AdmissionWebhook]:  # noqa: F811
+def webhook(kube: Kube, kube_api: FakeKubeAPI, tmp_path: Path) -> Iterator[AdmissionWebhook]:
     kube_api.put("namespaces", {"metadata": {"name": "spark", "labels": {"colo.io/colocation": "batch"}}})
     kube_api.put("priorityclasses", {"metadata": {"name": "koord-batch"}, "value": 5999, "globalDefault": False})
     crt, key = make_cert(tmp_path / "live", "colo-a")
@@ -127,7 +126,7 @@ def test_a_review_over_https_is_answered_with_the_patch(webhook: AdmissionWebhoo
     assert counts[("patched", "false")] == 1 and sum(counts.values()) == 1
 
 
-def test_namespace_labels_follow_the_informer(webhook: AdmissionWebhook, kube_api: FakeKubeAPI) -> None:  # noqa: F811
+def test_namespace_labels_follow_the_informer(webhook: AdmissionWebhook, kube_api: FakeKubeAPI) -> None:
     doc = review(pod())
     assert "patch" in post(webhook, json.dumps(doc).encode()).json()["response"]
     kube_api.put("namespaces", {"metadata": {"name": "spark", "labels": {"colo.io/colocation": "none"}}})
