@@ -90,6 +90,7 @@ def test_the_webhook_configuration_reaches_the_service_and_is_safe(tmp_path: Pat
     assert hook["admissionReviewVersions"] == ["v1"]
     assert hook["sideEffects"] == "None" and hook["failurePolicy"] == "Ignore"
     assert 1 <= hook["timeoutSeconds"] <= 5
+    assert hook["reinvocationPolicy"] == "IfNeeded", "sidecars injected by later webhooks are converted too"
     assert hook["rules"] == [
         {
             "apiGroups": [""],
