@@ -121,9 +121,16 @@ def test_a_review_over_https_is_answered_with_the_patch(webhook: AdmissionWebhoo
         "kubernetes.io/batch-cpu": "1500",
         "kubernetes.io/batch-memory": str(3 << 30),
     }
-    text = webhook.metrics.reviews.collect()[0].samples
-    counts = {(s.labels["outcome"], s.labels["dry_run"]): s.value for s in text if s.name.endswith("_total")}
+    samples = webhook.metrics.reviews.collect()[0].samples
+    counts = {(s.labels["outcome"], s.labels["dry_run"]): s.value for s in samples if s.name.endswith("_total")}
     assert counts[("patched", "false")] == 1 and sum(counts.values()) == 1
+    doc["request"]["dryRun"] = True
+    dry = post(webhook, json.dumps(doc).encode()).json()["response"]
+    assert dry["patch"] == answer["patch"], "a server-side dry run shows what would happen"
+    samples = webhook.metrics.reviews.collect()[0].samples
+    counts = {(s.labels["outcome"], s.labels["dry_run"]): s.value for s in samples if s.name.endswith("_total")}
+    assert counts[("patched", "true")] == 1
+    assert webhook.metrics.patched.labels("spark-batch")._value.get() == 1, "dry runs are not counted as changes"
 
 
 def test_namespace_labels_follow_the_informer(webhook: AdmissionWebhook, kube_api: FakeKubeAPI) -> None:

@@ -22,7 +22,7 @@ class AdmissionMetrics:
         )
         self.patched = Counter(
             "colo_controller_admission_patched_total",
-            "Pods changed by the webhook, by colocation profile.",
+            "Pods changed by the webhook, by colocation profile (dry runs not included).",
             ["profile"],
             registry=registry,
         )
@@ -43,6 +43,6 @@ class AdmissionMetrics:
 
     def record(self, decision: Decision, seconds: float) -> None:
         self.reviews.labels(decision.outcome, "true" if decision.dry_run else "false").inc()
-        if decision.outcome == "patched" and decision.profile is not None:
+        if decision.outcome == "patched" and decision.profile is not None and not decision.dry_run:
             self.patched.labels(decision.profile).inc()
         self.latency.observe(seconds)
