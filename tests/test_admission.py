@@ -413,3 +413,10 @@ def test_bad_profiles_are_refused(profile: Obj, message: str) -> None:
 def test_profile_names_are_unique() -> None:
     with pytest.raises(ValidationError, match="unique"):
         settings({"name": "a", "qos_level": "BE"}, {"name": "a", "qos_level": "-1"})
+
+
+def test_a_relative_admission_file_is_found_next_to_the_config(tmp_path: Any) -> None:
+    from controller.config import load_config
+
+    (tmp_path / "config.yaml").write_text("admission_file: admission.yaml\n", encoding="utf-8")
+    assert load_config(str(tmp_path / "config.yaml")).admission_file == str(tmp_path / "admission.yaml")

@@ -57,11 +57,12 @@ def free_port() -> int:
         return port
 
 
-def served_cert(port: int, ca: Path) -> bytes:
+def served_cert(port: int, ca: Path, name: str = "127.0.0.1") -> bytes:
+    """The certificate a handshake gets; a DNS `name` is sent as SNI (as kube-apiserver does), an IP is not."""
     ctx = ssl.create_default_context(cafile=str(ca))
     with (
         socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
-        ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+        ctx.wrap_socket(raw, server_hostname=name) as tls,
     ):
         der = tls.getpeercert(binary_form=True)
     assert der is not None
@@ -157,6 +158,7 @@ def test_a_renewed_certificate_is_served_without_a_restart(webhook: AdmissionWeb
     assert second != first
     port = int(webhook.settings.listen.rsplit(":", 1)[1])
     assert served_cert(port, live / "tls.crt") == second
+    assert served_cert(port, live / "tls.crt", "localhost") == second
     assert webhook.tls.reloads == 1
     assert post(webhook, b"{}").status_code == 400  # and the server still answers
 
