@@ -148,25 +148,29 @@ def pod_values(
     formula: WeightFormula,
     period_us: int = QUOTA_PERIOD_US,
     cfs_quota: bool = True,
+    overhead_milli_cpu: int = 0,
+    overhead_memory: int = 0,
 ) -> CgroupValues:
     """The pod cgroup as kubelet's ResourceConfigForPod sets it, from the batch values.
 
     `containers` in spec order, init containers first. Shares from the pod's total request; a quota only
     when every container has a batch-cpu limit, a memory limit only when every container has a
     batch-memory limit (else that part stays unlimited, as for a Burstable pod); a pod with no batch value
-    at all is BestEffort (minimum shares, nothing else)."""
+    at all is BestEffort (minimum shares, nothing else). The RuntimeClass overhead (`spec.overhead`) is
+    added to the total request and to a total limit that exists, as kubelet does."""
     problems = _problems(containers, period_us)
     if all(
         r.cpu_request is None and r.cpu_limit is None and r.memory_request is None and r.memory_limit is None
         for r in containers
     ):
         return CgroupValues(MIN_SHARES, shares_to_weight(MIN_SHARES, formula), None, period_us, None, tuple(problems))
-    cpu_request = _pod_total(containers, [r.cpu_request for r in containers])
+    cpu_request = _pod_total(containers, [r.cpu_request for r in containers]) + overhead_milli_cpu
     shares = milli_cpu_to_shares(cpu_request)
     quota: int | None = None
     if cfs_quota and containers and all(r.cpu_limit for r in containers):
-        quota = milli_cpu_to_quota(_pod_total(containers, [r.cpu_limit for r in containers]), period_us) or None
+        cpu_limit = _pod_total(containers, [r.cpu_limit for r in containers]) + overhead_milli_cpu
+        quota = milli_cpu_to_quota(cpu_limit, period_us) or None
     memory: int | None = None
     if containers and all(r.memory_limit for r in containers):
-        memory = _pod_total(containers, [r.memory_limit for r in containers])
+        memory = _pod_total(containers, [r.memory_limit for r in containers]) + overhead_memory
     return CgroupValues(shares, shares_to_weight(shares, formula), quota, period_us, memory, tuple(problems))

@@ -131,3 +131,12 @@ def test_values_kubelet_would_reject_are_flagged(res: BatchResources, period: in
 def test_valid_values_are_not_flagged() -> None:
     v = pod_values([BatchResources(1, 1, 4096, 4096)], formula="linear", period_us=1000)
     assert v.problems == () and v.quota_us == 1000
+
+
+def test_runtime_class_overhead_is_added_where_kubelet_adds_it() -> None:
+    full = [BatchResources(500, 1000, 1 << 30, 1 << 30)]
+    v = pod_values(full, formula="linear", overhead_milli_cpu=250, overhead_memory=128 << 20)
+    assert (v.shares, v.quota_us, v.memory_limit) == (768, 125_000, (1 << 30) + (128 << 20))
+    no_limits = [BatchResources(cpu_request=500)]
+    v = pod_values(no_limits, formula="linear", overhead_milli_cpu=250, overhead_memory=128 << 20)
+    assert (v.shares, v.quota_us, v.memory_limit) == (768, None, None)  # no limit to add the overhead to
