@@ -95,6 +95,41 @@ class EnforcementConfig(Strict):
     eviction: EvictionConfig = EvictionConfig()
 
 
+class CpuBurstConfig(Strict):
+    """CFS burst for online pods with a CPU limit (agent/qos/burst.py)."""
+
+    enabled: bool = False  # every online pod; without it a pod opts in by volcano.sh/enable-quota-burst=true
+    burst_percent: int = Field(default=100, ge=1, le=100)  # of the quota: the kernel refuses a burst above it
+
+
+class QuotaBurstConfig(Strict):
+    """Raise a throttled online container's quota while the node is idle (agent/qos/quota_burst.py)."""
+
+    enabled: bool = False
+    max_quota_burst_percent: int = Field(default=300, ge=101, le=1000)  # of the container's own quota
+    step_percent: int = Field(default=25, ge=1, le=100)  # of its own quota, added per pass
+    throttled_ratio: float = Field(default=0.1, gt=0, le=1)  # throttled periods / periods that asks for more
+    node_safe_usage: float = Field(default=0.6, gt=0, le=1)  # node CPU busy / CPUs under which quota grows
+    restore_after_seconds: float = Field(default=30.0, ge=0)  # quiet within its own quota that long: restored
+
+
+class MemoryQosConfig(Strict):
+    """memory.min/low and memory.high for online pods on cgroup v2 (agent/qos/memory_qos.py)."""
+
+    enabled: bool = False
+    protection: Literal["low", "min", "none"] = "low"  # low: reclaimed last; min: never reclaimed
+    protect_percent: int = Field(default=100, ge=0, le=100)  # of the memory request
+    high_percent: int = Field(default=0, ge=0, le=100)  # memory.high from the limit; 0: off
+
+
+class QosConfig(Strict):
+    """What Colo does for online pods themselves: CPU burst and memory QoS (all off by default)."""
+
+    cpu_burst: CpuBurstConfig = CpuBurstConfig()
+    quota_burst: QuotaBurstConfig = QuotaBurstConfig()
+    memory: MemoryQosConfig = MemoryQosConfig()
+
+
 class AgentConfig(Strict):
     listen: str | None = None  # HOST:PORT; default 127.0.0.1 standalone, 0.0.0.0 in a cluster
     interval: float = Field(default=1.0, ge=0.05, le=60)
@@ -115,6 +150,7 @@ class AgentConfig(Strict):
     classify: ClassifyConfig = ClassifyConfig()
     oversubscription: OversubscriptionConfig = OversubscriptionConfig()
     enforcement: EnforcementConfig = EnforcementConfig()
+    qos: QosConfig = QosConfig()
 
     @field_validator("listen")
     @classmethod

@@ -15,7 +15,7 @@ from cgroup.errors import (
 from cgroup.files import FileCache
 from cgroup.layout import Layout, Mount, detect_layout, parse_mountinfo
 from cgroup.paths import QOS_CLASSES, ContainerID, Driver, PathModel, QoS, normalize_qos, parse_container_id
-from cgroup.reader import CgroupReader, CpuSettings, CpuUsage, MemoryUsage, Psi, PsiLine
+from cgroup.reader import CgroupReader, CpuSettings, CpuUsage, MemoryProtection, MemoryUsage, Psi, PsiLine
 from cgroup.writer import CgroupWriter, LimitChange, apply_in_safe_order, shares_to_weight, weight_to_shares
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "FileCache",
     "Layout",
     "LimitChange",
+    "MemoryProtection",
     "MemoryUsage",
     "Mount",
     "PathModel",

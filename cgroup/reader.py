@@ -34,6 +34,7 @@ from cgroup.layout import Layout
 
 # v1 reports "no limit" as PAGE_COUNTER_MAX * PAGE_SIZE (9223372036854771712 on x86_64)
 V1_UNLIMITED = 1 << 62
+MAX_BYTES = 1 << 62  # what a v2 memory.min/low of 'max' stands for in `MemoryProtection`
 PSI_RESOURCES = ("cpu", "memory", "io")
 
 
@@ -72,6 +73,15 @@ class Psi:
 
     some: PsiLine
     full: PsiLine | None
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryProtection:
+    """v2 memory.min, memory.low (bytes, 0 = none) and memory.high (None = 'max')."""
+
+    min_bytes: int
+    low_bytes: int
+    high_bytes: int | None
 
 
 @dataclass(slots=True)
@@ -299,6 +309,45 @@ class CgroupReader:
             except CgroupFileMissing:
                 self._no_cpu_idle = True  # a kernel older than 5.15 has no cpu.idle anywhere
         return CpuSettings(quota, period, shares, weight, idle)
+
+    def cpu_burst_file(self, cgroup: str) -> str:
+        """The CFS burst file: v1 cpu.cfs_burst_us, v2 cpu.max.burst (kernel 5.14+ for both)."""
+        return f"{self.layout.dir('cpu', cgroup)}/{'cpu.max.burst' if self.layout.is_v2 else 'cpu.cfs_burst_us'}"
+
+    def supports_cpu_burst(self, cgroup: str) -> bool:
+        """Whether this kernel has CFS burst, asked of an existing cgroup with a quota file (v2's root has
+        none: ask of the kubepods cgroup). A kernel older than 5.14 has no burst file anywhere."""
+        return os.path.exists(self.cpu_burst_file(cgroup))
+
+    def cpu_burst(self, cgroup: str) -> int:
+        """The CFS burst in µs (0: none); `Unsupported` where the kernel has no burst."""
+        path = self.cpu_burst_file(cgroup)
+        try:
+            return parse_int(path, read_once(path))
+        except CgroupFileMissing:
+            raise self.no_burst(cgroup) from None
+
+    def no_burst(self, cgroup: str) -> CgroupError:
+        """Why a cgroup has no burst file: the kernel lacks burst (its quota file is there), or the cgroup has
+        no CPU controller at all (v2 without cpu in the parent's subtree_control)."""
+        path = self.cpu_burst_file(cgroup)
+        quota = f"{self.layout.dir('cpu', cgroup)}/{'cpu.max' if self.layout.is_v2 else 'cpu.cfs_quota_us'}"
+        if os.path.exists(quota):
+            return Unsupported(path, "this kernel has no CFS burst (needs Linux 5.14+)")
+        return CgroupFileMissing(path, "no CPU bandwidth files in this cgroup (cpu controller not enabled)")
+
+    def memory_protection(self, cgroup: str) -> MemoryProtection:
+        """v2 memory.min/low/high; `Unsupported` on v1, which has no memory protection files."""
+        if not self.layout.is_v2:
+            raise Unsupported(f"{self.layout.dir('memory', cgroup)}/memory.min", "memory QoS needs cgroup v2")
+        base = self.layout.dir("memory", cgroup)
+        values = []
+        for name in ("memory.min", "memory.low", "memory.high"):
+            path = f"{base}/{name}"
+            values.append(parse_int_or_max(path, read_once(path)))
+        floor, low, high = values
+        # min/low read 'max' only when set to it (protect everything), which the writers never do
+        return MemoryProtection(MAX_BYTES if floor is None else floor, MAX_BYTES if low is None else low, high)
 
     def cpuset(self, cgroup: str, effective: bool = False) -> frozenset[int]:
         name = "cpuset.cpus.effective" if self.layout.is_v2 and effective else "cpuset.cpus"

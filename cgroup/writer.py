@@ -18,7 +18,7 @@ from cgroup.errors import (
     CgroupWriteError,
     Unsupported,
 )
-from cgroup.files import format_cpuset, read_once, write_value
+from cgroup.files import format_cpuset, parse_cpu_max, parse_int, read_once, write_value
 from cgroup.layout import Layout
 from cgroup.reader import CgroupReader
 
@@ -26,6 +26,7 @@ MIN_QUOTA_US = 1000  # the kernel refuses CFS quotas under 1 ms
 MIN_PERIOD_US, MAX_PERIOD_US = 1000, 1_000_000
 MIN_SHARES, MAX_SHARES = 2, 262144
 MIN_WEIGHT, MAX_WEIGHT = 1, 10000
+MAX_CFS_US = (1 << 44) - 1  # the kernel's max_cfs_runtime in µs; quota + burst must stay under it
 
 
 def shares_to_weight(shares: int) -> int:
@@ -83,6 +84,50 @@ class CgroupWriter:
                 write_value(path, old_quota)
             raise
 
+    def _current_quota(self, cgroup: str) -> int | None:
+        if self.layout.is_v2:
+            path = self._file("cpu", cgroup, "cpu.max")
+            return parse_cpu_max(path, read_once(path))[0]
+        path = self._file("cpu", cgroup, "cpu.cfs_quota_us")
+        quota = parse_int(path, read_once(path))
+        return None if quota < 0 else quota
+
+    def set_cpu_burst(self, cgroup: str, burst_us: int) -> None:
+        """CFS burst (v1 cpu.cfs_burst_us, v2 cpu.max.burst): unused quota saved up to `burst_us` may be spent
+        in a later period. The kernel refuses a burst above the quota, so that is refused here first;
+        `Unsupported` where the kernel has no burst (before 5.14)."""
+        path = self.reader.cpu_burst_file(cgroup)
+        _check_range(path, burst_us, 0, MAX_CFS_US, "CFS burst (µs)")
+        quota = self._current_quota(cgroup)
+        if quota is not None and burst_us > quota:
+            raise CgroupValueError(path, burst_us, f"the kernel refuses a burst above the quota ({quota} µs)")
+        try:
+            write_value(path, str(burst_us))
+        except CgroupFileMissing:
+            raise self.reader.no_burst(cgroup) from None
+
+    def set_cpu_bandwidth(self, cgroup: str, quota_us: int | None, burst_us: int, period_us: int = 100_000) -> None:
+        """Quota and burst together, in the order the kernel accepts: it refuses a quota below the current
+        burst and a burst above the current quota, so a shrinking quota goes after its burst, a growing one
+        before it."""
+        if quota_us is not None and burst_us > quota_us:
+            path = self.reader.cpu_burst_file(cgroup)
+            raise CgroupValueError(path, burst_us, f"the kernel refuses a burst above the quota ({quota_us} µs)")
+        try:
+            current = self.reader.cpu_burst(cgroup)
+        except Unsupported:
+            if burst_us:
+                raise
+            self.set_cpu_quota(cgroup, quota_us, period_us)  # no burst on this kernel, none asked for
+            return
+        if quota_us is not None and quota_us < current:
+            self.set_cpu_burst(cgroup, burst_us)
+            self.set_cpu_quota(cgroup, quota_us, period_us)
+            return
+        self.set_cpu_quota(cgroup, quota_us, period_us)
+        if burst_us != current:
+            self.set_cpu_burst(cgroup, burst_us)
+
     def set_cpu_shares(self, cgroup: str, shares: int) -> None:
         """v1 cpu.shares; on v2 the equivalent cpu.weight."""
         path = self._file("cpu", cgroup, "cpu.weight" if self.layout.is_v2 else "cpu.shares")
@@ -131,6 +176,24 @@ class CgroupWriter:
         if high_bytes is not None:
             _check_range(path, high_bytes, 4096, 1 << 62, "memory.high (bytes)")
         write_value(path, "max" if high_bytes is None else str(high_bytes))
+
+    def _set_protection(self, cgroup: str, name: str, value: int) -> None:
+        if not self.layout.is_v2:
+            raise Unsupported(self._file("memory", cgroup, name), "memory QoS needs cgroup v2")
+        path = self._file("memory", cgroup, name)
+        _check_range(path, value, 0, 1 << 62, f"{name} (bytes)")
+        limit = self.reader.memory_limit(cgroup)
+        if limit is not None and value > limit:
+            raise CgroupValueError(path, value, f"protection above the hard limit {limit} protects nothing more")
+        write_value(path, str(value))
+
+    def set_memory_min(self, cgroup: str, min_bytes: int) -> None:
+        """v2 memory.min: memory the kernel never reclaims (0: none); v1 has no equivalent."""
+        self._set_protection(cgroup, "memory.min", min_bytes)
+
+    def set_memory_low(self, cgroup: str, low_bytes: int) -> None:
+        """v2 memory.low: reclaimed only when nothing unprotected is left (0: none); v1 has no equivalent."""
+        self._set_protection(cgroup, "memory.low", low_bytes)
 
     # -- processes ---------------------------------------------------------------------------------
     def set_oom_score_adj(self, cgroup: str, score: int, *, proc_root: str = "/proc") -> int:

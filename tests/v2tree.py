@@ -48,6 +48,9 @@ class V2Cgroup:
     memory_max: int | None = None
     memory_high: int | None = None
     cpu_max: tuple[int | None, int] = (None, 100000)
+    cpu_max_burst: int = 0
+    memory_min: int = 0
+    memory_low: int = 0
     cpu_weight: int = 100
     cpu_idle: int = 0
     cpuset_cpus: str = ""
@@ -72,6 +75,7 @@ class V2Cgroup:
                 "nr_bursts 0\nburst_usec 0\n"
             ),
             "cpu.max": f"{'max' if quota is None else quota} {period}\n",
+            "cpu.max.burst": f"{self.cpu_max_burst}\n",
             "cpu.weight": f"{self.cpu_weight}\n",
             "cpu.weight.nice": "0\n",
             "cpu.idle": f"{self.cpu_idle}\n",
@@ -82,8 +86,8 @@ class V2Cgroup:
             "memory.stat": "".join(f"{k} {v}\n" for k, v in stat.items()),
             "memory.max": f"{'max' if self.memory_max is None else self.memory_max}\n",
             "memory.high": f"{'max' if self.memory_high is None else self.memory_high}\n",
-            "memory.low": "0\n",
-            "memory.min": "0\n",
+            "memory.low": f"{self.memory_low}\n",
+            "memory.min": f"{self.memory_min}\n",
             "memory.pressure": psi_text(self.memory_pressure, self.memory_pressure),
             "io.pressure": psi_text(self.io_pressure, self.io_pressure),
         }

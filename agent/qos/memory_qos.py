@@ -1,0 +1,92 @@
+"""Memory QoS for online pods on cgroup v2 (the kernel's memory controller, as koordlet's memory QoS uses it).
+
+An online container's request × `protect_percent` is protected from reclaim: `memory.low` (reclaimed only
+when nothing unprotected is left) or `memory.min` (never reclaimed; the OOM killer goes elsewhere first).
+With `high_percent`, `memory.high` = limit × percent throttles and reclaims the container before its hard
+limit would OOM-kill it. A child's protection is bounded by its parent's, so the pod holds the sum of its
+containers' and every ancestor up to kubepods the sum of what is under it. Offline pods keep the
+memory.high enforcement gives them; v1 has no such files, so there the feature reports itself unsupported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from agent.config import MemoryQosConfig
+
+PAGE = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerMemory:
+    request_bytes: int
+    limit_bytes: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class PodMemory:
+    cgroup: str
+    ancestors: tuple[str, ...]  # its QoS tier up to kubepods, e.g. ('/kubepods/burstable', '/kubepods')
+    online: bool
+    limit_bytes: int | None  # the pod's own hard limit; None: unlimited
+    containers: Mapping[str, ContainerMemory]  # container cgroup -> request and limit
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryTarget:
+    min_bytes: int
+    low_bytes: int
+    high_bytes: int | None  # None: leave memory.high alone
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryQosPlan:
+    supported: bool  # False on cgroup v1, whatever the config says
+    reason: str
+    targets: dict[str, MemoryTarget] = field(default_factory=dict)
+
+
+def _pages(n: float) -> int:
+    return int(n) // PAGE * PAGE
+
+
+def _target(cfg: MemoryQosConfig, protect: int, limit: int | None) -> MemoryTarget:
+    if limit is not None:
+        protect = min(protect, limit)
+    high = None
+    if cfg.high_percent and limit is not None:
+        high = min(limit, max(_pages(limit * cfg.high_percent / 100), protect))  # never throttle what is protected
+    floor = protect if cfg.protection == "min" else 0
+    low = protect if cfg.protection == "low" else 0
+    return MemoryTarget(floor, low, high)
+
+
+def plan_memory_qos(cfg: MemoryQosConfig, is_v2: bool, pods: Sequence[PodMemory]) -> MemoryQosPlan:
+    """Targets for every online pod's containers, the pod and its ancestors; offline pods are left out."""
+    if not is_v2:
+        return MemoryQosPlan(False, "memory QoS needs cgroup v2 (memory.min/low/high); this node runs v1")
+    if not cfg.enabled:
+        return MemoryQosPlan(True, "disabled")
+    targets: dict[str, MemoryTarget] = {}
+    above: dict[str, int] = {}
+    for pod in pods:
+        if not pod.online:
+            continue
+        total = 0
+        for cgroup, c in pod.containers.items():
+            t = _target(cfg, _pages(c.request_bytes * cfg.protect_percent / 100), c.limit_bytes)
+            targets[cgroup] = t
+            total += max(t.min_bytes, t.low_bytes)
+        pod_limit_share = None
+        limits = [c.limit_bytes for c in pod.containers.values()]
+        if pod.containers and all(limit is not None for limit in limits):
+            pod_limit_share = sum(limit for limit in limits if limit is not None)
+        limit = pod.limit_bytes if pod.limit_bytes is not None else pod_limit_share
+        targets[pod.cgroup] = _target(cfg, total, limit)
+        for a in pod.ancestors:
+            above[a] = above.get(a, 0) + max(targets[pod.cgroup].min_bytes, targets[pod.cgroup].low_bytes)
+    for a, protect in above.items():
+        t = _target(cfg, protect, None)
+        targets[a] = MemoryTarget(t.min_bytes, t.low_bytes, None)
+    return MemoryQosPlan(True, "", targets)
