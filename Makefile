@@ -1,9 +1,9 @@
-# The two commands of the README. Both set up .venv on first use.
+# The commands of the README. Each sets up .venv on first use.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: agent test bench setup
+.PHONY: agent demo test bench setup
 
 $(BIN)/colo-agent: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -15,6 +15,9 @@ setup: $(BIN)/colo-agent
 
 agent: setup
 	$(BIN)/colo-agent --standalone $(ARGS)
+
+demo: setup
+	BIN=$(BIN) demo/run.sh $(ARGS)
 
 test: setup
 	$(BIN)/ruff check .

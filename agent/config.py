@@ -8,19 +8,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from common.cli import Flags
+from common.config import ConfigError, load
 
 DEFAULT_PORT = 9817
+ENV_PREFIX = "COLO_"
 LogLevel = Literal["debug", "info", "warning", "error"]
 
-
-class ConfigError(Exception):
-    """Raised for any invalid configuration; the message names the key."""
+__all__ = ["AgentConfig", "ConfigError", "build_parser", "load_config"]
 
 
 class Strict(BaseModel):
@@ -140,6 +140,7 @@ class AgentConfig(Strict):
     state_file: str = "/var/lib/colo/agent-state.json"  # "" disables persistence
     state_save_seconds: float = Field(default=60.0, ge=1)
     log_level: LogLevel = "info"
+    log_format: Literal["text", "json"] = "text"
     discovery_seconds: float = Field(default=10.0, gt=0)
     container_memory_detail_every: int = Field(default=5, ge=1)  # passes between containers' memory.stat reads
     aggregate_label_keys: tuple[str, ...] = ("quota.scheduling.koordinator.sh/name",)
@@ -187,97 +188,72 @@ class AgentConfig(Strict):
         return host.strip("[]"), int(port)
 
 
-def _set_nested(target: dict[str, Any], dotted: Sequence[str], value: Any) -> None:
-    for part in dotted[:-1]:
-        nxt = target.setdefault(part, {})
-        if not isinstance(nxt, dict):
-            raise ConfigError(f"{'.'.join(dotted)}: {part} is not a section")
-        target = nxt
-    target[dotted[-1]] = value
-
-
-_SERVICE_LINK = re.compile(r".*_(SERVICE_HOST|SERVICE_PORT(_.+)?|PORT(_\d+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)?)$")
-
-
-def _env_value(key: str, value: str) -> Any:
-    """Plain strings stay strings (pydantic converts numbers and booleans); `[a, b]` and `{k: v}` are YAML."""
-    if value[:1] in ("[", "{"):
-        try:
-            return yaml.safe_load(value)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{key}: not a YAML list or mapping: {exc}") from None
-    return value
-
-
-def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in env.items():
-        # Kubernetes' service links (COLO_AGENT_SERVICE_HOST, COLO_AGENT_PORT_9817_TCP...) are not settings
-        if not key.startswith("COLO_") or key == "COLO_CONFIG" or _SERVICE_LINK.match(key):
-            continue
-        _set_nested(out, key[5:].lower().split("__"), _env_value(key, value))
-    return out
-
-
-def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for k, v in over.items():
-        if isinstance(v, Mapping) and isinstance(merged.get(k), dict):
-            merged[k] = _merge(merged[k], v)
-        else:
-            merged[k] = v
-    return merged
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="colo-agent", description="Colo node agent and metrics exporter")
-    p.add_argument("--config", metavar="FILE", help="YAML config file (also COLO_CONFIG)")
-    p.add_argument("--listen", metavar="HOST:PORT", help="address of /metrics, /healthz and the JSON API")
-    p.add_argument("--interval", type=float, metavar="SECONDS", help="sampling interval (default 1)")
-    p.add_argument("--standalone", action="store_true", default=None, help="never contact a cluster")
-    p.add_argument("--cgroup-root", metavar="PATH", help="kubelet's --cgroup-root (default /)")
-    p.add_argument("--host-root", metavar="PATH", help="where the host's / is mounted (default /)")
-    p.add_argument("--cgroup-driver", choices=["systemd", "cgroupfs"], help="skip driver detection")
-    p.add_argument("--state-file", metavar="PATH", help="window state file ('' disables)")
-    p.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig (default: in-cluster config)")
-    p.add_argument("--node-name", metavar="NAME", help="this node's name (default: $NODE_NAME)")
-    p.add_argument("--dry-run", action="store_true", default=None, help="decide and report, write nothing")
-    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
-    return p
+    return build_flags().parser
 
 
-def _format_error(err: ValidationError) -> str:
-    lines = []
-    for e in err.errors():
-        key = ".".join(str(p) for p in e["loc"]) or "config"
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "extra_forbidden":
-            msg = "unknown key"
-        lines.append(f"{key}: {msg} (got {e.get('input')!r})")
-    return "invalid configuration: " + "; ".join(lines)
+def build_flags() -> Flags:
+    """colo-agent's flags; each help names its default and its COLO_* variable."""
+    f = Flags(
+        "colo-agent",
+        "Colo node agent and metrics exporter: measures this node's pods, publishes oversubscribable "
+        "capacity and protects online pods from offline ones.",
+        ENV_PREFIX,
+        epilog="Without --kubeconfig and outside a pod it runs standalone on this machine's /proc and cgroups.",
+    )
+    f.parser.add_argument("--config", metavar="FILE", help="YAML file, or a ConfigMap holding it (env COLO_CONFIG)")
+    f.add(
+        "--listen",
+        "listen",
+        "address of /metrics, /healthz and the JSON API",
+        metavar="HOST:PORT",
+        shown_default="127.0.0.1:9817 standalone, 0.0.0.0:9817 in a cluster",
+    )
+    f.add("--interval", "interval", "sampling interval", type=float, metavar="SECONDS", shown_default="1")
+    f.add("--standalone", "standalone", "never contact a cluster", action="store_true", shown_default="off")
+    f.add("--cgroup-root", "cgroup_root", "kubelet's --cgroup-root (KinD: /kubelet)", metavar="PATH", shown_default="/")
+    f.add("--host-root", "host_root", "where the host's / is mounted", metavar="PATH", shown_default="/")
+    f.add(
+        "--cgroup-driver",
+        "cgroup_driver",
+        "skip driver detection",
+        choices=["systemd", "cgroupfs"],
+        shown_default="detected",
+    )
+    f.add(
+        "--state-file",
+        "state_file",
+        "window state file ('' disables)",
+        metavar="PATH",
+        shown_default="/var/lib/colo/agent-state.json",
+    )
+    f.add("--kubeconfig", "kubeconfig", "kubeconfig file", metavar="PATH", shown_default="in-cluster config in a pod")
+    f.add("--node-name", "node_name", "this node's name", metavar="NAME", shown_default="$NODE_NAME, else the hostname")
+    f.add(
+        "--dry-run",
+        "dry_run",
+        "decide, log and export everything, write nothing",
+        action="store_true",
+        shown_default="off",
+    )
+    f.add_logging()
+    for action in f.parser._actions:
+        if action.dest not in ("help", "version"):
+            action.default = None  # unset flags must not override the file and the environment
+    return f
 
 
 def load_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> AgentConfig:
-    """Parse flags, environment and file into a validated config, or raise ConfigError."""
+    """Parse flags, environment and file into a validated config, or raise ConfigError naming the source."""
     env = os.environ if env is None else env
-    args = build_parser().parse_args(argv)
-    data: dict[str, Any] = {}
+    flags = build_flags()
+    args = flags.parser.parse_args(argv)
+    values = vars(args)
     path = args.config or env.get("COLO_CONFIG")
-    if path:
-        try:
-            with open(path) as f:
-                loaded = yaml.safe_load(f) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"config file {path}: {exc}") from None
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"config file {path}: the top level must be a mapping of keys")
-        data = loaded
-    data = _merge(data, _env_overrides(env))
-    if env.get("NODE_NAME") and "node_name" not in data:
-        data["node_name"] = env["NODE_NAME"]
-    flags = {k: v for k, v in vars(args).items() if k != "config" and v is not None}
-    data = _merge(data, flags)
-    try:
-        return AgentConfig.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(_format_error(exc)) from None
+    layered = {key: (flag, values[key]) for key, flag in flags.flag_of.items()}
+    # the downward API's NODE_NAME, below the file and COLO_NODE_NAME
+    below = {"node_name": ("NODE_NAME", env["NODE_NAME"])} if env.get("NODE_NAME") else {}
+    return load(
+        AgentConfig, path=path, env=env, env_prefix=ENV_PREFIX, flags=layered, below_file=below,
+        env_skip=("COLO_CONFIG", "COLO_CONTROLLER_"),
+    )  # fmt: skip

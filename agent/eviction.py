@@ -41,6 +41,7 @@ from agent.publisher import ApiHealth, Changes
 from agent.resources import node_allocatable
 from agent.snapshot import PodSample, Snapshot
 from cgroup import CgroupError, CgroupWriter
+from common.logs import Repeats, repeated
 from kube import ApiError, Kube
 
 log = logging.getLogger(__name__)
@@ -145,6 +146,7 @@ class Evictor:
     ) -> None:
         self.kube, self.node_name, self.get_node, self.writer = kube, node_name, get_node, writer
         self.health = health if health is not None else ApiHealth()
+        self._dry_run_logs = Repeats(period=300.0)  # a dry run repeats its intentions every round
         self.api_healthy = api_healthy if api_healthy is not None else self.health.reachable
         # the overcommit rule applies where capacity is published: one definition, shared with the publisher
         self.oversubscribed = oversubscribed or partial(oversubscription_enabled, enabled_on_all_nodes=False)
@@ -315,7 +317,9 @@ class Evictor:
         for p in victims:
             name = f"{p.meta.namespace}/{p.meta.name}"
             if self.dry_run:
-                log.warning("dry-run: would kill %s (API server unreachable, %s above high watermark)", name, res)
+                if (held := self._dry_run_logs.occurred(("kill", p.uid))) is not None:
+                    log.warning("dry-run: would kill %s (API server unreachable, %s above high watermark)%s",
+                                name, res, repeated(held))  # fmt: skip
                 self.results["dry_run_kill"] += 1
                 continue
             try:
@@ -333,7 +337,8 @@ class Evictor:
     # -- acting (worker thread) ----------------------------------------------------------------------
     def _event(self, kind: str, name: str, namespace: str, reason: str, message: str, uid: str | None = None) -> None:
         if self.dry_run:
-            log.info("dry-run: would record event %s on %s %s: %s", reason, kind, name, message)
+            if (held := self._dry_run_logs.occurred(("event", kind, name, reason))) is not None:
+                log.info("dry-run: would record event %s on %s %s: %s%s", reason, kind, name, message, repeated(held))
             return
         try:
             self.kube.create_event(kind=kind, name=name, namespace=namespace, uid=uid, reason=reason, message=message,
@@ -355,7 +360,8 @@ class Evictor:
             why = (f"node {self.node_name} {job.resource} usage {job.usage_percent:.1f}% of allocatable is above the "
                    f"high watermark {job.high}%")  # fmt: skip
             if self.dry_run:
-                log.warning("dry-run: would evict %s/%s: %s", ns, name, why)
+                if (held := self._dry_run_logs.occurred(("evict", p.uid))) is not None:
+                    log.warning("dry-run: would evict %s/%s: %s%s", ns, name, why, repeated(held))
                 self.results["dry_run"] += 1
                 evicted += 1
                 continue

@@ -1,4 +1,6 @@
-"""`colo-agent` entry point: configuration errors exit 2, everything else runs until SIGTERM."""
+"""`colo-agent` entry point. Start-up order: configuration, kubeconfig, the listening socket, the host's
+cgroups, then sampling. Every configuration, address, permission and kubeconfig problem is one line on
+stderr naming its flag, variable or key, exit code 2; a host whose cgroups cannot be read exits 1."""
 
 from __future__ import annotations
 
@@ -7,9 +9,18 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from agent.config import ConfigError, load_config
+from agent.config import ENV_PREFIX, ConfigError, build_parser, load_config
 from cgroup import CgroupError
+from common import logs
+from common.config import origin
+from common.listen import bind
+
+if TYPE_CHECKING:
+    from agent.runtime import Agent
+
+log = logging.getLogger("colo.agent")
 
 
 def wants_cluster(standalone: bool, kubeconfig: str | None) -> bool:
@@ -17,15 +28,37 @@ def wants_cluster(standalone: bool, kubeconfig: str | None) -> bool:
     return not standalone and bool(kubeconfig or os.environ.get("KUBERNETES_SERVICE_HOST"))
 
 
+def _fail(message: str, code: int) -> int:
+    print(f"colo-agent: {message}", file=sys.stderr)
+    return code
+
+
+def _listen_origin(argv: Sequence[str] | None) -> str:
+    """Which flag, variable or file key set the listening address (for the one-line error)."""
+    args = build_parser().parse_args(argv)
+    path = args.config or os.environ.get("COLO_CONFIG")
+    return origin("listen", "--listen", args.listen, os.environ, ENV_PREFIX, path)
+
+
+def warn_without_kubepods(agent: Agent) -> None:
+    """One warning when the cgroup root holds no kubepods: no pod will ever be found."""
+    where = agent.layout.dir("cpu", agent.model.kubepods())
+    if not os.path.isdir(where):
+        log.warning(
+            "no kubepods cgroup at %s (--cgroup-root %s, %s driver): no pods will be found; node figures only "
+            "(KinD nodes need --cgroup-root /kubelet)",
+            where,
+            agent.config.cgroup_root,
+            agent.driver.driver,
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load_config(argv)
     except ConfigError as exc:
-        print(f"colo-agent: {exc}", file=sys.stderr)
-        return 2
-    logging.basicConfig(
-        level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+        return _fail(f"invalid configuration: {exc}", 2)
+    logs.setup(config.log_level, config.log_format)
     from agent.runtime import Agent, serve
 
     kube = None
@@ -35,26 +68,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             kube = Kube.connect(config.kubeconfig)
         except Exception as exc:  # a broken kubeconfig is a configuration error
-            print(f"colo-agent: kubeconfig: {exc}", file=sys.stderr)
-            return 2
+            where = f"--kubeconfig {config.kubeconfig}" if config.kubeconfig else "in-cluster configuration"
+            return _fail(f"{where}: {' '.join(str(exc).split()) or type(exc).__name__}", 2)
     in_cluster = kube is not None
     if in_cluster and not config.node_name:
-        print("colo-agent: in a cluster the node name is required: set NODE_NAME or --node-name", file=sys.stderr)
-        return 2
+        return _fail("in a cluster the node name is required: set NODE_NAME or --node-name", 2)
+    host, port = config.listen_address(in_cluster)
+    try:
+        sock = bind(host, port, _listen_origin(argv))
+    except ConfigError as exc:
+        return _fail(str(exc), 2)
     try:
         agent = Agent(config, in_cluster=in_cluster)
-    except (CgroupError, ValueError) as exc:
-        print(f"colo-agent: cannot read this host's cgroups: {exc}", file=sys.stderr)
-        return 1
+    except (CgroupError, ValueError, OSError) as exc:
+        sock.close()
+        return _fail(f"cannot read this host's cgroups under host_root {config.host_root}: {exc}", 1)
+    warn_without_kubepods(agent)
+    _add_process_metrics(agent)
     if kube is not None:
         from agent.cluster import ClusterLink
 
         agent.services.append(ClusterLink(agent, kube))
     else:
-        logging.getLogger("colo.agent").info("no cluster configuration: running standalone")
-    host, port = config.listen_address(in_cluster)
-    asyncio.run(serve(agent, host, port))
-    return 0
+        log.info("no cluster configuration: running standalone")
+    return 0 if asyncio.run(serve(agent, sock)) else 1
+
+
+def _add_process_metrics(agent: Agent) -> None:
+    """`process_*` (the agent's own CPU, memory, open files) and `colo_build_info` next to the node's series."""
+    from prometheus_client import ProcessCollector
+
+    from common.buildinfo import build_info
+
+    process = ProcessCollector(registry=None)
+    agent.view.metric_sources["process"] = lambda: [*process.collect(), build_info("colo-agent")]
 
 
 if __name__ == "__main__":

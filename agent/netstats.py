@@ -13,6 +13,8 @@ from typing import Any
 
 from pyroute2 import IPRoute
 
+from common.logs import Repeats, repeated
+
 log = logging.getLogger(__name__)
 REFRESH_SECONDS = 60.0
 
@@ -32,6 +34,7 @@ class NetLinkCounters:
         self._ipr: IPRoute | None = None
         self._physical: dict[int, str] = {}
         self._refreshed: float | None = None
+        self._failures = Repeats()  # a broken netlink fails every pass: report it once a minute
 
     def _is_physical(self, name: str) -> bool:
         return os.path.exists(os.path.join(self.sys_net, name, "device"))
@@ -63,9 +66,12 @@ class NetLinkCounters:
             else:
                 links = []
         except Exception as exc:  # a vanished interface or a netlink error must not stop a pass
-            log.warning("netlink: cannot read interface counters: %s", exc)
+            if (held := self._failures.occurred("netlink")) is not None:
+                log.warning("netlink: cannot read interface counters: %s%s", exc, repeated(held))
             self.close()
             return []
+        if (failed := self._failures.ended("netlink")) is not None:
+            log.info("netlink: interface counters readable again after %d failed reads", failed)
         return [c for link in links if (c := self._counters(link)) is not None]
 
     def close(self) -> None:

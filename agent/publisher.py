@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from common.logs import OnChange, Repeats, repeated
 from kube import ApiError, Kube
 
 log = logging.getLogger(__name__)
@@ -108,6 +109,8 @@ class NodePublisher:
         self._thread = threading.Thread(target=self._run, name="colo-publisher", daemon=True)
         self._failed_in_row = 0
         self._retry_after: float | None = None
+        self._intents = OnChange()
+        self._failures = Repeats()
 
     def start(self) -> None:
         self._thread.start()
@@ -143,7 +146,9 @@ class NodePublisher:
         if not merged:
             return True
         if self.dry_run:
-            log.info("dry-run: would patch node %s: %s", self.node_name, merged)
+            intent = (sorted(merged.annotations.items()), sorted(merged.extended_resources.items()))
+            if self._intents.changed("patch", intent):  # the same intention every period is no news
+                log.info("dry-run: would patch node %s: %s", self.node_name, merged)
             for owner, ch in per_owner:
                 if ch:
                     owner.committed(ch, now)
@@ -158,8 +163,13 @@ class NodePublisher:
             self.last_error, self.last_status = str(exc), exc.status
             self.health.note(exc.status)
             self._retry_after = exc.retry_after
-            log.warning("node %s: annotation patch failed, will retry with the latest values: %s", self.node_name, exc)
+            held = self._failures.occurred("patch")
+            if held is not None:
+                log.warning("node %s: annotation patch failed, will retry with the latest values: %s%s",
+                            self.node_name, exc, repeated(held))  # fmt: skip
             return False
+        if (failed := self._failures.ended("patch")) is not None:
+            log.info("node %s: annotation patch succeeded after %d failed attempts", self.node_name, failed)
         self.writes += 1
         self.last_error = self.last_status = None
         self.health.note(None)

@@ -23,6 +23,7 @@ from agent.view import AgentView
 from agent.window_state import load_windows, save_windows
 from agent.windows import WindowStore, wall_aligned_phase
 from cgroup import CgroupReader, Layout, PathModel, detect_driver, detect_layout
+from common.logs import Repeats, repeated
 
 log = logging.getLogger("colo.agent")
 
@@ -108,6 +109,8 @@ class Agent:
         self.stages: list[Stage] = []
         self.services: list[Service] = []
         self.loop = SamplingLoop(self)
+        self._save_failures = Repeats(period=3600.0)  # a full disk is reported hourly, not every minute
+        self.last_save = "not saved: the agent has not stopped yet"
 
     def _load_windows(self) -> WindowStore:
         """Windows from the state file, or new ones whose minute grid sits on whole wall-clock minutes."""
@@ -117,16 +120,24 @@ class Agent:
             return WindowStore(phase=wall_aligned_phase(mono, wall), max_gap=max_gap)
         return load_windows(self.config.state_file, node=self.node_name, mono_now=mono, wall_now=wall, max_gap=max_gap)
 
-    def save_state(self) -> None:
+    def save_state(self) -> str:
+        """Persist the windows; returns what happened, for the log ("saved to ...", "not saved: ...")."""
         path = self.config.state_file
         if not path:
-            return
+            return "not saved: state_file is '' (persistence off)"
         try:
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
             with self.view.windows_lock:
                 save_windows(self.windows, path, node=self.node_name, mono_now=time.monotonic(), wall_now=time.time())
         except OSError as exc:
-            log.warning("cannot save window state to %s: %s", path, exc)
+            what = f"not saved: {path}: {exc.strerror or exc}"
+            held = self._save_failures.occurred(path)
+            if held is not None:
+                log.warning("window state %s%s", what, repeated(held))
+            return what
+        if (failed := self._save_failures.ended(path)) is not None:
+            log.info("window state saved to %s again (after %d failed saves)", path, failed)
+        return f"saved to {path}"
 
     def tick(self) -> Snapshot:
         snap = self.sampler.sample()  # takes the windows lock itself, only to feed and sweep the windows
@@ -161,36 +172,40 @@ class Agent:
                 stage.stop()
             except Exception:
                 log.exception("stage %s failed to stop", stage.name)
-        self.save_state()
+        self.last_save = self.save_state()
         if not sampling:
             self.sampler.close()
 
 
-async def serve(agent: Agent, host: str, port: int) -> None:
-    """Serve HTTP until SIGTERM/SIGINT; then stop sampling and save state."""
+async def serve(agent: Agent, sock: socket.socket) -> bool:
+    """Serve HTTP on the already bound `sock` until SIGTERM/SIGINT; then stop sampling and save state.
+    False when the server never started (a runtime failure: nothing was sampled)."""
     from agent.windows import WINDOW_NAMES
     from exporter.app import close_app, create_app, make_server
 
     cfg = agent.config
     app = create_app(agent.view, label_keys=cfg.aggregate_label_keys, pod_windows=cfg.pod_windows or WINDOW_NAMES)
+    host, port = sock.getsockname()[:2]
     server = make_server(app, host, port, log_level="warning")
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, functools.partial(_request_exit, server, sig))
-    agent.start()
-    task = asyncio.create_task(server.serve())
+    task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started and not task.done():
         await asyncio.sleep(0.02)
     if server.started:
+        agent.start()
         url_host = f"[{host}]" if ":" in host else host
         print(f"colo-agent: serving http://{url_host}:{server.bound_port}/metrics  ({agent.describe()})", flush=True)
     try:
         await task
     finally:
-        await asyncio.to_thread(agent.stop)
+        if server.started:
+            await asyncio.to_thread(agent.stop)
         close_app(app)
-        log.info("colo-agent stopped; window state saved")
+        log.info("colo-agent stopped; window state %s", agent.last_save)
+    return bool(server.started)
 
 
 def _request_exit(server: uvicorn.Server, sig: int) -> None:

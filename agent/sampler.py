@@ -38,6 +38,7 @@ from cgroup import (
     discover_pods,
 )
 from cgroup.reader import PSI_RESOURCES
+from common.logs import Repeats, repeated
 
 log = logging.getLogger(__name__)
 RETAIN_PASSES = 60
@@ -107,6 +108,7 @@ class Sampler:
         self.rates = CounterRates()
         self.clock, self.wall_clock = clock, wall_clock
         self.seq = 0
+        self._pod_failures = Repeats()  # an unreadable pod fails every pass: report it once a minute
         self._prev_node_cpu: tuple[float, float] | None = None
         self._prev_cpu: dict[str, tuple[float, CpuUsage]] = {}  # cgroup -> (time, counters) of the last pass
         self._container_mem: dict[str, MemoryUsage] = {}  # container cgroup -> last full memory reading
@@ -241,11 +243,14 @@ class Sampler:
         for meta, pod in self.source.pods(now):
             try:
                 pods[meta.uid] = self._pod(meta, pod, now)
+                if self._pod_failures:
+                    self._pod_failures.ended(meta.uid)
             except CgroupGone:
                 self.reader.forget(pod.path)
                 self.source.vanished(meta.uid)
             except CgroupError as exc:
-                log.warning("pod %s: %s", meta.uid, exc)
+                if (held := self._pod_failures.occurred(meta.uid)) is not None:
+                    log.warning("pod %s: %s%s", meta.uid, exc, repeated(held))
         interfaces = self._interfaces(now)
         self._feed_windows(now, node, pods)
         self._forget_vanished(pods)

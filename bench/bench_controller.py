@@ -31,7 +31,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -77,6 +77,7 @@ class AgentBehavior:
     delay: float = 0.0
     mode: str = "ok"
     status: int = 500
+    by_path: dict[str, bytes] = field(default_factory=dict)  # bodies of other paths (e.g. /api/v1/pods)
 
 
 @dataclass
@@ -99,6 +100,7 @@ class _AgentProtocol(asyncio.Protocol):
         self.buf = b""
         self.transport: asyncio.Transport | None = None
         self.counted = False
+        self.path = ""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -111,7 +113,9 @@ class _AgentProtocol(asyncio.Protocol):
         if b"\r\n\r\n" not in self.buf:
             return
         self.counted = True
-        self.fleet._begin(self.key)
+        request_line = self.buf.split(b"\r\n", 1)[0].split(b" ")
+        self.path = request_line[1].decode("latin-1") if len(request_line) > 1 else ""
+        self.fleet._begin(self.key, self.path)
         behavior = self.fleet.behaviors[self.key]
         loop = asyncio.get_running_loop()
         if behavior.delay > 0:
@@ -126,7 +130,7 @@ class _AgentProtocol(asyncio.Protocol):
         if b.mode == "hang":
             return  # the client's deadline must cut us off
         if b.mode == "ok":
-            t.write(_response(200, b.body))
+            t.write(_response(200, b.by_path.get(self.path, b.body)))
         elif b.mode == "status":
             t.write(_response(b.status, b'{"error":"broken"}'))
         elif b.mode == "garbage":
@@ -147,6 +151,7 @@ class AgentFleet:
     def __init__(self) -> None:
         self.behaviors: dict[str, AgentBehavior] = {}
         self.stats: dict[str, AgentStats] = {}
+        self.paths: dict[str, list[str]] = {}  # key -> paths requested, in order
         self.addresses: dict[str, tuple[str, int]] = {}
         self._servers: list[asyncio.Server] = []
         self._lock = threading.Lock()
@@ -154,8 +159,9 @@ class AgentFleet:
         self._thread = threading.Thread(target=self.loop.run_forever, name="agent-fleet", daemon=True)
         self._thread.start()
 
-    def _begin(self, key: str) -> None:
+    def _begin(self, key: str, path: str = "") -> None:
         with self._lock:
+            self.paths.setdefault(key, []).append(path)
             s = self.stats[key]
             s.requests += 1
             s.in_flight += 1
@@ -189,10 +195,13 @@ class AgentFleet:
         return int(bound)
 
     def set(self, key: str, **changes: Any) -> None:
-        """Change an agent's behavior: body=, delay=, mode=, status=."""
+        """Change an agent's behavior: body=, delay=, mode=, status=, payload= (the node document), and
+        paths={path: JSON document} for other paths (e.g. the agent's /api/v1/pods)."""
         b = self.behaviors[key]
         if "payload" in changes:
             changes["body"] = json.dumps(changes.pop("payload")).encode()
+        if "paths" in changes:
+            changes["by_path"] = {**b.by_path, **{p: json.dumps(d).encode() for p, d in changes.pop("paths").items()}}
         for name, value in changes.items():
             setattr(b, name, value)
 

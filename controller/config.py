@@ -7,16 +7,21 @@ Every duration accepts seconds or a Go duration string. Unknown keys are errors:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from common.config import Layers, is_configmap, load, validate
+from common.listen import split_host_port
 from controller.annotator import MAX_POLLING_INTERVAL
 from controller.durations import to_seconds
-from controller.errors import ConfigError, from_validation_error
+from controller.rebalance.settings import RebalanceSettings
 from controller.scoring import MAX_EXTENDER_PRIORITY
+
+ENV_PREFIX = "COLO_CONTROLLER_"
 
 
 def _positive_seconds(v: object) -> float:
@@ -137,6 +142,7 @@ class ControllerConfig(_Section):
     kubeconfig: str | None = None
     listen: str = "0.0.0.0:8090"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["text", "json"] = "text"
     kube_request_timeout: Seconds = 10.0
     agent: AgentSettings = AgentSettings()
     polling: PollingSettings = PollingSettings()
@@ -144,6 +150,7 @@ class ControllerConfig(_Section):
     leader_election: LeaderSettings = LeaderSettings()
     classify: ClassifySettings = ClassifySettings()
     extender: ExtenderSettings = ExtenderSettings()
+    rebalance: RebalanceSettings = RebalanceSettings()
 
     @field_validator("listen")
     @classmethod
@@ -157,48 +164,56 @@ class ControllerConfig(_Section):
         return v.lower() if isinstance(v, str) else v
 
 
+def sibling_configmap(directory: Path, key: str) -> Path | None:
+    """The first `*.yaml` ConfigMap manifest in `directory` whose data has `key`."""
+    for candidate in sorted(directory.glob("*.yaml")):
+        try:
+            doc = yaml.safe_load(candidate.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError, UnicodeDecodeError):
+            continue
+        if is_configmap(doc) and isinstance(doc.get("data"), dict) and key in doc["data"]:
+            return candidate
+    return None
+
+
 def parse_listen(text: str) -> tuple[str, int]:
     """`HOST:PORT` (IPv6 as `[::1]:8090`) -> (host, port)."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"{text!r} is not HOST:PORT")
-    host = host.strip("[]") or "0.0.0.0"
-    return host, int(port)
+    return split_host_port(text)
 
 
 def build_config(doc: dict[str, Any], source: str = "config") -> ControllerConfig:
     """Validate a decoded document; ConfigError names the key."""
-    try:
-        return ControllerConfig.model_validate(doc)
-    except ValidationError as err:
-        raise from_validation_error(err, source) from None
+    layers = Layers()
+    layers.add(doc, "file")
+    return validate(ControllerConfig, layers, file_source=source)
 
 
-def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> ControllerConfig:
-    """Read `--config FILE` (optional) and apply CLI overrides on top."""
-    doc: dict[str, Any] = {}
-    source = "config"
-    if path is not None:
-        source = f"config file {path}"
-        try:
-            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except OSError as err:
-            raise ConfigError(f"{source}: {err.strerror or err}") from None
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{source}: not valid YAML: {err}") from None
-        if loaded is None:
-            loaded = {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{source}: <root>: expected a mapping")
-        doc = loaded
+def load_config(
+    path: str | None,
+    overrides: Mapping[str, tuple[str, Any]] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ControllerConfig:
+    """`--config FILE` (plain YAML or the ConfigMap holding it), COLO_CONTROLLER_* variables, then flags
+    (`key: (flag, value)`); ConfigError names the flag, variable or key."""
+
+    def policy_next_to_file(doc: dict[str, Any], configmap: bool) -> None:
+        admission = doc.get("admission_file")
+        if path and isinstance(admission, str) and admission and not Path(admission).is_absolute():
+            doc["admission_file"] = str(Path(path).parent / admission)  # found next to the file, as the policy
         policy = doc.get("policy_file")
-        if isinstance(policy, str) and policy and not Path(policy).is_absolute():
+        if not path or not isinstance(policy, str) or not policy:
+            return
+        if not Path(policy).is_absolute():
             # A policy named in the config file is found next to it, wherever we were started from.
             doc["policy_file"] = str(Path(path).parent / policy)
-        admission = doc.get("admission_file")
-        if isinstance(admission, str) and admission and not Path(admission).is_absolute():
-            doc["admission_file"] = str(Path(path).parent / admission)
-    for key, value in (overrides or {}).items():
-        if value is not None:
-            doc[key] = value
-    return build_config(doc, source)
+        elif configmap and not Path(policy).exists():
+            # The manifests' ConfigMap names where the policy is mounted in the pod; outside it, the
+            # ConfigMap next to this one that holds a key of that name stands in for it.
+            sibling = sibling_configmap(Path(path).parent, Path(policy).name)
+            if sibling is not None:
+                doc["policy_file"] = str(sibling)
+
+    return load(
+        ControllerConfig, path=path, env={} if env is None else env, env_prefix=ENV_PREFIX,
+        flags=overrides or {}, env_skip=("COLO_CONTROLLER_CONFIG",), file_hook=policy_next_to_file,
+    )  # fmt: skip

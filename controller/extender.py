@@ -180,8 +180,9 @@ def create_app(
     ready: Callable[[], bool] = lambda: True,
     unhealthy: Callable[[], str | None] = lambda: None,
     max_body_bytes: int = 64 << 20,
+    rebalance: Callable[[], dict[str, Any]] = lambda: {"enabled": False},
 ) -> FastAPI:
-    """The HTTP surface: /filter, /prioritize, /healthz, /readyz, /metrics, /api/v1/scores.
+    """The HTTP surface: /filter, /prioritize, /healthz, /readyz, /metrics, /api/v1/scores, /api/v1/rebalance.
 
     /healthz (liveness) fails with `unhealthy()`'s reason, for what a restart cures (a dead thread, a
     stuck polling loop); /readyz (readiness) fails until `ready()`, i.e. while the node cache is not
@@ -249,5 +250,9 @@ def create_app(
             if v is not None:
                 out[name] = {"score": v.score, "overloaded": v.overloaded}
         return JSONResponse(out)
+
+    @app.get("/api/v1/rebalance")
+    def rebalance_plan() -> Response:
+        return _json(rebalance())
 
     return app

@@ -1,15 +1,19 @@
-"""`colo-controller`: command line, start-up validation (exit 2 on a bad setting/policy) and HTTP server."""
+"""`colo-controller`: command line and start-up validation. Every configuration, address and kubeconfig
+problem is one line on stderr naming the flag, variable or key, exit code 2; runtime failures exit 1."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from controller.admission.settings import AdmissionSettings, load_admission
-from controller.config import ControllerConfig, load_config, parse_listen
-from controller.errors import ConfigError
+from common import logs
+from common.cli import Flags
+from common.config import ConfigError, origin
+from controller.admission.settings import load_admission
+from controller.config import ENV_PREFIX, ControllerConfig, load_config
 from controller.policy import DynamicSchedulerPolicy, default_policy, load_policy
 
 EXIT_OK = 0
@@ -19,126 +23,105 @@ EXIT_CONFIG = 2
 log = logging.getLogger("controller")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="colo-controller",
-        description="Poll Colo agents, write crane-compatible load annotations, serve a scheduler extender.",
+def build_flags() -> Flags:
+    """colo-controller's flags; each help names its default and its COLO_CONTROLLER_* variable."""
+    f = Flags(
+        "colo-controller",
+        "Poll Colo agents, write crane-compatible load annotations, serve a scheduler extender.",
+        ENV_PREFIX,
+        epilog=(
+            "Without a cluster: colo-controller --agent node-a=http://127.0.0.2:9817 --agent ... polls those agents,\n"
+            "shows the annotations and scores it would write, serves the same endpoints and writes nothing."
+        ),
     )
-    p.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig (default: in-cluster service account)")
-    p.add_argument("--config", metavar="FILE", help="controller settings (YAML); may name the policy file")
-    p.add_argument("--policy", metavar="FILE", help="crane DynamicSchedulerPolicy (default: crane's default)")
-    p.add_argument("--listen", metavar="HOST:PORT", help="extender, health and metrics (default 0.0.0.0:8090)")
-    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], help="default info")
-    p.add_argument("--admission", metavar="FILE", help="admission webhook settings and colocation profiles (YAML)")
+    p = f.parser
+    p.add_argument(
+        "--config", metavar="FILE", help=f"settings YAML, or the ConfigMap holding it (env {ENV_PREFIX}CONFIG)"
+    )
+    f.add("--kubeconfig", "kubeconfig", "kubeconfig file", metavar="PATH", shown_default="in-cluster service account")
+    f.add(
+        "--policy", "policy_file", "crane DynamicSchedulerPolicy file", metavar="FILE", shown_default="crane's default"
+    )
+    f.add(
+        "--listen", "listen", "extender, health and metrics address", metavar="HOST:PORT", shown_default="0.0.0.0:8090"
+    )
+    f.add(
+        "--admission", "admission_file", "admission webhook settings and colocation profiles (YAML)",
+        metavar="FILE", shown_default="none: no webhook",
+    )  # fmt: skip
+    f.add_logging()
     p.add_argument("--check", action="store_true", help="validate settings and policy, print them, and exit")
-    return p
+    p.add_argument(
+        "--agent", action="append", default=[], metavar="NAME=URL",
+        help="standalone mode, no cluster: poll the agent of node NAME at URL (e.g. http://127.0.0.2:9817); repeat "
+        "for more nodes; nothing is written",
+    )  # fmt: skip
+    p.add_argument(
+        "--output", choices=["table", "json"], default=None,
+        help="standalone: a live table, or one JSON object per cycle on stdout (default: table on a terminal, "
+        "else json)",
+    )  # fmt: skip
+    p.add_argument("--once", action="store_true", help="standalone: run one cycle, print it and exit (no HTTP)")
+    for action in p._actions:
+        if action.dest in f.flag_of:
+            action.default = None  # unset flags must not override the file and the environment
+    return f
 
 
-def load_settings(args: argparse.Namespace) -> tuple[ControllerConfig, DynamicSchedulerPolicy]:
-    """Config file + flags, then the policy; ConfigError names the offending key."""
-    if args.listen is not None:
-        try:
-            parse_listen(args.listen)
-        except ValueError as err:
-            raise ConfigError(f"--listen: {err}") from None
-    cfg = load_config(
-        args.config,
-        {
-            "kubeconfig": args.kubeconfig,
-            "policy_file": args.policy,
-            "listen": args.listen,
-            "log_level": args.log_level,
-            "admission_file": args.admission,
-        },
-    )
+def build_parser() -> argparse.ArgumentParser:
+    return build_flags().parser
+
+
+def load_settings(
+    args: argparse.Namespace, flag_of: Mapping[str, str], env: Mapping[str, str]
+) -> tuple[ControllerConfig, DynamicSchedulerPolicy]:
+    """Config file, environment, flags, then the policy; ConfigError names the offending source."""
+    values = vars(args)
+    overrides = {key: (flag, values[key]) for key, flag in flag_of.items()}
+    cfg = load_config(args.config or env.get(f"{ENV_PREFIX}CONFIG"), overrides, env)
     policy = load_policy(cfg.policy_file) if cfg.policy_file else default_policy()
+    if (args.once or args.output) and not args.agent:
+        raise ConfigError("--once and --output are for standalone mode: add --agent NAME=URL")
     return cfg, policy
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code (also via SystemExit)."""
-    args = build_parser().parse_args(argv)
+    flags = build_flags()
+    args = flags.parser.parse_args(argv)
     try:
-        cfg, policy = load_settings(args)
+        cfg, policy = load_settings(args, flags.flag_of, os.environ)
         admission = load_admission(cfg.admission_file) if cfg.admission_file else None
+        targets = None
+        if args.agent:
+            from controller.standalone import parse_agents
+
+            targets = parse_agents(args.agent, cfg.agent.path)
+            if admission is not None:
+                raise ConfigError("the admission webhook (--admission) needs a cluster; standalone mode has none")
     except ConfigError as err:
         print(f"colo-controller: invalid configuration: {err}", file=sys.stderr)
         return _exit(EXIT_CONFIG, argv)
-    logging.basicConfig(
-        level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    logs.setup(cfg.log_level, cfg.log_format)
     if args.check:
         print(cfg.model_dump_json(indent=2))
         print(policy.model_dump_json(indent=2, by_alias=True))
         if admission is not None:
             print(admission.model_dump_json(indent=2, by_alias=True))
         return _exit(EXIT_OK, argv)
-    return _exit(serve(cfg, policy, admission), argv)
+    from controller import run
 
-
-def serve(cfg: ControllerConfig, policy: DynamicSchedulerPolicy, admission: AdmissionSettings | None = None) -> int:
-    """Run until SIGTERM/SIGINT."""
-    import uvicorn
-
-    from controller.extender import create_app
-    from controller.service import Controller
-    from kube import Kube
-
-    kube = Kube.connect(cfg.kubeconfig, request_timeout=cfg.kube_request_timeout)
-    if kube is None:
-        log.error("no --kubeconfig given and not running in a cluster (KUBERNETES_SERVICE_HOST unset)")
-        return EXIT_RUNTIME
-    controller = Controller(kube, cfg, policy)
-    webhook = None
-    if admission is not None:
-        from controller.admission.server import AdmissionWebhook
-
-        try:
-            webhook = AdmissionWebhook(kube, admission, controller.metrics)
-        except (OSError, ValueError) as err:  # ssl.SSLError is an OSError
-            log.error("admission webhook: certificate %s / key %s: %s", admission.cert_file, admission.key_file, err)
-            kube.close()
-            return EXIT_RUNTIME
-
-    def unhealthy() -> str | None:
-        if webhook is not None and webhook.started and not webhook.alive():
-            return "admission webhook server stopped"
-        return controller.unhealthy()
-
-    app = create_app(
-        controller.extender,
-        controller.metrics,
-        ready=controller.ready,
-        unhealthy=unhealthy,
-        max_body_bytes=cfg.extender.max_body_bytes,
-    )
-    host, port = parse_listen(cfg.listen)
-    server = uvicorn.Server(
-        uvicorn.Config(app, host=host, port=port, log_level=cfg.log_level, access_log=False, lifespan="off")
-    )
-    controller.start()
-    if webhook is not None:
-        webhook.start()
-        log.info(
-            "admission webhook on https://%s with %d profile(s)",
-            webhook.settings.listen,
-            len(webhook.reviewer.settings.profiles),
-        )
-    log.info(
-        "colo-controller listening on %s:%d; %d metrics synced per policy; leader election %s",
-        host,
-        port,
-        len(policy.spec.sync_policy),
-        "on" if cfg.leader_election.enabled else "off",
-    )
+    config_path = args.config or os.environ.get(f"{ENV_PREFIX}CONFIG")
+    listen = origin("listen", "--listen", args.listen, os.environ, ENV_PREFIX, config_path)
     try:
-        server.run()
-    finally:
-        if webhook is not None:
-            webhook.stop()
-        controller.stop()
-        kube.close()
-    return EXIT_OK if server.started else EXIT_RUNTIME
+        if targets is not None:
+            code = run.standalone(cfg, policy, targets, output=args.output, once=args.once, listen_origin=listen)
+        else:
+            code = run.in_cluster(cfg, policy, listen_origin=listen, admission=admission)
+    except ConfigError as err:
+        print(f"colo-controller: {err}", file=sys.stderr)
+        code = EXIT_CONFIG
+    return _exit(code, argv)
 
 
 def _exit(code: int, argv: Sequence[str] | None) -> int:

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from collections.abc import Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.exposition import generate_latest
+from prometheus_client.metrics_core import Metric
+
+from common.buildinfo import build_info
 
 _CYCLE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300)
 _EXTENDER_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1)
@@ -70,7 +75,16 @@ class ControllerMetrics:
             registry=r,
         )
         self.is_leader = Gauge("colo_controller_is_leader", "1 while this replica holds the lease.", registry=r)
+        ProcessCollector(registry=r)  # process_*: the controller's own CPU, memory and open files
+        r.register(_BuildInfo())
 
     def render(self) -> bytes:
         """Text exposition format."""
         return generate_latest(self.registry)
+
+
+class _BuildInfo:
+    """`colo_build_info{program="colo-controller"}`."""
+
+    def collect(self) -> Iterable[Metric]:
+        return [build_info("colo-controller")]

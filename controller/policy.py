@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agent.windows import WINDOW_NAMES
+from common.config import is_configmap, unwrap_configmap
 from controller.durations import parse_go_duration
 from controller.errors import ConfigError, from_validation_error
 from exporter.api import NODE_WINDOW_PREFIX
@@ -202,7 +203,7 @@ def _rename(err: ConfigError) -> ConfigError:
 
 
 def load_policy(path: str | Path) -> DynamicSchedulerPolicy:
-    """Read a YAML or JSON policy file."""
+    """Read a YAML or JSON policy file, or the ConfigMap holding it as `policy.yaml` (the manifests' form)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as err:
@@ -211,4 +212,6 @@ def load_policy(path: str | Path) -> DynamicSchedulerPolicy:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as err:
         raise ConfigError(f"policy file {path}: not valid YAML: {err}") from None
+    if is_configmap(doc):
+        doc = unwrap_configmap(doc, f"policy file {path}", "policy.yaml")
     return parse_policy(doc, source=f"policy file {path}")

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from common.logs import OnChange, Repeats, repeated
 from controller.annotator import Annotator
 from controller.config import ControllerConfig
 from controller.discovery import discover
@@ -34,6 +35,8 @@ from controller.metrics import ControllerMetrics
 from controller.nodes import node_annotations, node_name, slim_node
 from controller.policy import DynamicSchedulerPolicy
 from controller.poller import AgentPoller
+from controller.rebalance.actuator import Rebalancer
+from controller.rebalance.facts import FACTS
 from controller.scoring import ScoreBoard, Scorer
 from controller.writer import AnnotationWriter
 from kube import Informer, Kube, LeaderElector
@@ -92,6 +95,22 @@ class Controller:
         self._gauge_nodes: set[str] = set()
         self._loop_progress: float | None = None  # monotonic end of the polling loop's last complete pass
         self.last_report: CycleReport | None = None
+        self._failed_logs = OnChange()
+        self._overrun_logs = Repeats(period=600.0)
+
+        self.rebalancer: Rebalancer | None = None
+        if cfg.rebalance.enabled:
+            self.rebalancer = Rebalancer(
+                kube,
+                cfg.rebalance,
+                cfg.classify,
+                registry=self.metrics.registry,
+                lease_time_left=self.lease_time_left,
+                poll_timeout=cfg.polling.timeout,
+                poll_concurrency=cfg.polling.concurrency,
+                request_timeout=cfg.kube_request_timeout,
+                clock=clock,
+            )
 
         self.nodes = Informer(kube, "nodes", on_event=self._on_node, transform=self._slim)
         self.slices: Informer | None = None
@@ -103,9 +122,9 @@ class Controller:
                 label_selector=cfg.agent.endpointslice_selector or None,
             )
         self.pods: Informer | None = None
-        if policy.spec.hot_value:
+        if policy.spec.hot_value or self.rebalancer is not None:
             self.pods = Informer(
-                kube, "pods", field_selector="spec.nodeName!=", on_event=self._on_pod, transform=self.bindings.keep
+                kube, "pods", field_selector="spec.nodeName!=", on_event=self._on_pod, transform=self._keep_pod
             )
 
         le = cfg.leader_election
@@ -132,7 +151,9 @@ class Controller:
             on_written=self._on_written,
         )
         self.poller = AgentPoller(
-            wanted=self.scorer.metric_names,
+            wanted=tuple(
+                dict.fromkeys((*self.scorer.metric_names, *(self.rebalancer.windows if self.rebalancer else ())))
+            ),
             concurrency=cfg.polling.concurrency,
             timeout=cfg.polling.timeout,
             max_response_bytes=cfg.polling.max_response_bytes,
@@ -188,7 +209,30 @@ class Controller:
 
     def _slim(self, node: dict[str, Any]) -> dict[str, Any]:
         """The node informer's transform (and our PATCH responses'): only what the controller reads."""
-        return slim_node(node, self.scorer.annotation_keys)
+        slim = slim_node(node, self.scorer.annotation_keys)
+        if self.rebalancer is not None:
+            slim[FACTS] = self.rebalancer.node_facts(node)
+        return slim
+
+    def _keep_pod(self, pod: dict[str, Any]) -> dict[str, Any] | None:
+        """The pod informer's transform: the binding stub, plus what rebalancing reads when it is on."""
+        if self.rebalancer is None:
+            return self.bindings.keep(pod)
+        facts = self.rebalancer.pod_facts(pod)
+        kept = self.bindings.keep(pod)
+        if facts is None:
+            return kept
+        if kept is None:  # bound too long ago to count for the hot value: the informer's keys and the facts
+            meta = pod.get("metadata") or {}
+            kept = {"metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta}}
+        kept[FACTS] = facts
+        return kept
+
+    def rebalance_document(self) -> dict[str, Any]:
+        """`GET /api/v1/rebalance`: the last cycle's plan (rebalancing switched off: just that)."""
+        if self.rebalancer is None:
+            return {"enabled": False}
+        return self.rebalancer.document(self.is_leader())
 
     def _on_node(self, etype: str, node: dict[str, Any]) -> None:
         if etype == "DELETED":
@@ -207,6 +251,8 @@ class Controller:
         self.metrics.is_leader.set(1 if leading else 0)
         if not leading:
             self.writer.clear()
+        if leading and self.rebalancer is not None:
+            self.rebalancer.reset()  # what it counted when it last led is stale
         # Either way, trust the informer's objects again rather than our memory of past writes.
         self.latest.reset(self.nodes.items)
 
@@ -241,9 +287,17 @@ class Controller:
         for name, reason in result.failed.items():
             self.metrics.nodes_failed.labels(reason).inc()
             log.debug("polling agent of node %s failed: %s", name, result.errors.get(name, reason))
-        if result.failed:
-            sample = sorted(result.failed)[:5]
-            log.info("%d of %d agents failed this cycle (e.g. %s)", len(result.failed), len(targets), sample)
+        if self._failed_logs.changed("failed", frozenset(result.failed)):  # the same outage every cycle is no news
+            if result.failed:
+                sample = sorted(result.failed)[:5]
+                log.info("%d of %d agents failing since this cycle (e.g. %s)", len(result.failed), len(targets), sample)
+            else:
+                log.info("every agent answered (%d)", len(targets))
+        if self.rebalancer is not None and self.pods is not None:
+            try:
+                await self.rebalancer.run(result.samples, targets, nodes, self.pods.get, self.pods.items)
+            except Exception:
+                log.exception("rebalancing cycle failed")
         self.metrics.nodes_polled.inc(len(result.samples))
         self.metrics.last_cycle_nodes.labels("ok").set(len(result.samples))
         self.metrics.last_cycle_nodes.labels("failed").set(len(result.failed))
@@ -277,7 +331,9 @@ class Controller:
                     self.metrics.cycle_duration.observe(report.seconds)
                     if report.seconds > interval:
                         self.metrics.cycle_overruns.inc()
-                        log.warning("cycle took %.1fs, longer than the %.1fs interval", report.seconds, interval)
+                        if (held := self._overrun_logs.occurred("overrun")) is not None:
+                            log.warning("cycle took %.1fs, longer than the %.1fs interval%s",
+                                        report.seconds, interval, repeated(held))  # fmt: skip
                 if self.ready():
                     self.refresh_gauges()
                 self._loop_progress = self._monotonic()

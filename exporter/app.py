@@ -234,7 +234,7 @@ def make_server(
     connections kept open longer than a scrape interval so Prometheus does not reconnect every time."""
     config = uvicorn.Config(
         app, host=host, port=port, log_level=log_level, access_log=False, lifespan="off",
-        timeout_keep_alive=keep_alive_seconds,
+        timeout_keep_alive=keep_alive_seconds, log_config=None,  # uvicorn's lines through the program's handler
     )  # fmt: skip
     return ExporterServer(config, handle_signals=handle_signals)
 

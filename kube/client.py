@@ -578,10 +578,14 @@ class Kube:
 
     # ---- pods ------------------------------------------------------------------------------------
 
-    def evict_pod(self, namespace: str, name: str, *, dry_run: bool = False) -> EvictionResult:
+    def evict_pod(
+        self, namespace: str, name: str, *, dry_run: bool = False, timeout: float | None = None
+    ) -> EvictionResult:
         """Ask for an eviction (which respects PodDisruptionBudgets) instead of deleting the pod.
 
         429 means a PDB refuses now ("blocked": retry later), 404 that the pod is already gone.
+        ``timeout``: applied within this many seconds or not at all (see ``_call``): a leader's eviction
+        cannot land after its lease could have passed to a successor.
         """
         body: dict[str, Any] = {
             "apiVersion": "policy/v1",
@@ -593,7 +597,9 @@ class Kube:
             body["deleteOptions"] = {"dryRun": ["All"]}
             query.append(("dryRun", "All"))
         try:
-            self._call("POST", RESOURCES["pods"].path(namespace, name, "eviction"), query=query, body=body)
+            self._call(
+                "POST", RESOURCES["pods"].path(namespace, name, "eviction"), query=query, body=body, timeout=timeout
+            )
         except ApiError as e:
             if e.status == 429:
                 return "blocked"

@@ -1704,6 +1704,21 @@ def test_dashboard_is_well_formed() -> None:
                 assert var in variables or var.startswith("__"), f"{p['title']}: undefined variable ${var}"
 
 
+def test_dashboard_asks_for_its_data_source_on_import() -> None:
+    """Grafana's import dialog asks for each `__inputs` entry and substitutes `${NAME}` everywhere."""
+    doc = dashboard()
+    inputs = {i["name"]: i for i in doc["__inputs"]}
+    assert [(i["type"], i["pluginId"]) for i in inputs.values()] == [("datasource", "prometheus")]
+    text = json.dumps(doc)
+    used = set(re.findall(r"\$\{(DS_\w+)\}", text))
+    assert used == set(inputs), "every input is used and every ${DS_...} reference is an input"
+    (variable,) = [v for v in doc["templating"]["list"] if v["type"] == "datasource"]
+    assert variable["current"]["value"] == "${DS_PROMETHEUS}", "the panels' $datasource starts as the chosen one"
+    required = {r["id"] for r in doc["__requires"]}
+    assert {"grafana", "prometheus"} <= required
+    assert {p["type"] for p in dashboard_panels(doc)} - {"row"} <= required, "every panel plugin is required"
+
+
 # ---------------------------------------------------------------------------------------------------------
 # the image
 

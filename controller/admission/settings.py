@@ -7,15 +7,14 @@ are errors, as in the main config.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agent.classify import QOS_LEVEL_ANNOTATION, qos_level
+from common.config import read_file
 from controller.config import parse_listen
-from controller.errors import ConfigError, from_validation_error
+from controller.errors import from_validation_error
 
 #: Namespaces the webhook never changes, whatever the profiles say: the control plane's and Colo's own.
 DEFAULT_EXCLUDED_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", "colo-system")
@@ -111,19 +110,10 @@ class AdmissionSettings(_Section):
 
 
 def load_admission(path: str) -> AdmissionSettings:
-    """Read and validate the admission file; ConfigError names the file and the key."""
-    source = f"admission file {path}"
-    try:
-        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as err:
-        raise ConfigError(f"{source}: {err.strerror or err}") from None
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{source}: not valid YAML: {err}") from None
-    if doc is None:
-        doc = {}
-    if not isinstance(doc, dict):
-        raise ConfigError(f"{source}: <root>: expected a mapping")
+    """Read and validate the admission file (plain YAML, or the ConfigMap manifest holding it under
+    `admission.yaml`); ConfigError names the file and the key."""
+    doc = read_file(path, data_key="admission.yaml")
     try:
         return AdmissionSettings.model_validate(doc)
     except ValidationError as err:
-        raise from_validation_error(err, source) from None
+        raise from_validation_error(err, f"admission file {path}") from None

@@ -1,0 +1,33 @@
+"""Which Colo this is: `--version` and the `colo_build_info` metric read the installed package's version."""
+
+from __future__ import annotations
+
+import platform
+from functools import cache
+from importlib import metadata
+
+from prometheus_client.metrics_core import GaugeMetricFamily
+
+
+@cache
+def version() -> str:
+    """The installed distribution's version ("unknown" when run from a tree that was never installed)."""
+    try:
+        return metadata.version("colo")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def version_line(prog: str) -> str:
+    return f"{prog} {version()} (Python {platform.python_version()})"
+
+
+def build_info(program: str) -> GaugeMetricFamily:
+    """`colo_build_info{program, version, python_version} 1`, as Prometheus' own `*_build_info` series."""
+    family = GaugeMetricFamily(
+        "colo_build_info",
+        "Always 1; the labels say which Colo program and version is running.",
+        labels=["program", "version", "python_version"],
+    )
+    family.add_metric([program, version(), platform.python_version()], 1)
+    return family

@@ -1,0 +1,222 @@
+"""The controller's two ways to run: in a cluster (informers, lease, writes) or standalone against agents
+named on the command line (nothing written). Either way the listening socket is bound first, so a taken
+port stops start-up before leader election or any write."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import socket
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
+
+import uvicorn
+from fastapi import FastAPI
+
+from common.buildinfo import version
+from common.config import ConfigError
+from common.listen import bind, url_of
+from controller.config import ControllerConfig, parse_listen
+from controller.policy import DynamicSchedulerPolicy
+from controller.standalone import CLEAR_SCREEN, NodeReport, StandaloneController, cycle_document, table
+
+if TYPE_CHECKING:
+    from controller.admission.settings import AdmissionSettings
+    from kube import Kube
+
+log = logging.getLogger("controller")
+
+EXIT_OK = 0
+EXIT_RUNTIME = 1
+
+
+class Server(uvicorn.Server):
+    """uvicorn without its own signal handling: SIGTERM/SIGINT set `should_exit` through our handlers, so
+    the controller stops cleanly (lease released) and exits 0 instead of re-raising the signal."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _server(app: FastAPI, cfg: ControllerConfig) -> Server:
+    # log_config=None: uvicorn's few lines go through our handler (text or JSON), at warning unless debugging
+    level = "debug" if cfg.log_level == "debug" else "warning"
+    return Server(uvicorn.Config(app, log_level=level, log_config=None, access_log=False, lifespan="off"))
+
+
+def _listen(cfg: ControllerConfig, origin: str) -> socket.socket:
+    host, port = parse_listen(cfg.listen)
+    return bind(host, port, origin)
+
+
+def connect(cfg: ControllerConfig) -> Kube:
+    """The API client from --kubeconfig or the pod's service account; ConfigError (one line) otherwise."""
+    from kube import Kube  # the official client is large: only load it when a cluster is wanted
+
+    try:
+        kube = Kube.connect(cfg.kubeconfig, request_timeout=cfg.kube_request_timeout)
+    except Exception as err:  # the client raises ConfigException, OSError, ValueError...
+        where = f"--kubeconfig {cfg.kubeconfig}" if cfg.kubeconfig else "in-cluster configuration"
+        raise ConfigError(f"{where}: {' '.join(str(err).split()) or type(err).__name__}") from None
+    if kube is None:
+        raise ConfigError(
+            "no cluster: give --kubeconfig, run in a pod, or try it without one: --agent NAME=URL (see --help)"
+        )
+    return kube
+
+
+def _on_signals(server: Server) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, _request_exit, server, sig)
+
+
+def _request_exit(server: Server, sig: int) -> None:
+    log.info("received %s, shutting down", signal.Signals(sig).name)
+    server.should_exit = True
+
+
+def in_cluster(
+    cfg: ControllerConfig,
+    policy: DynamicSchedulerPolicy,
+    *,
+    listen_origin: str = "--listen",
+    admission: AdmissionSettings | None = None,
+) -> int:
+    """Run until SIGTERM/SIGINT: kubeconfig, then the socket, then informers, lease and polling (and the
+    admission webhook's HTTPS server when `admission` is given)."""
+    from controller.extender import create_app
+    from controller.service import Controller
+
+    kube = connect(cfg)
+    try:
+        sock = _listen(cfg, listen_origin)
+    except ConfigError:
+        kube.close()
+        raise
+    controller = Controller(kube, cfg, policy)
+    webhook = None
+    if admission is not None:
+        from controller.admission.server import AdmissionWebhook
+
+        try:
+            webhook = AdmissionWebhook(kube, admission, controller.metrics)
+        except (OSError, ValueError) as err:  # ssl.SSLError is an OSError
+            kube.close()
+            sock.close()
+            raise ConfigError(
+                f"admission webhook: certificate {admission.cert_file} / key {admission.key_file}: {err}"
+            ) from None
+
+    def unhealthy() -> str | None:
+        if webhook is not None and webhook.started and not webhook.alive():
+            return "admission webhook server stopped"
+        return controller.unhealthy()
+
+    app = create_app(
+        controller.extender,
+        controller.metrics,
+        ready=controller.ready,
+        unhealthy=unhealthy,
+        max_body_bytes=cfg.extender.max_body_bytes,
+        rebalance=controller.rebalance_document,
+    )
+    server = _server(app, cfg)
+
+    async def serve() -> None:
+        _on_signals(server)
+        await server.serve(sockets=[sock])
+
+    controller.start()
+    if webhook is not None:
+        webhook.start()
+        log.info(
+            "admission webhook on https://%s, %d profile(s)", webhook.settings.listen, len(webhook.settings.profiles)
+        )
+    log.info(
+        "colo-controller %s listening on %s; %d metrics synced per policy; leader election %s",
+        version(),
+        url_of(sock),
+        len(policy.spec.sync_policy),
+        "on" if cfg.leader_election.enabled else "off",
+    )
+    try:
+        asyncio.run(serve())
+    finally:
+        if webhook is not None:
+            webhook.stop()
+        controller.stop()
+        kube.close()
+        sock.close()
+    return EXIT_OK if server.started else EXIT_RUNTIME
+
+
+def standalone(
+    cfg: ControllerConfig,
+    policy: DynamicSchedulerPolicy,
+    targets: Mapping[str, str],
+    *,
+    output: str | None,
+    once: bool,
+    listen_origin: str = "--listen",
+) -> int:
+    """Poll `targets` every polling interval and show each cycle; serve HTTP unless `once`."""
+    from controller.extender import create_app
+
+    sock = None if once else _listen(cfg, listen_origin)
+    ctl = StandaloneController(targets, cfg, policy)
+    show = _Display(output or ("table" if sys.stdout.isatty() else "json"), ctl.scorer.metric_names)
+    if once:
+        show(asyncio.run(ctl.cycle()), time.time())
+        return EXIT_OK
+    assert sock is not None
+    app = create_app(
+        ctl.extender, ctl.metrics, ready=lambda: ctl.cycles > 0, max_body_bytes=cfg.extender.max_body_bytes
+    )
+    server = _server(app, cfg)
+
+    async def run() -> None:
+        _on_signals(server)
+        http = asyncio.create_task(server.serve(sockets=[sock]))
+        print(
+            f"colo-controller: standalone, polling {len(targets)} agents every {cfg.polling.interval:g}s; "
+            f"extender and metrics on {url_of(sock)}; nothing is written",
+            file=sys.stderr,
+            flush=True,
+        )
+        while not server.should_exit and not http.done():
+            started = time.monotonic()
+            show(await ctl.cycle(), time.time())
+            while not server.should_exit and not http.done() and time.monotonic() - started < cfg.polling.interval:
+                await asyncio.sleep(0.05)
+        server.should_exit = True
+        await http
+
+    try:
+        asyncio.run(run())
+    finally:
+        sock.close()
+    return EXIT_OK
+
+
+class _Display:
+    """Writes each cycle to stdout: a JSON line, or the table (redrawn in place on a terminal)."""
+
+    def __init__(self, output: str, metric_names: tuple[str, ...]) -> None:
+        self.output = output
+        self.metric_names = metric_names
+        self.redraw = output == "table" and sys.stdout.isatty()
+
+    def __call__(self, reports: Mapping[str, NodeReport], at: float) -> None:
+        if self.output == "json":
+            text = json.dumps(cycle_document(reports, at), separators=(",", ":"))
+        else:
+            text = (CLEAR_SCREEN if self.redraw else "") + table(reports, self.metric_names, at) + "\n"
+        print(text, flush=True)
