@@ -42,21 +42,22 @@ from agent.resources import node_allocatable
 from agent.snapshot import PodSample, Snapshot
 from cgroup import CgroupError, CgroupWriter
 from common.logs import Repeats, repeated
+from contract.annotations import OFFLINE_JOB_EVICTING, evicting_watermark
 from kube import ApiError, Kube
 
 log = logging.getLogger(__name__)
 
 Resource = Literal["cpu", "memory"]
 RESOURCES: tuple[Resource, ...] = ("cpu", "memory")
-EVICTING_ANNOTATION = "volcano.sh/offline-job-evicting"
-EVICTING_TAINT = "volcano.sh/offline-job-evicting"
+EVICTING_ANNOTATION = OFFLINE_JOB_EVICTING
+EVICTING_TAINT = OFFLINE_JOB_EVICTING
 COMPONENT = "colo-agent"
 RESULTS = ("evicted", "blocked", "gone", "error", "killed", "dry_run", "dry_run_kill")
 _PERCENT = re.compile(r"[0-9]{1,3}")  # ASCII digits only: str.isdigit() also takes '²' and '٥'
 
 
 def watermark_key(resource: str, level: str) -> str:
-    return f"volcano.sh/evicting-{resource}-{level}-watermark"
+    return evicting_watermark(resource, level)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,15 +26,16 @@ from agent.config import OversubscriptionConfig
 from agent.publisher import Changes
 from agent.resources import node_allocatable
 from agent.view import AgentView
+from contract import annotations as keys
 
 log = logging.getLogger(__name__)
 
-LABEL_ENABLED = "volcano.sh/oversubscription"
-ANNOTATION_TYPES = "volcano.sh/oversubscription-types"
-ANNOTATION_CPU = "volcano.sh/oversubscription-cpu"
-ANNOTATION_MEMORY = "volcano.sh/oversubscription-memory"
-BATCH_CPU = "kubernetes.io/batch-cpu"
-BATCH_MEMORY = "kubernetes.io/batch-memory"
+LABEL_ENABLED = keys.OVERSUBSCRIPTION_LABEL
+ANNOTATION_TYPES = keys.OVERSUBSCRIPTION_TYPES
+ANNOTATION_CPU = keys.OVERSUBSCRIPTION_CPU
+ANNOTATION_MEMORY = keys.OVERSUBSCRIPTION_MEMORY
+BATCH_CPU = keys.BATCH_CPU
+BATCH_MEMORY = keys.BATCH_MEMORY
 ALL_TYPES = ("cpu", "memory")
 
 

@@ -63,20 +63,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-WINDOW_NAMES: tuple[str, ...] = (
-    "avg_1m",
-    "avg_5m",
-    "max_avg_1h",
-    "max_avg_1d",
-    "p50_5m",
-    "p90_5m",
-    "p95_5m",
-    "p99_5m",
-    "p50_1h",
-    "p90_1h",
-    "p95_1h",
-    "p99_1h",
-)
+from contract.windows import WINDOW_NAMES as WINDOW_NAMES  # the contract's names, shared with the controller
 
 WINDOW_SPANS: dict[str, float] = {
     "avg_1m": 60.0,

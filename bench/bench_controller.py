@@ -36,16 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-WINDOWS = (
-    "cpu_usage_avg_1m",
-    "cpu_usage_avg_5m",
-    "cpu_usage_max_avg_1h",
-    "cpu_usage_max_avg_1d",
-    "mem_usage_avg_1m",
-    "mem_usage_avg_5m",
-    "mem_usage_max_avg_1h",
-    "mem_usage_max_avg_1d",
-)
+from bench.agent_document import real_node_document
 
 
 def agent_payload(
@@ -54,19 +45,11 @@ def agent_payload(
     *,
     oversubscription: tuple[int, int] | None = (1000, 2 << 30),
 ) -> dict[str, Any]:
-    """The shape of the agent's GET /api/v1/node, with the same ratio in every window unless given."""
-    per = usage if isinstance(usage, Mapping) else dict.fromkeys(WINDOWS, usage)
-    doc: dict[str, Any] = {
-        "node_name": node,
-        "cpu_cores": 8,
-        "cpu_usage_ratio": per.get("cpu_usage_avg_1m"),
-        "memory_used_bytes": 4 << 30,
-        "memory_usage_ratio": per.get("mem_usage_avg_1m"),
-        "windows": {k: {"value": per.get(k), "coverage": 1.0} for k in WINDOWS},
-    }
-    if oversubscription is not None:
-        doc["oversubscription"] = {"cpu_millicores": oversubscription[0], "memory_bytes": oversubscription[1]}
-    return doc
+    """The agent's real GET /api/v1/node document (bench.agent_document), with the same ratio in every window
+    unless given, and the published capacity (None: the node is not labelled for oversubscription)."""
+    return real_node_document(
+        node, usage, oversubscription=oversubscription, oversubscribed=oversubscription is not None
+    )
 
 
 @dataclass

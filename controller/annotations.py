@@ -12,16 +12,26 @@ import math
 import re
 import time
 from dataclasses import dataclass
+from decimal import Decimal
 
-HOT_VALUE = "node_hot_value"
-LOAD_SCORE = "colo.io/load-score"
-OVERSUBSCRIPTION = "colo.io/oversubscription"
+from contract import annotations as keys
+
+HOT_VALUE = keys.HOT_VALUE
+LOAD_SCORE = keys.LOAD_SCORE
+#: Deprecated: the controller's copy of the agent's capacity, written only with
+#: `legacy_oversubscription_annotation: true` (the extender reads the agent's own annotations).
+OVERSUBSCRIPTION = keys.LEGACY_OVERSUBSCRIPTION
+#: The agent's published capacity (integer milli-CPU, integer bytes), read from the node informer.
+PUBLISHED_CPU = keys.OVERSUBSCRIPTION_CPU
+PUBLISHED_MEMORY = keys.OVERSUBSCRIPTION_MEMORY
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 _TS = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})Z")
 # Go's strconv.ParseFloat accepts more spellings, but these are all any writer of these keys emits.
 _FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _INT = re.compile(r"\d+")
+#: An integer the agent publishes: ASCII digits, at most int64's 19 (`str.isdigit` would take '²' and '٥').
+_PUBLISHED = re.compile(r"[0-9]{1,19}")
 
 
 def format_time(epoch: float) -> str:
@@ -99,3 +109,22 @@ def parse_oversubscription(text: str) -> tuple[Oversubscription, float] | None:
     if epoch is None:
         return None
     return Oversubscription(int(parts[0]), int(parts[1])), epoch
+
+
+def parse_published(
+    cpu: str | None, memory: str | None, allocatable: tuple[Decimal | None, Decimal | None] = (None, None)
+) -> tuple[Oversubscription | None, str | None]:
+    """The agent's `volcano.sh/oversubscription-{cpu,memory}` as (capacity, None); (None, reason) when either
+    is missing (`missing`), not an integer in ASCII digits (`malformed`) or above the node's allocatable
+    (`out_of_range`). `allocatable`: (cores, bytes) from the Node's status, None where unknown."""
+    if cpu is None or memory is None:
+        return None, "missing"
+    if _PUBLISHED.fullmatch(cpu) is None or _PUBLISHED.fullmatch(memory) is None:
+        return None, "malformed"
+    millicores, nbytes = int(cpu), int(memory)
+    alloc_cpu, alloc_memory = allocatable
+    if (alloc_cpu is not None and millicores > alloc_cpu * 1000) or (
+        alloc_memory is not None and nbytes > alloc_memory
+    ):
+        return None, "out_of_range"
+    return Oversubscription(millicores, nbytes), None

@@ -5,7 +5,9 @@
   ages out as crane expects);
 - `node_hot_value` is written with any metric, when it changed, or early enough that the next chance to
   rewrite it (one cycle gap later, plus polling and writing) still comes before crane's 5 minutes are up;
-- `colo.io/oversubscription` rides along with metric writes (or when missing/stale);
+- the deprecated `colo.io/oversubscription` (a copy of the agent's `volcano.sh/oversubscription-*`) rides
+  along with metric writes (or when missing/stale) only with `legacy_oversubscription`; otherwise a node
+  that still carries it has it removed with its next patch;
 - `colo.io/load-score` is written when the node's score (computed on the annotations after this patch)
   differs from the published one, and rides along with any other write.
 All changed keys of one node go into one merge patch.
@@ -34,9 +36,10 @@ class Annotator:
     look missing and be written again.
     """
 
-    def __init__(self, scorer: Scorer, *, interval: float = 30.0) -> None:
+    def __init__(self, scorer: Scorer, *, interval: float = 30.0, legacy_oversubscription: bool = False) -> None:
         self.scorer = scorer
         self.interval = interval
+        self.legacy_oversubscription = legacy_oversubscription
         self.periods = {s.name: s.period for s in scorer.spec.sync_policy}
         self.shortest = min(self.periods.values(), default=180.0)
 
@@ -63,8 +66,8 @@ class Annotator:
         now: float,
         *,
         gap: float | None = None,
-    ) -> dict[str, str]:
-        """The annotations to patch on `node` now (empty: nothing to do); `gap`: see `refresh`."""
+    ) -> dict[str, str | None]:
+        """The annotations to patch on `node` now (None: remove; empty: nothing to do); `gap`: see `refresh`."""
         refresh = self.refresh(gap)
         patch: dict[str, str] = {}
         if sample is not None:
@@ -88,7 +91,7 @@ class Annotator:
         ):
             patch[ann.HOT_VALUE] = ann.format_value(float(hot_value), now)
 
-        if sample is not None and sample.oversubscription is not None:
+        if self.legacy_oversubscription and sample is not None and sample.oversubscription is not None:
             over_raw = current.get(ann.OVERSUBSCRIPTION)
             over_last = self._stamp(over_raw)
             over_parsed = ann.parse_oversubscription(over_raw) if over_raw is not None else None
@@ -109,4 +112,7 @@ class Annotator:
             published = int(head) if head.isdigit() else None
         if patch or published != score:
             patch[ann.LOAD_SCORE] = ann.format_score(score, now)
-        return patch
+        out: dict[str, str | None] = dict(patch)
+        if patch and not self.legacy_oversubscription and ann.OVERSUBSCRIPTION in current:
+            out[ann.OVERSUBSCRIPTION] = None  # the deprecated copy goes with the next write
+        return out

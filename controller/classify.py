@@ -1,4 +1,4 @@
-"""The extender's pod classifier: the agent's own rules (agent.classify), so both sides always agree.
+"""The extender's pod classifier: the agent's own rules (contract.classify), so both sides always agree.
 
 The agent's Classifier warns once per pod about a malformed `volcano.sh/qos-level` and remembers which
 pods it warned about until told which pods are still alive. The agent knows its node's pods; the
@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from agent.classify import QOS_LEVEL_ANNOTATION, Classifier
+from contract.classify import QOS_LEVEL_ANNOTATION, Classifier
 from controller.config import ClassifySettings
 
 PodClass = Literal["online", "offline"]
@@ -24,7 +24,7 @@ FORGET_AFTER = 600.0
 
 
 def _warn_key(meta: Mapping[str, Any]) -> str:
-    # The key agent.classify.Classifier remembers a warning under.
+    # The key contract.classify.Classifier remembers a warning under.
     return str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
 
 

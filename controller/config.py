@@ -16,6 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from common.config import Layers, is_configmap, load, validate
 from common.listen import split_host_port
+from contract.classify import DEFAULT_OFFLINE_CLASSES
 from controller.annotator import MAX_POLLING_INTERVAL
 from controller.durations import to_seconds
 from controller.rebalance.settings import RebalanceSettings
@@ -111,7 +112,7 @@ class LeaderSettings(_Section):
 class ClassifySettings(_Section):
     """Online/offline pod classification, same knobs as the agent's."""
 
-    offline_priority_classes: tuple[str, ...] = ("koord-batch", "koord-free")
+    offline_priority_classes: tuple[str, ...] = DEFAULT_OFFLINE_CLASSES
     offline_priority_below: int = 0
 
 
@@ -151,6 +152,8 @@ class ControllerConfig(_Section):
     classify: ClassifySettings = ClassifySettings()
     extender: ExtenderSettings = ExtenderSettings()
     rebalance: RebalanceSettings = RebalanceSettings()
+    #: Deprecated: also write `colo.io/oversubscription`, a copy of the agent's own capacity annotations.
+    legacy_oversubscription_annotation: bool = False
 
     @field_validator("listen")
     @classmethod

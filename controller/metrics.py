@@ -40,6 +40,20 @@ class ControllerMetrics:
             ["reason"],
             registry=r,
         )
+        self.samples_rejected = Counter(
+            "colo_controller_agent_samples_rejected_total",
+            "Agent documents rejected and not written (a missing field, a wrong type, NaN, a value out of range, "
+            "another node's name), by reason; each is also a failed poll with reason bad_payload.",
+            ["reason"],
+            registry=r,
+        )
+        self.capacity_rejected = Counter(
+            "colo_controller_node_capacity_rejected_total",
+            "Changes of a node's volcano.sh/oversubscription-{cpu,memory} the extender ignores (malformed, or "
+            "above the node's allocatable), by reason.",
+            ["reason"],
+            registry=r,
+        )
         self.last_cycle_nodes = Gauge(
             "colo_controller_last_cycle_nodes", "Nodes in the last cycle by result.", ["result"], registry=r
         )

@@ -9,7 +9,10 @@ PATCH responses slimmed the same way, so both sources of a node look alike.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from decimal import Decimal
 from typing import Any
+
+from kube.resources import quantity
 
 
 def node_name(node: Mapping[str, Any]) -> str | None:
@@ -28,8 +31,25 @@ def node_annotations(node: Mapping[str, Any]) -> Mapping[str, str]:
     return anns if isinstance(anns, Mapping) else {}
 
 
+def allocatable_raw(node: Mapping[str, Any]) -> tuple[object, object]:
+    """status.allocatable's CPU and memory as the Node has them (cheap to compare on every event)."""
+    status = node.get("status")
+    alloc = status.get("allocatable") if isinstance(status, Mapping) else None
+    return (alloc.get("cpu"), alloc.get("memory")) if isinstance(alloc, Mapping) else (None, None)
+
+
+def node_allocatable(node: Mapping[str, Any]) -> tuple[Decimal | None, Decimal | None]:
+    """(CPU cores, memory bytes) of status.allocatable; None where absent or malformed."""
+    status = node.get("status")
+    alloc = status.get("allocatable") if isinstance(status, Mapping) else None
+    if not isinstance(alloc, Mapping):
+        return None, None
+    return quantity(alloc.get("cpu")), quantity(alloc.get("memory"))
+
+
 def slim_node(node: Mapping[str, Any], annotation_keys: Collection[str]) -> dict[str, Any]:
-    """name, resourceVersion, the listed annotations and the InternalIP addresses: all the controller reads."""
+    """name, resourceVersion, the listed annotations, the InternalIP addresses and allocatable CPU and
+    memory (bounds of the capacity the agent publishes): all the controller reads."""
     meta = node.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
     anns = node_annotations(node)
@@ -42,4 +62,8 @@ def slim_node(node: Mapping[str, Any], annotation_keys: Collection[str]) -> dict
         for a in addresses or ()
         if isinstance(a, Mapping) and a.get("type") == "InternalIP"
     ]
-    return {"metadata": out_meta, "status": {"addresses": internal}}
+    alloc = status.get("allocatable") if isinstance(status, Mapping) else None
+    out_status: dict[str, Any] = {"addresses": internal}
+    if isinstance(alloc, Mapping):
+        out_status["allocatable"] = {k: alloc[k] for k in ("cpu", "memory") if isinstance(alloc.get(k), str)}
+    return {"metadata": out_meta, "status": out_status}

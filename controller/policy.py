@@ -15,18 +15,17 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from agent.windows import WINDOW_NAMES
 from common.config import is_configmap, unwrap_configmap
+from contract.windows import NODE_WINDOW_KEYS
 from controller.durations import parse_go_duration
 from controller.errors import ConfigError, from_validation_error
-from exporter.api import NODE_WINDOW_PREFIX
 
 API_VERSION = "scheduler.policy.crane.io/v1alpha1"
 KIND = "DynamicSchedulerPolicy"
 
-#: The windows the Colo agent serves under crane's metric names (GET /api/v1/node -> windows), built from
-#: the agent's own lists so that every window it serves can be synced and nothing else.
-AGENT_WINDOWS = frozenset(prefix + window for prefix in NODE_WINDOW_PREFIX.values() for window in WINDOW_NAMES)
+#: The windows the Colo agent serves under crane's metric names (GET /api/v1/node -> windows), from the
+#: contract both programs share, so that every window it serves can be synced and nothing else.
+AGENT_WINDOWS = frozenset(NODE_WINDOW_KEYS)
 
 
 def _go_duration(value: object) -> float:

@@ -8,20 +8,20 @@ slow or broken agent only ever holds one worker for at most that deadline.
 from __future__ import annotations
 
 import asyncio
-import json
-import math
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from contract.agent_api import DocumentRejected, clamp_ratio, parse_node_document
 from controller.annotations import Oversubscription
 from controller.httpget import FetchError, http_get
 
 
 @dataclass(frozen=True, slots=True)
 class AgentSample:
-    """One node's answer: usage ratios by crane window name (None = no data yet)."""
+    """One node's answer: usage ratios 0..1 by crane window name (None = no data yet), and the capacity the
+    agent publishes on its Node (None while oversubscription is off there)."""
 
     node: str
     at: float
@@ -36,46 +36,38 @@ class PollResult:
     samples: dict[str, AgentSample] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)  # node -> reason label
     errors: dict[str, str] = field(default_factory=dict)  # node -> detail, for logs
+    rejected: dict[str, str] = field(default_factory=dict)  # node -> why its document was rejected (REASONS)
 
 
-def _ratio(value: object) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError("window value must be a number or null")
-    return float(value)  # NaN/negatives are kept here; the annotation formatter zeroes them
+class SampleRejected(FetchError):
+    """The agent answered, but its document cannot be trusted: polling fails with `bad_payload`, and
+    `rejection` (one of contract.agent_api.REASONS) says why."""
+
+    def __init__(self, rejection: str, detail: str) -> None:
+        super().__init__("bad_payload", f"{rejection}: {detail}")
+        self.rejection = rejection
 
 
-def _nonneg_int(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError("oversubscription fields must be numbers")
-    return max(0, int(value))
-
-
-def parse_sample(node: str, doc: object, wanted: Collection[str], at: float) -> AgentSample:
-    """Validate the agent's JSON; ValueError on anything we cannot trust."""
-    if not isinstance(doc, Mapping):
-        raise ValueError("response is not a JSON object")
-    reported = doc.get("node_name")
-    if reported is not None and reported != node:
-        raise ValueError(f"agent reports node {reported!r}")
-    windows = doc.get("windows")
-    if not isinstance(windows, Mapping):
-        raise ValueError("missing 'windows' object")
+def parse_sample(node: str, body: bytes | str, wanted: Collection[str], at: float) -> AgentSample:
+    """Validate the agent's /api/v1/node with the contract's model; SampleRejected on anything we cannot
+    trust (a missing or renamed field, a wrong type, NaN, a ratio outside 0..1, capacity beyond the node's),
+    so a bad number is never written. `wanted` must be among contract.windows.NODE_WINDOW_KEYS."""
+    try:
+        doc = parse_node_document(body)
+    except DocumentRejected as err:
+        raise SampleRejected(err.reason, str(err)) from None
+    if doc.node_name is not None and doc.node_name != node:
+        raise SampleRejected("wrong_node", f"agent reports node {doc.node_name[:64]!r}")
+    windows = doc.windows
     values: dict[str, float | None] = {}
     for name in wanted:
-        entry = windows.get(name)
-        if entry is None:
-            values[name] = None
-            continue
-        if not isinstance(entry, Mapping):
-            raise ValueError(f"windows.{name} is not an object")
-        values[name] = _ratio(entry.get("value"))
-    over: Oversubscription | None = None
-    raw = doc.get("oversubscription")
-    if isinstance(raw, Mapping):
-        over = Oversubscription(_nonneg_int(raw.get("cpu_millicores", 0)), _nonneg_int(raw.get("memory_bytes", 0)))
-    return AgentSample(node, at, values, over)
+        value = windows[name].value
+        values[name] = None if value is None else clamp_ratio(value)
+    over = doc.oversubscription
+    published: Oversubscription | None = None
+    if over.enabled and over.cpu_millicores is not None and over.memory_bytes is not None:
+        published = Oversubscription(over.cpu_millicores, over.memory_bytes)
+    return AgentSample(node, at, values, published)
 
 
 Fetch = Callable[[str, int], Any]  # async (url, limit) -> bytes
@@ -108,11 +100,7 @@ class AgentPoller:
                 body = await self.fetch(url, self.max_response_bytes)
         except TimeoutError:
             raise FetchError("timeout", f"no complete answer within {self.timeout:g}s") from None
-        at = self.clock()
-        try:
-            return parse_sample(node, json.loads(body), self.wanted, at)
-        except (ValueError, UnicodeDecodeError, RecursionError) as err:
-            raise FetchError("bad_payload", str(err)) from None
+        return parse_sample(node, body, self.wanted, self.clock())
 
     async def poll_all(self, targets: Mapping[str, str]) -> PollResult:
         """Poll every target once; never more than `concurrency` at a time."""
@@ -132,6 +120,8 @@ class AgentPoller:
                 except FetchError as err:
                     result.failed[node] = err.reason
                     result.errors[node] = str(err)
+                    if isinstance(err, SampleRejected):
+                        result.rejected[node] = err.rejection
                 except Exception as err:  # a bug in one poll must not stop the cycle
                     result.failed[node] = "internal"
                     result.errors[node] = repr(err)

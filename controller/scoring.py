@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from controller import annotations as ann
-from controller.nodes import node_annotations, node_name
+from controller.nodes import allocatable_raw, node_allocatable, node_annotations, node_name
 from controller.policy import PolicySpec
 
 EXTRA_ACTIVE_PERIOD = 300.0  # crane's ExtraActivePeriod
@@ -39,7 +40,8 @@ class NodeLoad:
 
     metrics: Mapping[str, tuple[float, float]]  # name -> (usage, epoch)
     hot: tuple[float, float] | None
-    oversubscription: tuple[ann.Oversubscription, float] | None
+    oversubscription: ann.Oversubscription | None  # what the agent publishes on the node, validated
+    rejected: str | None = None  # why the agent's published capacity was ignored (None: taken, or absent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,16 +81,21 @@ class Scorer:
         self.oversubscription_active = (
             oversubscription_active if oversubscription_active is not None else shortest + EXTRA_ACTIVE_PERIOD
         )
-        self._keys = (*self.metric_names, ann.HOT_VALUE, ann.OVERSUBSCRIPTION)
-        #: Every annotation the controller reads on a node (scoring, and the planner's published score).
-        self.annotation_keys: tuple[str, ...] = (*self._keys, ann.LOAD_SCORE)
+        self._keys = (*self.metric_names, ann.HOT_VALUE, ann.PUBLISHED_CPU, ann.PUBLISHED_MEMORY)
+        #: Every annotation the controller reads on a node (scoring, the agent's published capacity, the
+        #: planner's published score, and the deprecated copy of the capacity it may have to remove).
+        self.annotation_keys: tuple[str, ...] = (*self._keys, ann.LOAD_SCORE, ann.OVERSUBSCRIPTION)
 
-    def relevant(self, annotations: Mapping[str, str]) -> tuple[str | None, ...]:
-        """The raw strings scoring depends on: equal tuples mean an unchanged verdict input."""
-        return tuple(annotations.get(k) for k in self._keys)
+    def relevant(self, annotations: Mapping[str, str], allocatable: object = None) -> tuple[object, ...]:
+        """The raw inputs scoring depends on (annotations, allocatable as the Node has it): equal tuples mean
+        an unchanged verdict input."""
+        return (*(annotations.get(k) for k in self._keys), allocatable)
 
-    def parse(self, annotations: Mapping[str, str]) -> NodeLoad:
-        """Parse what crane would parse; malformed or negative values are simply absent."""
+    def parse(
+        self, annotations: Mapping[str, str], allocatable: tuple[Decimal | None, Decimal | None] = (None, None)
+    ) -> NodeLoad:
+        """Parse what crane would parse; malformed or negative values are simply absent. The agent's
+        published capacity is taken only as ASCII integers within `allocatable` (cores, bytes) where known."""
         metrics: dict[str, tuple[float, float]] = {}
         for name in self.metric_names:
             raw = annotations.get(name)
@@ -98,9 +105,10 @@ class Scorer:
                     metrics[name] = parsed
         raw_hot = annotations.get(ann.HOT_VALUE)
         hot = ann.parse_value(raw_hot) if raw_hot is not None else None
-        raw_over = annotations.get(ann.OVERSUBSCRIPTION)
-        over = ann.parse_oversubscription(raw_over) if raw_over is not None else None
-        return NodeLoad(metrics, hot, over)
+        over, rejected = ann.parse_published(
+            annotations.get(ann.PUBLISHED_CPU), annotations.get(ann.PUBLISHED_MEMORY), allocatable
+        )
+        return NodeLoad(metrics, hot, over, None if rejected == "missing" else rejected)
 
     @staticmethod
     def _fresh(load: NodeLoad, name: str, active: float, now: float) -> tuple[float, float] | None:
@@ -146,17 +154,25 @@ class Scorer:
         return Verdict(score, overloaded, now, valid_until)
 
     def fresh_oversubscription(self, load: NodeLoad, now: float) -> ann.Oversubscription | None:
-        """The node's lendable capacity if its annotation is fresh."""
+        """The node's lendable capacity, while its agent is known to be answering.
+
+        The agent's annotations carry no time (it publishes 0 itself when its sampling stalls or it stops,
+        but a dead node keeps its last values), so their freshness is that of the node's load annotations:
+        those are written only from a sample polled in that cycle. The capacity counts while the newest of
+        them is younger than `oversubscription_active` (the shortest sync period plus crane's 5 minutes);
+        with no sync metric configured, as the agent published it."""
         if load.oversubscription is None:
             return None
-        value, stamp = load.oversubscription
-        return value if now < stamp + self.oversubscription_active else None
+        if not self.metric_names:
+            return load.oversubscription
+        newest = max((stamp for _, stamp in load.metrics.values()), default=None)
+        return load.oversubscription if newest is not None and now < newest + self.oversubscription_active else None
 
 
 class _Entry:
     __slots__ = ("key", "load", "verdict")
 
-    def __init__(self, key: tuple[str | None, ...], load: NodeLoad) -> None:
+    def __init__(self, key: tuple[object, ...], load: NodeLoad) -> None:
         self.key = key
         self.load = load
         self.verdict: Verdict | None = None
@@ -165,8 +181,10 @@ class _Entry:
 class ScoreBoard:
     """Thread-safe cache of every node's parsed annotations and current verdict."""
 
-    def __init__(self, scorer: Scorer) -> None:
+    def __init__(self, scorer: Scorer, *, on_rejected: Callable[[str, str], None] | None = None) -> None:
+        """`on_rejected(node, reason)`: the node's published capacity changed to something not taken."""
         self.scorer = scorer
+        self.on_rejected = on_rejected
         self._entries: dict[str, _Entry] = {}
         self._lock = threading.Lock()
 
@@ -176,12 +194,15 @@ class ScoreBoard:
         if name is None:
             return
         anns = node_annotations(node)
-        key = self.scorer.relevant(anns)
+        key = self.scorer.relevant(anns, allocatable_raw(node))
         with self._lock:
             old = self._entries.get(name)
             if old is not None and old.key == key:
                 return
-            self._entries[name] = _Entry(key, self.scorer.parse(anns))
+            load = self.scorer.parse(anns, node_allocatable(node))
+            self._entries[name] = _Entry(key, load)
+        if load.rejected is not None and self.on_rejected is not None:
+            self.on_rejected(name, load.rejected)
 
     def remove_node(self, name: str) -> None:
         with self._lock:

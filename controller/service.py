@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.logs import OnChange, Repeats, repeated
+from controller import annotations as ann
 from controller.annotator import Annotator
 from controller.config import ControllerConfig
 from controller.discovery import discover
@@ -82,9 +83,17 @@ class Controller:
         self._monotonic = monotonic
         self.metrics = metrics or ControllerMetrics()
         self.scorer = Scorer(policy.spec)
-        self.board = ScoreBoard(self.scorer)
+        self.board = ScoreBoard(self.scorer, on_rejected=self._on_capacity_rejected)
         self.bindings = BindingRecords(policy.spec.hot_value, clock=clock)
-        self.annotator = Annotator(self.scorer, interval=cfg.polling.interval)
+        self.annotator = Annotator(
+            self.scorer, interval=cfg.polling.interval, legacy_oversubscription=cfg.legacy_oversubscription_annotation
+        )
+        if cfg.legacy_oversubscription_annotation:
+            log.warning(
+                "legacy_oversubscription_annotation is deprecated: %s copies the agent's %s and %s, which the "
+                "extender reads itself; the copy will be removed in a later release",
+                ann.OVERSUBSCRIPTION, ann.PUBLISHED_CPU, ann.PUBLISHED_MEMORY,
+            )  # fmt: skip
         # Nodes as the informer shows them, or as our own last patch left them when the watch lags behind
         # it: planning from the informer alone would rewrite what we wrote a cycle ago.
         self.latest = LatestNodes(on_change=self.board.update_node)
@@ -243,6 +252,10 @@ class Controller:
         else:
             self.latest.observed(node)  # updates the board unless our own patch is newer
 
+    def _on_capacity_rejected(self, node: str, reason: str) -> None:
+        self.metrics.capacity_rejected.labels(reason).inc()
+        log.warning("node %s: ignoring the agent's published capacity (%s)", node, reason)
+
     def _on_pod(self, etype: str, pod: dict[str, Any]) -> None:
         if etype in ("ADDED", "MODIFIED"):
             self.bindings.observe(pod)
@@ -256,7 +269,7 @@ class Controller:
         # Either way, trust the informer's objects again rather than our memory of past writes.
         self.latest.reset(self.nodes.items)
 
-    def _on_written(self, node: str, patch: Mapping[str, str], updated: dict[str, Any]) -> None:
+    def _on_written(self, node: str, patch: Mapping[str, str | None], updated: dict[str, Any]) -> None:
         self.latest.wrote(self._slim(updated))  # the PATCH response: the node as stored, with our annotations
 
     # ---- the cycle -------------------------------------------------------------------------------
@@ -287,6 +300,8 @@ class Controller:
         for name, reason in result.failed.items():
             self.metrics.nodes_failed.labels(reason).inc()
             log.debug("polling agent of node %s failed: %s", name, result.errors.get(name, reason))
+        for rejection in result.rejected.values():
+            self.metrics.samples_rejected.labels(rejection).inc()
         if self._failed_logs.changed("failed", frozenset(result.failed)):  # the same outage every cycle is no news
             if result.failed:
                 sample = sorted(result.failed)[:5]

@@ -116,18 +116,24 @@ class StandaloneController:
         for name, url in self.targets.items():
             current = self.annotations[name]
             patch = self.annotator.plan(name, current, result.samples.get(name), 0, now, gap=last_seconds)
-            current.update(patch)
+            for key, value in patch.items():  # None removes (the deprecated oversubscription copy)
+                if value is None:
+                    current.pop(key, None)
+                else:
+                    current[key] = value
             self.board.update_node({"metadata": {"name": name, "annotations": dict(current)}})
             verdict = self.board.verdict(name, now)
             score, overloaded = (verdict.score, verdict.overloaded) if verdict is not None else (0, None)
             self.metrics.node_score.labels(name).set(score)
             self.metrics.node_overloaded.labels(name).set(1 if overloaded else 0)
             error = result.errors.get(name)
-            if error is not None and error.startswith("bad_payload: agent reports node"):
+            if error is not None and result.rejected.get(name) == "wrong_node":
                 error += " (NAME in --agent NAME=URL must be the agent's node name: its --node-name or hostname)"
             reports[name] = NodeReport(url, dict(current), score, overloaded, 0, tuple(sorted(patch)), error)
         for reason in result.failed.values():
             self.metrics.nodes_failed.labels(reason).inc()
+        for rejection in result.rejected.values():
+            self.metrics.samples_rejected.labels(rejection).inc()
         self.metrics.nodes_polled.inc(len(result.samples))
         self.metrics.last_cycle_nodes.labels("ok").set(len(result.samples))
         self.metrics.last_cycle_nodes.labels("failed").set(len(result.failed))

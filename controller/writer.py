@@ -79,7 +79,7 @@ class AnnotationWriter:
         metrics: ControllerMetrics,
         lease_time_left: Callable[[], float] = lambda: math.inf,
         request_timeout: float = 10.0,
-        on_written: Callable[[str, Mapping[str, str], dict[str, Any]], None] | None = None,
+        on_written: Callable[[str, Mapping[str, str | None], dict[str, Any]], None] | None = None,
     ) -> None:
         """`lease_time_left`: seconds a write started now may take and still land while we lead (0: we do
         not lead; inf without leader election). `request_timeout` caps the deadline of a leader's write."""
@@ -90,7 +90,7 @@ class AnnotationWriter:
         self._lease_time_left = lease_time_left
         self._request_timeout = request_timeout
         self._on_written = on_written
-        self._pending: OrderedDict[str, dict[str, str]] = OrderedDict()
+        self._pending: OrderedDict[str, dict[str, str | None]] = OrderedDict()
         self._in_flight = 0
         self._cond = threading.Condition()
         self._stop = threading.Event()
@@ -113,8 +113,8 @@ class AnnotationWriter:
         for t in self._threads:
             t.join(timeout)
 
-    def submit(self, node: str, patch: Mapping[str, str]) -> None:
-        """Queue (or replace) the node's patch."""
+    def submit(self, node: str, patch: Mapping[str, str | None]) -> None:
+        """Queue (or replace) the node's patch (None removes an annotation)."""
         if not patch:
             return
         with self._cond:
@@ -143,7 +143,7 @@ class AnnotationWriter:
                 self._cond.wait(min(left, 0.1))
         return True
 
-    def _next(self) -> tuple[str, dict[str, str]] | None:
+    def _next(self) -> tuple[str, dict[str, str | None]] | None:
         with self._cond:
             while not self._pending and not self._stop.is_set():
                 self._cond.wait(0.5)

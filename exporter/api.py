@@ -23,16 +23,13 @@ from typing import Any
 
 from agent.snapshot import ContainerSample, PodSample, Pressure, Snapshot
 from agent.view import AgentView
-from agent.windows import WINDOW_NAMES, WindowValue
+from agent.windows import WindowValue
+from contract.windows import NODE_WINDOW_PREFIX, POD_WINDOW_FIELD, WINDOW_NAMES
 from exporter.collector import node_label, normalize_qos, pod_order
 from exporter.stats import WindowSet, WindowStatsCache
 
 log = logging.getLogger(__name__)
 
-#: Node window key prefix per resource: crane-scheduler's gauge names, so crane users recognise them.
-NODE_WINDOW_PREFIX = {"cpu": "cpu_usage_", "memory": "mem_usage_"}
-#: Pod window field per resource: the pod document's own field for the current value, so units match.
-POD_WINDOW_FIELD = {"cpu": "cpu_cores", "memory": "memory_working_set_bytes"}
 
 NODE_UNITS: dict[str, str] = {
     "cpu_capacity_cores": "cores",

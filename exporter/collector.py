@@ -26,12 +26,13 @@ from prometheus_client.registry import Collector
 
 from agent.snapshot import PodSample, Pressure, Snapshot
 from agent.view import AgentView
-from agent.windows import WINDOW_NAMES
+from contract.annotations import KOORD_QUOTA_NAME
+from contract.windows import WINDOW_NAMES
 from exporter.stats import WindowStatsCache
 
 log = logging.getLogger(__name__)
 
-DEFAULT_LABEL_KEYS: tuple[str, ...] = ("quota.scheduling.koordinator.sh/name",)
+DEFAULT_LABEL_KEYS: tuple[str, ...] = (KOORD_QUOTA_NAME,)
 
 #: crane-scheduler's gauge name -> (resource, window); exported in percent.
 CRANE_GAUGES: tuple[tuple[str, str, str], ...] = (

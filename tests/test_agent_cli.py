@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 
 from agent.config import ConfigError, load_config
+from contract.agent_api import parse_pods_document
+from controller.policy import AGENT_WINDOWS
+from controller.poller import parse_sample
 
 AGENT = [sys.executable, "-m", "agent.main"]
 
@@ -83,13 +86,20 @@ def test_standalone_serves_and_saves_state_on_sigterm(tmp_path: Path) -> None:
             assert r.status == 200
         time.sleep(0.6)
         with urllib.request.urlopen(base + "/api/v1/node", timeout=5) as r:
-            node = json.loads(r.read())
+            body = r.read()
+        node = json.loads(body)
+        # golden: the controller's parser takes this machine's real document, every window included
+        sample = parse_sample(node["node_name"], body, sorted(AGENT_WINDOWS), 0.0)
+        assert sample.windows["cpu_usage_avg_1m"] == node["windows"]["cpu_usage_avg_1m"]["value"]
+        assert sample.oversubscription is None  # standalone: nothing published
         assert node["cpu_cores"] is not None and 0 <= node["cpu_usage_ratio"] <= 1
         assert 0 < node["memory_usage_ratio"] < 1 and node["memory_used_bytes"] > 0
         assert "cpu_usage_avg_5m" in node["windows"] and "coverage" in node["windows"]["cpu_usage_avg_5m"]
         assert node["oversubscription"]["enabled"] is False and node["enforcement"]["enabled"] is False
         with urllib.request.urlopen(base + "/api/v1/pods", timeout=5) as r:
-            assert isinstance(json.loads(r.read()), list)
+            pods_body = r.read()
+        assert isinstance(json.loads(pods_body), list)
+        parse_pods_document(pods_body)  # the contract's model takes it
         with urllib.request.urlopen(base + "/metrics", timeout=5) as r:
             text = r.read().decode()
         assert "colo_node_cpu_usage_ratio" in text and "colo_node_memory_used_bytes" in text

@@ -98,7 +98,7 @@ def test_configurable_classes_and_threshold() -> None:
 
 def test_malformed_value_warns_once_per_pod(caplog: pytest.LogCaptureFixture) -> None:
     c = Classifier()
-    with caplog.at_level(logging.WARNING, logger="agent.classify"):
+    with caplog.at_level(logging.WARNING, logger="contract.classify"):
         for _ in range(3):
             c.classify(pod({Q: "high"}, uid="a"))
         c.classify(pod({Q: "99"}, uid="b"))

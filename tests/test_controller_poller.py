@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -13,7 +15,7 @@ from bench.bench_controller import AgentFleet, agent_payload
 from controller.config import AgentSettings
 from controller.discovery import discover
 from controller.policy import AGENT_WINDOWS
-from controller.poller import AgentPoller, PollResult
+from controller.poller import AgentPoller, PollResult, SampleRejected, parse_sample
 
 
 @pytest.fixture
@@ -37,16 +39,87 @@ def poll(fleet: AgentFleet, *, concurrency: int = 8, timeout: float = 1.0) -> Po
 def test_samples_parsed(fleet: AgentFleet) -> None:
     usage: dict[str, float | None] = dict.fromkeys(AGENT_WINDOWS, 0.25)
     usage["cpu_usage_max_avg_1d"] = None  # not enough history yet
-    usage["mem_usage_avg_5m"] = float("nan")
+    usage["mem_usage_avg_5m"] = 1.004  # a hair above 1: within the tolerance, clamped
     fleet.add("n1", agent_payload("n1", usage, oversubscription=(1500, 1 << 30)))
-    fleet.add("n2", agent_payload(None, 0.5, oversubscription=None))  # node_name may be null
+    fleet.add("n2", agent_payload(None, 0.5, oversubscription=None))  # node_name may be null; label off
     result = poll(fleet)
-    assert result.failed == {}
+    assert result.failed == {} and result.rejected == {}
     s1 = result.samples["n1"]
     assert s1.windows["cpu_usage_avg_5m"] == 0.25 and s1.windows["cpu_usage_max_avg_1d"] is None
-    assert math.isnan(s1.windows["mem_usage_avg_5m"] or 0.0)
+    assert s1.windows["mem_usage_avg_5m"] == 1.0
     assert s1.oversubscription is not None and s1.oversubscription.cpu_millicores == 1500
     assert result.samples["n2"].oversubscription is None
+
+
+def _set(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    *parents, last = path.split(".")
+    target = doc
+    for key in parents:
+        target = target[key]
+    target[last] = value
+    return doc
+
+
+def _rename(doc: dict[str, Any], path: str, new: str) -> dict[str, Any]:
+    *parents, last = path.split(".")
+    target = doc
+    for key in parents:
+        target = target[key]
+    target[new] = target.pop(last)
+    return doc
+
+
+#: Bad documents an agent (or something posing as one) may send, and the reason each is rejected with.
+BAD: dict[str, tuple[Callable[[dict[str, Any]], dict[str, Any] | str], str]] = {
+    "NaN ratio": (lambda d: _set(d, "windows.mem_usage_avg_5m.value", math.nan), "not_finite"),
+    "infinite ratio": (lambda d: _set(d, "windows.cpu_usage_avg_5m.value", math.inf), "not_finite"),
+    "ratio 7.5": (lambda d: _set(d, "windows.cpu_usage_avg_5m.value", 7.5), "out_of_range"),
+    "ratio 1e308": (lambda d: _set(d, "windows.cpu_usage_max_avg_1h.value", 1e308), "out_of_range"),
+    "negative ratio": (lambda d: _set(d, "windows.cpu_usage_avg_5m.value", -0.5), "out_of_range"),
+    "coverage 2": (lambda d: _set(d, "windows.cpu_usage_avg_5m.coverage", 2.0), "out_of_range"),
+    "ratio as a string": (lambda d: _set(d, "windows.cpu_usage_avg_5m.value", "0.5"), "wrong_type"),
+    "ratio as a bool": (lambda d: _set(d, "windows.cpu_usage_avg_5m.value", True), "wrong_type"),
+    "window renamed": (lambda d: _rename(d, "windows.cpu_usage_avg_5m", "cpu_usage_avg5m"), "missing_field"),
+    "windows renamed": (lambda d: _rename(d, "windows", "window"), "missing_field"),
+    "value renamed": (lambda d: _rename(d, "windows.cpu_usage_avg_5m.value", "val"), "missing_field"),
+    "no memory total": (lambda d: _rename(d, "memory_total_bytes", "memory_bytes"), "missing_field"),
+    "oversubscription 1e300": (lambda d: _set(d, "oversubscription.cpu_millicores", 1e300), "wrong_type"),
+    "oversubscription 10**300": (lambda d: _set(d, "oversubscription.cpu_millicores", 10**300), "out_of_range"),
+    "cpu above allocatable": (lambda d: _set(d, "oversubscription.cpu_millicores", 8001), "out_of_range"),
+    "memory above allocatable": (lambda d: _set(d, "oversubscription.memory_bytes", (16 << 30) + 2), "out_of_range"),
+    "published, no number": (lambda d: _rename(d, "oversubscription.memory_bytes", "memory_b"), "missing_field"),
+    "bytes as a float": (lambda d: _set(d, "memory_used_bytes", 1.5), "wrong_type"),
+    "used above total": (lambda d: _set(d, "memory_used_bytes", 1 << 40), "out_of_range"),
+    "cores above capacity": (lambda d: _set(d, "cpu_cores", 80.0), "out_of_range"),
+    "negative rate": (lambda d: _set(d, "network.total.receive_bytes_per_second", -1.0), "out_of_range"),
+    "another node": (lambda d: _set(d, "node_name", "someone-else"), "wrong_node"),
+    "a 1 MB node name": (lambda d: _set(d, "node_name", "n" * (1 << 20)), "out_of_range"),
+    "not a timestamp": (lambda d: _set(d, "timestamp", "yesterday"), "out_of_range"),
+    "not JSON": (lambda d: "{'windows': ", "not_json"),
+    "a list": (lambda d: "[1, 2]", "not_object"),
+    "deeply nested": (lambda d: "[" * 100000 + "]" * 100000, "not_json"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_documents_are_rejected_by_reason(case: str) -> None:
+    mutate, reason = BAD[case]
+    mutated = mutate(agent_payload("n1", 0.3))
+    body = mutated if isinstance(mutated, str) else json.dumps(mutated)  # NaN/Infinity as Python writes them
+    with pytest.raises(SampleRejected) as info:
+        parse_sample("n1", body.encode(), sorted(AGENT_WINDOWS), 0.0)
+    assert info.value.reason == "bad_payload" and info.value.rejection == reason, str(info.value)
+    assert "\n" not in str(info.value) and len(str(info.value)) < 300  # one line, never the whole document
+
+
+def test_rejections_are_reported_per_node(fleet: AgentFleet) -> None:
+    fleet.add("ok", agent_payload("ok", 0.3))
+    fleet.add("nan", json.dumps(_set(agent_payload("nan", 0.3), "windows.cpu_usage_avg_5m.value", math.nan)).encode())
+    fleet.add("huge", agent_payload("huge", 1e308))
+    result = poll(fleet)
+    assert set(result.samples) == {"ok"}
+    assert result.failed == {"nan": "bad_payload", "huge": "bad_payload"}
+    assert result.rejected == {"nan": "not_finite", "huge": "out_of_range"}
 
 
 def test_broken_agents_fail_alone(fleet: AgentFleet) -> None:

@@ -171,10 +171,12 @@ def client() -> TestClient:
     nodes = {name: anns for name, (anns, _, _) in TABLE.items()}
     for name, cpu in (("big", 8000), ("small", 2000)):
         anns = loads(0.5)
-        anns[ann.OVERSUBSCRIPTION] = ann.format_oversubscription(ann.Oversubscription(cpu, cpu << 20), NOW)
+        anns[ann.PUBLISHED_CPU], anns[ann.PUBLISHED_MEMORY] = str(cpu), str(cpu << 20)
         nodes[name] = anns
-    stale = loads(0.5)
-    stale[ann.OVERSUBSCRIPTION] = ann.format_oversubscription(ann.Oversubscription(9000, 9 << 30), NOW - 481)
+    # The agent's capacity is trusted while the node's load annotations are fresh (its agent answers):
+    # this one's were last written 481 s ago, past the shortest period (3m) plus crane's 5 minutes.
+    stale = loads(0.5, age=481)
+    stale[ann.PUBLISHED_CPU], stale[ann.PUBLISHED_MEMORY] = "9000", str(9 << 30)
     nodes["stale-over"] = stale
     extender = Extender(board_with(nodes), ClassifySettings(), clock=lambda: NOW)
     return TestClient(create_app(extender, ControllerMetrics()))
@@ -280,3 +282,37 @@ def test_health_metrics_and_scores(client: TestClient) -> None:
     text = client.get("/metrics").text
     assert 'colo_controller_extender_request_duration_seconds_count{verb="prioritize"} 1.0' in text
     assert client.get("/api/v1/scores").json()["half"] == {"score": 50, "overloaded": None}
+
+
+def test_published_capacity_is_validated_against_allocatable() -> None:
+    rejected: list[tuple[str, str]] = []
+    board = ScoreBoard(Scorer(default_policy().spec), on_rejected=lambda n, r: rejected.append((n, r)))
+    alloc = {"cpu": "4", "memory": "8Gi"}
+    cases = {
+        "ok": ("3000", str(6 << 30)),
+        "too-much-cpu": ("4001", "0"),  # more than the node's 4 cores
+        "too-much-memory": ("0", str((8 << 30) + 1)),
+        "huge": ("9" * 301, "0"),  # the 301-digit number of issue 15
+        "float": ("1e3", "0"),
+        "negative": ("-1", "0"),
+        "other-digits": ("٣", "0"),
+    }
+    for name, (cpu, mem) in cases.items():
+        anns = {**loads(0.3), ann.PUBLISHED_CPU: cpu, ann.PUBLISHED_MEMORY: mem}
+        board.update_node({"metadata": {"name": name, "annotations": anns}, "status": {"allocatable": alloc}})
+    board.update_node(node("label-off", loads(0.3)))  # no capacity published: nothing to reject
+    loads_ = {name: board.load(name) for name in [*cases, "label-off"]}
+    assert loads_["ok"] is not None and loads_["ok"].oversubscription == ann.Oversubscription(3000, 6 << 30)
+    assert all(v is not None and v.oversubscription is None for k, v in loads_.items() if k != "ok")
+    assert sorted(rejected) == sorted(
+        [("too-much-cpu", "out_of_range"), ("too-much-memory", "out_of_range"), ("huge", "malformed"),
+         ("float", "malformed"), ("negative", "malformed"), ("other-digits", "malformed")]
+    )  # fmt: skip
+    # Unchanged inputs are not parsed (nor counted) again; a changed allocatable is.
+    board.update_node({"metadata": {"name": "too-much-cpu", "annotations": {**loads(0.3), ann.PUBLISHED_CPU: "4001",
+                       ann.PUBLISHED_MEMORY: "0"}}, "status": {"allocatable": alloc}})  # fmt: skip
+    assert len(rejected) == 6
+    board.update_node({"metadata": {"name": "too-much-cpu", "annotations": {**loads(0.3), ann.PUBLISHED_CPU: "4001",
+                       ann.PUBLISHED_MEMORY: "0"}}, "status": {"allocatable": {"cpu": "5", "memory": "8Gi"}}})  # fmt: skip
+    taken = board.load("too-much-cpu")
+    assert len(rejected) == 6 and taken is not None and taken.oversubscription == ann.Oversubscription(4001, 0)

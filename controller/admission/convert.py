@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from agent.classify import CRITICAL_PRIORITY, KOORD_QOS_LABEL, QOS_LEVEL_ANNOTATION
+from contract.annotations import BATCH_CPU, BATCH_MEMORY
+from contract.classify import CRITICAL_PRIORITY, KOORD_QOS_LABEL, QOS_LEVEL_ANNOTATION
 from controller.admission.settings import Profile
 from kube.quantity import ceil_int, parse_quantity
 
-BATCH_CPU = "kubernetes.io/batch-cpu"
-BATCH_MEMORY = "kubernetes.io/batch-memory"
 #: (native resource, batch resource, factor to the batch unit)
 _CONVERSIONS = (("cpu", BATCH_CPU, Decimal(1000)), ("memory", BATCH_MEMORY, Decimal(1)))
 _CONTAINER_LISTS = ("initContainers", "containers")

@@ -11,8 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from agent.classify import QOS_LEVEL_ANNOTATION, qos_level
 from common.config import read_file
+from contract.classify import QOS_LEVEL_ANNOTATION, qos_level
 from controller.config import parse_listen
 from controller.errors import from_validation_error
 

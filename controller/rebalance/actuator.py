@@ -19,7 +19,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from agent.classify import KOORD_QOS_LABEL, Classifier
+from contract.classify import KOORD_QOS_LABEL, Classifier
 from controller.config import ClassifySettings
 from controller.httpget import http_get
 from controller.poller import AgentSample

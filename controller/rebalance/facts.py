@@ -16,8 +16,8 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
-from agent.classify import Classifier
-from agent.resources import pod_requests, quantity
+from contract.classify import Classifier
+from kube.resources import pod_requests, quantity
 
 #: Key of the facts inside a slim cached Node or Pod dict.
 FACTS = "rebalance"

@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from agent.classify import CRITICAL_PRIORITY
-from agent.windows import WINDOW_NAMES
+from contract.classify import CRITICAL_PRIORITY
+from contract.windows import WINDOW_NAMES
 
 Operator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
 

@@ -13,8 +13,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from contract.windows import NODE_WINDOW_PREFIX, POD_WINDOW_FIELD
 from controller.rebalance.facts import Amounts, NodeFacts
-from exporter.api import NODE_WINDOW_PREFIX, POD_WINDOW_FIELD
 
 
 def node_window_names(window: str) -> tuple[str, str]:

@@ -1,0 +1,48 @@
+"""Annotation and label keys Colo reads or writes, and whose they are (Volcano, crane, koordinator, Colo).
+
+Keys only, no behaviour: the agent and the controller name the same key from here, so neither can rename
+one without the other noticing.
+"""
+
+from __future__ import annotations
+
+# ---- Volcano: pod QoS, node oversubscription and eviction (written by colo-agent on its own node)
+#: Pod annotation: QoS level -7..7 or LC/HLS/LS/BE; negative means offline.
+QOS_LEVEL = "volcano.sh/qos-level"
+#: Node label: "true" turns oversubscription on for the node.
+OVERSUBSCRIPTION_LABEL = "volcano.sh/oversubscription"
+#: Node annotation: `cpu`, `memory` or `cpu,memory`, the types to publish.
+OVERSUBSCRIPTION_TYPES = "volcano.sh/oversubscription-types"
+#: Node annotations: oversubscribable capacity, integer milli-CPU and integer bytes (ASCII digits).
+OVERSUBSCRIPTION_CPU = "volcano.sh/oversubscription-cpu"
+OVERSUBSCRIPTION_MEMORY = "volcano.sh/oversubscription-memory"
+#: Node annotation (`"true"`) and taint key while the node evicts offline pods.
+OFFLINE_JOB_EVICTING = "volcano.sh/offline-job-evicting"
+
+
+def evicting_watermark(resource: str, level: str) -> str:
+    """`volcano.sh/evicting-{cpu,memory}-{high,low}-watermark`: integer percent of allocatable."""
+    return f"volcano.sh/evicting-{resource}-{level}-watermark"
+
+
+# ---- Kubernetes extended resources (node status), the same numbers as the oversubscription annotations
+BATCH_CPU = "kubernetes.io/batch-cpu"
+BATCH_MEMORY = "kubernetes.io/batch-memory"
+
+# ---- koordinator
+#: Pod label: `BE` means offline.
+KOORD_QOS_CLASS = "koordinator.sh/qosClass"
+#: Pod label the agent aggregates usage by, by default (koordinator's elastic quota name).
+KOORD_QUOTA_NAME = "quota.scheduling.koordinator.sh/name"
+
+# ---- crane-scheduler (written by colo-controller): the load metrics are named by contract.windows
+#: Node annotation: crane's hot value, `"<value>,<UTC time>"`.
+HOT_VALUE = "node_hot_value"
+
+# ---- Colo's own (written by colo-controller)
+#: Node annotation: the crane score 0..100 and when it was computed, `"<score>,<UTC time>"`.
+LOAD_SCORE = "colo.io/load-score"
+#: Deprecated node annotation `"<cpu millicores>,<memory bytes>,<UTC time>"`: the controller's copy of the
+#: agent's oversubscription annotations. Written only with the controller's
+#: `legacy_oversubscription_annotation: true`; otherwise removed from the nodes the controller writes.
+LEGACY_OVERSUBSCRIPTION = "colo.io/oversubscription"

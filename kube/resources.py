@@ -1,0 +1,74 @@
+"""Requests, limits and allocatable from API objects, with the official client's quantity parser."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from kubernetes.utils import parse_quantity
+
+
+def quantity(value: object, default: Decimal | None = None) -> Decimal | None:
+    """A Kubernetes quantity ('250m', '1Gi', '1.5') as a Decimal; `default` when absent or malformed."""
+    if value is None:
+        return default
+    try:
+        return Decimal(parse_quantity(value))  # type: ignore[no-untyped-call]
+    except (ValueError, TypeError, ArithmeticError):
+        return default
+
+
+def _sum_resources(containers: list[Mapping[str, Any]], field: str) -> tuple[Decimal, Decimal]:
+    cpu = mem = Decimal(0)
+    for c in containers:
+        res = (c.get("resources") or {}).get(field) or {}
+        cpu += quantity(res.get("cpu"), Decimal(0)) or Decimal(0)
+        mem += quantity(res.get("memory"), Decimal(0)) or Decimal(0)
+    return cpu, mem
+
+
+def pod_requests(pod: Mapping[str, Any]) -> tuple[float, int]:
+    """(CPU cores, memory bytes) the scheduler reserves for a pod, as kube-scheduler computes it
+    (AggregateContainerRequests): init containers run in order, and a sidecar (an init container with
+    restartPolicy Always) keeps running from its start, so a regular init container needs its own request
+    plus the sidecars started before it; the app containers run alongside every sidecar. The result is
+    max(Σ app containers + Σ sidecars, max over regular init containers of (init + sidecars before it))
+    plus the pod overhead."""
+    spec = pod.get("spec") or {}
+    cpu, mem = _sum_resources(spec.get("containers") or [], "requests")
+    side_cpu = side_mem = init_cpu = init_mem = Decimal(0)
+    for init in spec.get("initContainers") or []:
+        icpu, imem = _sum_resources([init], "requests")
+        if init.get("restartPolicy") == "Always":
+            side_cpu, side_mem = side_cpu + icpu, side_mem + imem
+            cpu, mem = cpu + icpu, mem + imem
+        else:
+            init_cpu, init_mem = max(init_cpu, icpu + side_cpu), max(init_mem, imem + side_mem)
+    cpu, mem = max(cpu, init_cpu), max(mem, init_mem)
+    overhead = spec.get("overhead") or {}
+    cpu += quantity(overhead.get("cpu"), Decimal(0)) or Decimal(0)
+    mem += quantity(overhead.get("memory"), Decimal(0)) or Decimal(0)
+    return float(cpu), int(mem)
+
+
+def pod_limits(pod: Mapping[str, Any]) -> tuple[float | None, int | None]:
+    """(CPU cores, memory bytes) limits of the whole pod; None when any container is unlimited."""
+    containers = (pod.get("spec") or {}).get("containers") or []
+    if not containers:
+        return None, None
+    cpu_total: Decimal | None = Decimal(0)
+    mem_total: Decimal | None = Decimal(0)
+    for c in containers:
+        limits = (c.get("resources") or {}).get("limits") or {}
+        cpu, mem = quantity(limits.get("cpu")), quantity(limits.get("memory"))
+        cpu_total = None if cpu is None or cpu_total is None else cpu_total + cpu
+        mem_total = None if mem is None or mem_total is None else mem_total + mem
+    return (None if cpu_total is None else float(cpu_total)), (None if mem_total is None else int(mem_total))
+
+
+def node_allocatable(node: Mapping[str, Any]) -> tuple[float | None, int | None]:
+    """(CPU cores, memory bytes) allocatable from a Node's status."""
+    alloc = (node.get("status") or {}).get("allocatable") or {}
+    cpu, mem = quantity(alloc.get("cpu")), quantity(alloc.get("memory"))
+    return (None if cpu is None else float(cpu)), (None if mem is None else int(mem))
