@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from common.cli import Flags
 from common.config import ConfigError, load
+from serving.settings import ServingSettings
 
 DEFAULT_PORT = 9817
 ENV_PREFIX = "COLO_"
@@ -151,6 +152,7 @@ class AgentConfig(Strict):
     classify: ClassifyConfig = ClassifyConfig()
     oversubscription: OversubscriptionConfig = OversubscriptionConfig()
     enforcement: EnforcementConfig = EnforcementConfig()
+    serving: ServingSettings = ServingSettings()
     qos: QosConfig = QosConfig()
 
     @field_validator("listen")

@@ -59,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         return _fail(f"invalid configuration: {exc}", 2)
     logs.setup(config.log_level, config.log_format)
-    from agent.runtime import Agent, serve
+    from agent.runtime import Agent, build_server, serve
 
     kube = None
     if wants_cluster(config.standalone, config.kubeconfig):
@@ -91,7 +91,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         agent.services.append(ClusterLink(agent, kube))
     else:
         log.info("no cluster configuration: running standalone")
-    return 0 if asyncio.run(serve(agent, sock)) else 1
+    try:
+        app, server = build_server(agent, sock, kube)
+    except (OSError, ValueError) as exc:  # certificate files, or authentication without a cluster
+        sock.close()
+        return _fail(f"serving: {exc}", 2)
+    return 0 if asyncio.run(serve(agent, app, server, sock)) else 1
 
 
 def _add_process_metrics(agent: Agent) -> None:

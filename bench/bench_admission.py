@@ -29,8 +29,8 @@ from controller.admission.metrics import AdmissionMetrics
 from controller.admission.review import Reviewer
 from controller.admission.server import create_webhook_app
 from controller.admission.settings import AdmissionSettings
-from controller.admission.tls import ReloadingTLS
 from controller.metrics import ControllerMetrics
+from serving.tls import CertReloader
 from tests.admission_reviews import container, pod, review
 
 
@@ -108,7 +108,7 @@ def bench_https(n: int) -> None:
             port = s.getsockname()[1]
         st = settings(str(crt), str(key), f"127.0.0.1:{port}")
         metrics = AdmissionMetrics(ControllerMetrics().registry)
-        tls = ReloadingTLS(st.cert_file, st.key_file)
+        tls = CertReloader(st.cert_file, st.key_file)
         config = uvicorn.Config(
             create_webhook_app(reviewer(st), metrics, st.max_body_bytes),
             host="127.0.0.1",

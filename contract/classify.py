@@ -26,6 +26,10 @@ KOORD_QOS_LABEL = KOORD_QOS_CLASS
 CRITICAL_PRIORITY = 2_000_000_000
 VOLCANO_NAMED_LEVELS = {"LC": 2, "HLS": 2, "LS": 1, "BE": -1}
 DEFAULT_OFFLINE_CLASSES = ("koord-batch", "koord-free")
+#: Pods remembered as warned about; past this the memory starts over (it holds what strangers send the
+#: controller's extender, so it must stay bounded in count and, through `warn_key`, in size).
+MAX_WARNED = 4096
+_MAX_SHOWN = 80  # characters of an untrusted value in a log line
 
 PodClassName = Literal["online", "offline"]
 # ASCII digits only, as Volcano parses it: int() would also take '-0_1', '+1' and other scripts' digits
@@ -41,6 +45,16 @@ def qos_level(value: str) -> int | None:
         return None
     level = int(v)
     return level if -7 <= level <= 7 else None
+
+
+def warn_key(meta: Mapping[str, Any]) -> str:
+    """What a warning is remembered under: the UID (or namespace/name), cut to a UID's length and a bit."""
+    return str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")[:128]
+
+
+def _clip(value: object) -> str:
+    text = repr(value[: _MAX_SHOWN + 1] if isinstance(value, str) else value)
+    return text if len(text) <= _MAX_SHOWN else f"{text[:_MAX_SHOWN]}…"
 
 
 class Classifier:
@@ -79,13 +93,16 @@ class Classifier:
         return "online"
 
     def _warn_once(self, meta: Mapping[str, Any], raw: object) -> None:
-        uid = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+        uid = warn_key(meta)
         if uid in self._warned:
             return
+        if len(self._warned) >= MAX_WARNED:
+            self._warned.clear()
         self._warned.add(uid)
         log.warning(
-            "pod %s/%s: annotation %s=%r is not an integer in -7..7 nor LC/HLS/LS/BE; treating the pod as online",
-            meta.get("namespace"), meta.get("name"), QOS_LEVEL_ANNOTATION, raw,
+            "pod %s/%s: annotation %s=%s is not an integer in -7..7 nor LC/HLS/LS/BE; treating the pod as online",
+            str(meta.get("namespace"))[:_MAX_SHOWN], str(meta.get("name"))[:_MAX_SHOWN],
+            QOS_LEVEL_ANNOTATION, _clip(raw),
         )  # fmt: skip
 
     def forget(self, live_uids: Collection[str]) -> None:

@@ -14,18 +14,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from contract.classify import QOS_LEVEL_ANNOTATION, Classifier
+from contract.classify import MAX_WARNED, QOS_LEVEL_ANNOTATION, Classifier, warn_key
 from controller.config import ClassifySettings
 
 PodClass = Literal["online", "offline"]
 
 #: How long a pod must go unseen before its warning is forgotten (it may then be warned about again).
 FORGET_AFTER = 600.0
-
-
-def _warn_key(meta: Mapping[str, Any]) -> str:
-    # The key contract.classify.Classifier remembers a warning under.
-    return str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
 
 
 class PodClassifier:
@@ -51,7 +46,8 @@ class PodClassifier:
             anns = meta.get("annotations")
             if isinstance(anns, Mapping) and QOS_LEVEL_ANNOTATION in anns:
                 with self._lock:
-                    self._seen.add(_warn_key(meta))
+                    if len(self._seen) < MAX_WARNED:  # bounded: every key is cut to 128 characters
+                        self._seen.add(warn_key(meta))
         self._sweep()
         return self._classifier.classify(pod)
 

@@ -7,6 +7,7 @@ Every duration accepts seconds or a Go duration string. Unknown keys are errors:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -21,6 +22,14 @@ from controller.annotator import MAX_POLLING_INTERVAL
 from controller.durations import to_seconds
 from controller.rebalance.settings import RebalanceSettings
 from controller.scoring import MAX_EXTENDER_PRIORITY
+from serving.settings import ServingSettings
+
+_LABEL_KEY = r"([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+_LABEL_VALUE = r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
+_SELECTOR_TERM = re.compile(
+    rf"!?{_LABEL_KEY}|{_LABEL_KEY}\s*(=|==|!=)\s*{_LABEL_VALUE}"
+    rf"|{_LABEL_KEY}\s+(in|notin)\s*\(\s*{_LABEL_VALUE}(\s*,\s*{_LABEL_VALUE})*\s*\)"
+)
 
 ENV_PREFIX = "COLO_CONTROLLER_"
 
@@ -43,7 +52,14 @@ class AgentSettings(_Section):
     """How to find and query the node agents."""
 
     port: int = Field(default=9817, ge=1, le=65535)
-    scheme: Literal["http"] = "http"
+    scheme: Literal["http", "https"] = "http"
+    #: With https: the CA that signed the agents' certificate (else the system's), and the name it was
+    #: issued for (agents are reached by IP; default: the IP itself).
+    tls_ca_file: str | None = None
+    tls_server_name: str | None = None
+    #: With https: a bearer token file sent to the agents (they review it), for what they do not serve
+    #: openly (/api/v1/pods, read by rebalancing); in a pod, the service account's token.
+    bearer_token_file: str | None = None
     path: str = "/api/v1/node"
     namespace: str = "colo-system"
     endpointslice_selector: str = "kubernetes.io/service-name=colo-agent"
@@ -122,7 +138,9 @@ class ExtenderSettings(_Section):
     #: Not a knob: kube-scheduler scales extender scores assuming 0..10. Accepted (only as 10) so that
     #: existing config files keep loading.
     max_priority: int = MAX_EXTENDER_PRIORITY
-    max_body_bytes: int = Field(default=64 << 20, ge=1024)
+    #: The largest real ExtenderArgs with nodeCacheCapable: 5000 names of up to 253 characters (1.3 MB) and a
+    #: Pod of up to 1.5 MiB (the API server's object limit), doubled (controller.extender).
+    max_body_bytes: int = Field(default=8 << 20, ge=1024)
 
     @field_validator("max_priority")
     @classmethod
@@ -145,12 +163,17 @@ class ControllerConfig(_Section):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["text", "json"] = "text"
     kube_request_timeout: Seconds = 10.0
+    #: Label selector of the nodes Colo manages (polled and annotated), e.g. `colo.io/agent=true`; the
+    #: node informer only sees those. Empty: the nodes with a ready agent endpoint (with
+    #: agent.use_endpointslices), else every node with an InternalIP.
+    node_selector: str = ""
     agent: AgentSettings = AgentSettings()
     polling: PollingSettings = PollingSettings()
     writer: WriterSettings = WriterSettings()
     leader_election: LeaderSettings = LeaderSettings()
     classify: ClassifySettings = ClassifySettings()
     extender: ExtenderSettings = ExtenderSettings()
+    serving: ServingSettings = ServingSettings()
     rebalance: RebalanceSettings = RebalanceSettings()
     #: Deprecated: also write `colo.io/oversubscription`, a copy of the agent's own capacity annotations.
     legacy_oversubscription_annotation: bool = False
@@ -160,6 +183,14 @@ class ControllerConfig(_Section):
     def _listen(cls, v: str) -> str:
         parse_listen(v)
         return v
+
+    @field_validator("node_selector")
+    @classmethod
+    def _selector(cls, v: str) -> str:
+        for term in filter(None, (t.strip() for t in re.split(r",(?![^()]*\))", v))):
+            if not _SELECTOR_TERM.fullmatch(term):
+                raise ValueError(f"{term!r} is not a label selector term (k, !k, k=v, k!=v, k in (a,b), k notin (a))")
+        return v.strip()
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -71,10 +71,16 @@ def internal_ip(node: Mapping[str, Any]) -> str | None:
 
 
 def discover(
-    nodes: Iterable[Mapping[str, Any]], slices: Iterable[Mapping[str, Any]], settings: AgentSettings
+    nodes: Iterable[Mapping[str, Any]],
+    slices: Iterable[Mapping[str, Any]],
+    settings: AgentSettings,
+    *,
+    internal_ip_fallback: bool = True,
 ) -> dict[str, str]:
-    """node -> URL for every known node that has either an endpoint or an InternalIP."""
+    """node -> URL for every known node that has an endpoint, or (with `internal_ip_fallback`) an
+    InternalIP. These are the nodes in scope: only they are polled and annotated."""
     from_slices = endpoints_by_node(slices, settings) if settings.use_endpointslices else {}
+    internal_ip_fallback = internal_ip_fallback or not settings.use_endpointslices
     out: dict[str, str] = {}
     for node in nodes:
         name = node_name(node)
@@ -82,6 +88,8 @@ def discover(
             continue
         url = from_slices.get(name)
         if url is None:
+            if not internal_ip_fallback:
+                continue
             ip = internal_ip(node)
             if ip is None:
                 continue

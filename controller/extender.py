@@ -12,6 +12,7 @@ bypass pydantic for the large node lists: prioritize over 5000 names must stay w
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -22,52 +23,22 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from controller.annotations import Oversubscription
 from controller.classify import PodClassifier
 from controller.config import ClassifySettings
+from controller.extender_args import BadRequest, parse_args
 from controller.metrics import ControllerMetrics
 from controller.nodes import node_name
 from controller.scoring import MAX_EXTENDER_PRIORITY, ScoreBoard
+from serving.limits import ClientGone, Gate, Rejected, read_body
+from serving.settings import ServingSettings
 
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "EXTENDER_PATHS", "BadRequest", "Extender", "create_app", "parse_args"]
 
-class BadRequest(Exception):
-    """The request body is not ExtenderArgs."""
+log = logging.getLogger(__name__)
 
-
-def _field(doc: Mapping[str, Any], name: str) -> Any:
-    lname = name.lower()
-    for key, value in doc.items():
-        if key.lower() == lname:
-            return value
-    return None
-
-
-def parse_args(body: bytes) -> tuple[dict[str, Any], list[dict[str, Any]] | None, list[str] | None]:
-    """(pod, nodes or None, node names or None) from an ExtenderArgs body."""
-    try:
-        doc = json.loads(body)
-    except (ValueError, RecursionError) as err:
-        raise BadRequest(f"body is not JSON: {err}") from None
-    if not isinstance(doc, dict):
-        raise BadRequest("ExtenderArgs must be a JSON object")
-    pod = _field(doc, "Pod")
-    if not isinstance(pod, dict):
-        raise BadRequest("ExtenderArgs.Pod is missing")
-    nodes_raw = _field(doc, "Nodes")
-    names_raw = _field(doc, "NodeNames")
-    nodes: list[dict[str, Any]] | None = None
-    names: list[str] | None = None
-    if nodes_raw is not None:
-        items = nodes_raw.get("items") if isinstance(nodes_raw, dict) else None
-        if items is None:
-            items = []
-        if not isinstance(items, list) or not all(isinstance(n, dict) for n in items):
-            raise BadRequest("ExtenderArgs.Nodes.items must be a list of Node objects")
-        nodes = items
-    if names_raw is not None:
-        if not isinstance(names_raw, list) or not all(isinstance(n, str) for n in names_raw):
-            raise BadRequest("ExtenderArgs.NodeNames must be a list of strings")
-        names = names_raw
-    if nodes is None and names is None:
-        raise BadRequest("ExtenderArgs has neither Nodes nor NodeNames")
-    return pod, nodes, names
+#: The largest real ExtenderArgs with nodeCacheCapable (the manifests' setting): 5000 node names of up to
+#: 253 characters (1.3 MB as JSON) plus a Pod of up to the API server's 1.5 MiB object limit, doubled.
+DEFAULT_MAX_BODY_BYTES = 8 << 20
+#: kube-scheduler calls these without a bearer token (its extender client has none): never authenticated.
+EXTENDER_PATHS = ("/filter", "/prioritize")
 
 
 def is_daemonset_pod(pod: Mapping[str, Any]) -> bool:
@@ -173,13 +144,18 @@ class Extender:
         return out
 
 
+def _filter_error(reason: str) -> dict[str, Any]:
+    return {"Nodes": None, "NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": reason}
+
+
 def create_app(
     extender: Extender,
     metrics: ControllerMetrics,
     *,
     ready: Callable[[], bool] = lambda: True,
     unhealthy: Callable[[], str | None] = lambda: None,
-    max_body_bytes: int = 64 << 20,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    serving: ServingSettings | None = None,
     rebalance: Callable[[], dict[str, Any]] = lambda: {"enabled": False},
 ) -> FastAPI:
     """The HTTP surface: /filter, /prioritize, /healthz, /readyz, /metrics, /api/v1/scores, /api/v1/rebalance.
@@ -187,52 +163,64 @@ def create_app(
     /healthz (liveness) fails with `unhealthy()`'s reason, for what a restart cures (a dead thread, a
     stuck polling loop); /readyz (readiness) fails until `ready()`, i.e. while the node cache is not
     synced, which a restart would only prolong.
-    """
-    app = FastAPI(title="colo-controller", docs_url=None, redoc_url=None, openapi_url=None)
-    latency = metrics.extender_latency
 
-    async def _body(request: Request) -> bytes:
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > max_body_bytes:
-            raise BadRequest(f"body larger than {max_body_bytes} bytes")
-        body = await request.body()
-        if len(body) > max_body_bytes:
-            raise BadRequest(f"body larger than {max_body_bytes} bytes")
-        return body
+    Extender calls are admitted up to `serving.max_concurrent` at once (503 past that), their bodies read
+    up to `max_body_bytes` within `serving.body_timeout`, then decoded, scored and encoded by one worker
+    thread, never on the event loop that answers the probes.
+    """
+    settings = serving or ServingSettings()
+    docs = settings.api_docs
+    app = FastAPI(
+        title="colo-controller",
+        docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None,
+        openapi_url="/openapi.json" if docs else None,
+    )
+    latency = metrics.extender_latency
+    gate = Gate(settings.max_concurrent, workers=1)
+    app.state.gate = gate
+
+    async def _answer(
+        request: Request, verb: str, work: Callable[[bytes], object], error: Callable[[str], object]
+    ) -> Response:
+        start = time.perf_counter()
+        try:
+            gate.enter()
+        except Rejected as err:
+            return _json(error(err.reason), status=err.status)
+        try:
+            body = await read_body(request, max_body_bytes, settings.body_timeout)
+            response = await gate.run(lambda: _json(work(body)))
+        except (Rejected, BadRequest) as err:
+            status = err.status if isinstance(err, Rejected) else 400
+            response = _json(error(str(err)), status=status)
+        except ClientGone:
+            log.debug("%s: the client went away before its body was complete", verb)
+            response = Response(status_code=400)  # nobody is left to read it
+        finally:
+            gate.leave()
+        latency.labels(verb).observe(time.perf_counter() - start)
+        return response
 
     @app.post("/filter")
     async def filter_(request: Request) -> Response:
-        start = time.perf_counter()
-        try:
-            pod, nodes, names = parse_args(await _body(request))
-            payload = extender.filter(pod, nodes, names)
-        except BadRequest as err:
-            payload = {"Nodes": None, "NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}}
-            payload["Error"] = str(err)
-        response = _json(payload)
-        latency.labels("filter").observe(time.perf_counter() - start)
-        return response
+        return await _answer(request, "filter", lambda body: extender.filter(*parse_args(body)), _filter_error)
 
     @app.post("/prioritize")
     async def prioritize(request: Request) -> Response:
-        start = time.perf_counter()
-        try:
-            pod, nodes, names = parse_args(await _body(request))
-            response = _json(extender.prioritize(pod, nodes, names))
-        except BadRequest as err:
-            response = _json({"error": str(err)}, status=400)
-        latency.labels("prioritize").observe(time.perf_counter() - start)
-        return response
+        return await _answer(
+            request, "prioritize", lambda body: extender.prioritize(*parse_args(body)), lambda r: {"error": r}
+        )
 
     @app.get("/healthz")
-    def healthz() -> PlainTextResponse:
+    async def healthz() -> PlainTextResponse:
         reason = unhealthy()
         if reason is None:
             return PlainTextResponse("ok")
         return PlainTextResponse(reason, status_code=503)
 
     @app.get("/readyz")
-    def readyz() -> PlainTextResponse:
+    async def readyz() -> PlainTextResponse:
         if ready():
             return PlainTextResponse("ok")
         return PlainTextResponse("informers not synced", status_code=503)

@@ -12,10 +12,9 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-import uvicorn
 from fastapi import FastAPI
 
 from common.buildinfo import version
@@ -24,6 +23,7 @@ from common.listen import bind, url_of
 from controller.config import ControllerConfig, parse_listen
 from controller.policy import DynamicSchedulerPolicy
 from controller.standalone import CLEAR_SCREEN, NodeReport, StandaloneController, cycle_document, table
+from serving.server import Server, make_server, secure
 
 if TYPE_CHECKING:
     from controller.admission.settings import AdmissionSettings
@@ -35,19 +35,20 @@ EXIT_OK = 0
 EXIT_RUNTIME = 1
 
 
-class Server(uvicorn.Server):
-    """uvicorn without its own signal handling: SIGTERM/SIGINT set `should_exit` through our handlers, so
-    the controller stops cleanly (lease released) and exits 0 instead of re-raising the signal."""
+def _server(app: FastAPI, cfg: ControllerConfig, kube: Kube | None = None) -> Server:
+    """serving.server.Server (no signal handling of its own: SIGTERM/SIGINT reach our handlers, so the
+    controller stops cleanly, lease released, and exits 0) with the `serving` settings: bounded requests,
+    TLS, reviewed bearer tokens (the extender's paths stay open: kube-scheduler sends no token).
+    ConfigError when the certificate files cannot be loaded or authentication has no cluster."""
+    from controller.extender import EXTENDER_PATHS
 
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
-def _server(app: FastAPI, cfg: ControllerConfig) -> Server:
-    # log_config=None: uvicorn's few lines go through our handler (text or JSON), at warning unless debugging
     level = "debug" if cfg.log_level == "debug" else "warning"
-    return Server(uvicorn.Config(app, log_level=level, log_config=None, access_log=False, lifespan="off"))
+    host, port = parse_listen(cfg.listen)
+    try:
+        secure(app, cfg.serving, kube, open_paths=EXTENDER_PATHS)
+        return make_server(app, host, port, cfg.serving, log_level=level)
+    except (OSError, ValueError) as err:  # ssl.SSLError is an OSError
+        raise ConfigError(f"serving: {err}") from None
 
 
 def _listen(cfg: ControllerConfig, origin: str) -> socket.socket:
@@ -71,15 +72,19 @@ def connect(cfg: ControllerConfig) -> Kube:
     return kube
 
 
-def _on_signals(server: Server) -> None:
+def _on_signals(server: Server, first: Callable[[], None] | None = None) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, _request_exit, server, sig)
+            loop.add_signal_handler(sig, _request_exit, server, sig, first)
 
 
-def _request_exit(server: Server, sig: int) -> None:
-    log.info("received %s, shutting down", signal.Signals(sig).name)
+def _request_exit(server: Server, sig: int, first: Callable[[], None] | None) -> None:
+    if first is None:
+        log.info("received %s, shutting down", signal.Signals(sig).name)
+    else:  # hand leadership over before the server drains: the lease thread releases the Lease at once
+        log.info("received %s: releasing leadership and shutting down", signal.Signals(sig).name)
+        first()
     server.should_exit = True
 
 
@@ -101,37 +106,43 @@ def in_cluster(
     except ConfigError:
         kube.close()
         raise
-    controller = Controller(kube, cfg, policy)
-    webhook = None
-    if admission is not None:
-        from controller.admission.server import AdmissionWebhook
+    try:
+        controller = Controller(kube, cfg, policy)
+        webhook = None
+        if admission is not None:
+            from controller.admission.server import AdmissionWebhook
 
-        try:
-            webhook = AdmissionWebhook(kube, admission, controller.metrics)
-        except (OSError, ValueError) as err:  # ssl.SSLError is an OSError
-            kube.close()
-            sock.close()
-            raise ConfigError(
-                f"admission webhook: certificate {admission.cert_file} / key {admission.key_file}: {err}"
-            ) from None
+            try:
+                webhook = AdmissionWebhook(kube, admission, controller.metrics)
+            except (OSError, ValueError) as err:  # ssl.SSLError is an OSError
+                raise ConfigError(
+                    f"admission webhook: certificate {admission.cert_file} / key {admission.key_file}: {err}"
+                ) from None
 
-    def unhealthy() -> str | None:
-        if webhook is not None and webhook.started and not webhook.alive():
-            return "admission webhook server stopped"
-        return controller.unhealthy()
+        def unhealthy() -> str | None:
+            if webhook is not None and webhook.started and not webhook.alive():
+                return "admission webhook server stopped"
+            return controller.unhealthy()
 
-    app = create_app(
-        controller.extender,
-        controller.metrics,
-        ready=controller.ready,
-        unhealthy=unhealthy,
-        max_body_bytes=cfg.extender.max_body_bytes,
-        rebalance=controller.rebalance_document,
-    )
-    server = _server(app, cfg)
+        app = create_app(
+            controller.extender,
+            controller.metrics,
+            ready=controller.ready,
+            unhealthy=unhealthy,
+            max_body_bytes=cfg.extender.max_body_bytes,
+            serving=cfg.serving,
+            rebalance=controller.rebalance_document,
+        )
+        server = _server(app, cfg, kube)
+    except (ConfigError, OSError) as err:
+        kube.close()
+        sock.close()
+        if isinstance(err, ConfigError):
+            raise
+        raise ConfigError(f"agent.tls_ca_file: {err}") from None  # the agents' CA, loaded by the poller
 
     async def serve() -> None:
-        _on_signals(server)
+        _on_signals(server, controller.begin_stop)
         await server.serve(sockets=[sock])
 
     controller.start()
@@ -153,6 +164,7 @@ def in_cluster(
         if webhook is not None:
             webhook.stop()
         controller.stop()
+        server.close()
         kube.close()
         sock.close()
     return EXIT_OK if server.started else EXIT_RUNTIME
@@ -178,9 +190,17 @@ def standalone(
         return EXIT_OK
     assert sock is not None
     app = create_app(
-        ctl.extender, ctl.metrics, ready=lambda: ctl.cycles > 0, max_body_bytes=cfg.extender.max_body_bytes
+        ctl.extender,
+        ctl.metrics,
+        ready=lambda: ctl.cycles > 0,
+        max_body_bytes=cfg.extender.max_body_bytes,
+        serving=cfg.serving,
     )
-    server = _server(app, cfg)
+    try:
+        server = _server(app, cfg)
+    except ConfigError:
+        sock.close()
+        raise
 
     async def run() -> None:
         _on_signals(server)
@@ -202,6 +222,7 @@ def standalone(
     try:
         asyncio.run(run())
     finally:
+        server.close()
         sock.close()
     return EXIT_OK
 

@@ -31,6 +31,7 @@ from controller.config import ControllerConfig
 from controller.discovery import discover
 from controller.extender import Extender
 from controller.hotvalue import BindingRecords
+from controller.httpget import agent_fetch
 from controller.latest import LatestNodes
 from controller.metrics import ControllerMetrics
 from controller.nodes import node_annotations, node_name, slim_node
@@ -119,9 +120,12 @@ class Controller:
                 poll_concurrency=cfg.polling.concurrency,
                 request_timeout=cfg.kube_request_timeout,
                 clock=clock,
+                fetch=agent_fetch(cfg.agent),
             )
 
-        self.nodes = Informer(kube, "nodes", on_event=self._on_node, transform=self._slim)
+        self.nodes = Informer(
+            kube, "nodes", label_selector=cfg.node_selector or None, on_event=self._on_node, transform=self._slim
+        )
         self.slices: Informer | None = None
         if cfg.agent.use_endpointslices:
             self.slices = Informer(
@@ -167,6 +171,7 @@ class Controller:
             timeout=cfg.polling.timeout,
             max_response_bytes=cfg.polling.max_response_bytes,
             clock=clock,
+            fetch=agent_fetch(cfg.agent),
         )
 
     # ---- state -----------------------------------------------------------------------------------
@@ -182,8 +187,9 @@ class Controller:
         return [i for i in (self.nodes, self.slices, self.pods) if i is not None]
 
     def ready(self) -> bool:
-        """Ready to score once the node cache is filled; to write once every informer is."""
-        return self.nodes.synced.is_set()
+        """Ready to score once the node cache is filled (to write once every informer is); not ready
+        once shutting down, so the Service stops sending the scheduler here."""
+        return self.nodes.synced.is_set() and not self._stop.is_set()
 
     def synced(self) -> bool:
         return all(i.synced.is_set() for i in self.informers())
@@ -279,7 +285,8 @@ class Controller:
         started = time.monotonic()
         nodes = self.nodes.items()
         slices = self.slices.items() if self.slices is not None else []
-        targets = discover(nodes, slices, self.cfg.agent)
+        # Scope: the selected nodes; without a selector, those where an agent endpoint says one runs.
+        targets = discover(nodes, slices, self.cfg.agent, internal_ip_fallback=bool(self.cfg.node_selector))
         result = await self.poller.poll_all(targets)
         poll_seconds = time.monotonic() - started
         now = self.clock()
@@ -290,8 +297,8 @@ class Controller:
         patches = 0
         for node in nodes:
             name = node_name(node)
-            if name is None:
-                continue
+            if name is None or name not in targets:
+                continue  # out of scope: neither polled nor annotated
             anns = node_annotations(self.latest.get(node))
             patch = self.annotator.plan(name, anns, result.samples.get(name), hot.get(name, 0), now, gap=gap)
             if patch:
@@ -380,10 +387,14 @@ class Controller:
         t.start()
         self._threads.append(t)
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop polling and writing, release the lease, stop informers."""
+    def begin_stop(self) -> None:
+        """Stop polling and writing now; the lease thread wakes and releases the Lease (signal-safe)."""
         self._stop.set()
         self.writer.clear()  # nothing more goes out once we are shutting down
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop polling and writing, release the lease, stop informers."""
+        self.begin_stop()
         for t in self._threads:
             t.join(timeout)
         self.writer.stop(timeout)

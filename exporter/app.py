@@ -10,8 +10,8 @@ Endpoints
                         also linked from the response's ``Link: </api/v1/units>; rel="describedby"``.
     ``/api/v1/units``   the unit of every numeric field of the two documents.
 
-The JSON endpoints are plain ``def`` so Starlette runs them in its threadpool: they compute windows for
-every pod and must not block the event loop. The health endpoints are ``async``: they are O(1).
+The JSON endpoints compute windows for every pod: they run on a small worker pool, at most
+`max_concurrent` at once (503 past that), never on the event loop. The health endpoints are O(1).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import uvicorn
@@ -34,6 +34,7 @@ from exporter.api import node_document, pods_document, units_document
 from exporter.collector import DEFAULT_LABEL_KEYS, ColoCollector
 from exporter.render import CONTENT_TYPE_OPENMETRICS, CONTENT_TYPE_TEXT, RenderCache
 from exporter.stats import WindowStatsCache
+from serving.limits import Gate, Rejected
 
 JSON_TYPE = "application/json"
 
@@ -95,9 +96,11 @@ def create_app(
     pod_windows: Sequence[str] = WINDOW_NAMES,
     max_staleness: float | None = None,
     gzip_level: int = 1,
+    api_docs: bool = False,
+    max_concurrent: int = 4,
 ) -> FastAPI:
     """The app for one view. Its render cache (``app.state.render_cache``) starts a worker thread and
-    registers as a seq listener; `close_app` undoes both."""
+    registers as a seq listener; `close_app` undoes both. Interactive docs only with `api_docs`."""
     windows = WindowStatsCache(view)
     collector = ColoCollector(view, label_keys=label_keys, windows=windows, pod_windows=pod_windows)
     cache = RenderCache(view, collector, max_staleness=max_staleness, gzip_level=gzip_level)
@@ -105,11 +108,26 @@ def create_app(
         title="colo-agent",
         description="Node and pod usage, rolling windows and the agent's state. Units: /api/v1/units.",
         version="1",
+        docs_url="/docs" if api_docs else None,
+        redoc_url="/redoc" if api_docs else None,
+        openapi_url="/openapi.json" if api_docs else None,
     )
     app.state.view = view
     app.state.windows = windows
     app.state.collector = collector
     app.state.render_cache = cache
+    gate = Gate(max_concurrent, workers=2)
+    app.state.gate = gate
+
+    async def expensive(document: Callable[[], Response]) -> Response:
+        try:
+            gate.enter()
+        except Rejected as err:
+            return _json({"error": err.reason}, err.status)
+        try:
+            return await gate.run(document)
+        finally:
+            gate.leave()
 
     @app.get("/metrics", response_class=Response, summary="Prometheus metrics (cached render)")
     async def metrics(request: Request) -> Response:
@@ -141,11 +159,14 @@ def create_app(
         return JSONResponse(body, status_code=200 if ready else 503)
 
     @app.get("/api/v1/node", summary="Node usage, windows (ratios 0..1), network, units and stage sections")
-    def node() -> Response:
-        snap = view.snapshot
-        if snap is None:
-            return _json({"error": "no snapshot yet"}, 503)
-        return _json(node_document(view, snap, windows))
+    async def node() -> Response:
+        def document() -> Response:
+            snap = view.snapshot
+            if snap is None:
+                return _json({"error": "no snapshot yet"}, 503)
+            return _json(node_document(view, snap, windows))
+
+        return await expensive(document)
 
     @app.get(
         "/api/v1/pods",
@@ -157,11 +178,15 @@ def create_app(
             "/api/v1/units."
         ),
     )
-    def pods() -> Response:
-        snap = view.snapshot
-        if snap is None:
-            return _json({"error": "no snapshot yet"}, 503)
-        return _json(pods_document(view, snap, windows), headers={"Link": '</api/v1/units>; rel="describedby"'})
+    async def pods() -> Response:
+        def document() -> Response:
+            snap = view.snapshot
+            if snap is None:
+                return _json({"error": "no snapshot yet"}, 503)
+            links = {"Link": '</api/v1/units>; rel="describedby"'}
+            return _json(pods_document(view, snap, windows), headers=links)
+
+        return await expensive(document)
 
     @app.get("/api/v1/units", summary="The unit of every numeric field of /api/v1/node and /api/v1/pods")
     async def units() -> Response:
@@ -174,6 +199,8 @@ def close_app(app: FastAPI) -> None:
     """Stop the app's render worker and unregister its listener (tests, or an agent that rebuilds the app)."""
     cache: RenderCache = app.state.render_cache
     cache.close()
+    gate: Gate = app.state.gate
+    gate.close()
 
 
 class ExporterServer(uvicorn.Server):

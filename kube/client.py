@@ -670,3 +670,23 @@ class Kube:
     def replace_lease(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """PUT with the body's resourceVersion as precondition: ApiError(409) if it is stale."""
         return self._call("PUT", RESOURCES["leases"].path(namespace, name), body=body)
+
+    # ---- reviews (authenticating and authorizing our own HTTP clients) ----------------------------
+
+    def review_token(self, token: str) -> dict[str, Any]:
+        """TokenReview of a bearer token: the answer's ``status`` says whether and as whom it authenticates."""
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
+        return self._call("POST", "/apis/authentication.k8s.io/v1/tokenreviews", body=body)
+
+    def review_access(self, user: Any, verb: str, path: str) -> dict[str, Any]:
+        """SubjectAccessReview of `verb` on the non-resource URL `path` for `user` (name, uid, groups,
+        extra as a TokenReview gave them): ``status.allowed`` is the answer."""
+        spec: dict[str, Any] = {
+            "user": user.name,
+            "uid": user.uid,
+            "groups": list(user.groups),
+            "extra": {key: list(values) for key, values in user.extra},
+            "nonResourceAttributes": {"path": path, "verb": verb},
+        }
+        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
+        return self._call("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body=body)

@@ -86,6 +86,9 @@ CALLS: Final[Mapping[str, CallRule]] = {
     "get_lease": CallRule(on_kind("leases", "get"), scope="configured-namespace"),
     "create_lease": CallRule(on_kind("leases", "create"), scope="configured-namespace"),
     "replace_lease": CallRule(on_kind("leases", "update"), scope="configured-namespace"),
+    # -- Kube: reviews of the bearer tokens our own HTTP clients present (secure serving)
+    "review_token": CallRule((Permission("authentication.k8s.io", "tokenreviews", "create"),)),
+    "review_access": CallRule((Permission("authorization.k8s.io", "subjectaccessreviews", "create"),)),
     # -- kube/ classes
     "Informer": CallRule(kind_verbs=("list", "watch"), scope="call"),  # Informer(kube, kind, namespace=...)
     "LeaderElector": CallRule(on_kind("leases", "get", "create", "update"), scope="configured-namespace"),

@@ -19,9 +19,9 @@ import pytest
 
 from controller.admission.server import AdmissionWebhook
 from controller.admission.settings import AdmissionSettings
-from controller.admission.tls import ReloadingTLS
 from controller.metrics import ControllerMetrics
 from kube import Kube
+from serving.tls import CertReloader
 from tests.admission_reviews import pod, review
 from tests.kubeapi.server import FakeKubeAPI
 from tests.waiting import wait_for
@@ -91,7 +91,6 @@ def webhook(kube: Kube, kube_api: FakeKubeAPI, tmp_path: Path) -> Iterator[Admis
         {"listen": f"127.0.0.1:{free_port()}", "cert_file": str(crt), "key_file": str(key), "profiles": [PROFILE]}
     )
     hook = AdmissionWebhook(kube, settings, ControllerMetrics())
-    hook.tls.check_every = 0.0
     hook.start()
     try:
         wait_for(
@@ -155,24 +154,26 @@ def test_a_renewed_certificate_is_served_without_a_restart(webhook: AdmissionWeb
     make_cert(tmp_path / "renewed", "colo-b")
     swap_in(live, tmp_path / "renewed")
     second = der_of(live / "tls.crt")
+    webhook.tls.check()  # what its watcher thread does every interval
     assert second != first
     port = int(webhook.settings.listen.rsplit(":", 1)[1])
     assert served_cert(port, live / "tls.crt") == second
     assert served_cert(port, live / "tls.crt", "localhost") == second
-    assert webhook.tls.reloads == 1
+    assert webhook.tls.reloads == 2  # the load at start, and the renewal
     assert post(webhook, b"{}").status_code == 400  # and the server still answers
 
 
 def test_a_broken_certificate_keeps_the_previous_one(tmp_path: Path) -> None:
     crt, key = make_cert(tmp_path / "live", "colo-a")
-    tls = ReloadingTLS(str(crt), str(key), check_every=0.0)
-    before = tls.current()
+    tls = CertReloader(str(crt), str(key))
     crt.write_text("not a certificate", encoding="ascii")
-    assert tls.current() is before and tls.reloads == 0
+    tls.check()
+    assert tls.reloads == 1
     make_cert(tmp_path / "live", "colo-b")
-    assert tls.current() is not before and tls.reloads == 1
+    tls.check()
+    assert tls.reloads == 2
 
 
 def test_missing_certificate_files_fail_at_start(tmp_path: Path) -> None:
     with pytest.raises(OSError):
-        ReloadingTLS(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
+        CertReloader(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -103,6 +104,10 @@ def test_standalone_serves_and_saves_state_on_sigterm(tmp_path: Path) -> None:
         with urllib.request.urlopen(base + "/metrics", timeout=5) as r:
             text = r.read().decode()
         assert "colo_node_cpu_usage_ratio" in text and "colo_node_memory_used_bytes" in text
+        for docs in ("/docs", "/redoc", "/openapi.json"):  # off unless serving.api_docs
+            with pytest.raises(urllib.error.HTTPError) as err:
+                urllib.request.urlopen(base + docs, timeout=5)
+            assert err.value.code == 404
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
@@ -129,3 +134,25 @@ def test_environment_ignores_service_links_and_keeps_strings() -> None:
     assert c.aggregate_label_keys == ("team", "quota.scheduling.koordinator.sh/name")
     with pytest.raises(ConfigError, match="COLO_AGGREGATE_LABEL_KEYS"):
         load_config([], {"COLO_AGGREGATE_LABEL_KEYS": "[a, b"})
+
+
+@pytest.mark.parametrize(
+    ("env", "needle"),
+    [
+        ({"COLO_SERVING__AUTHENTICATE": "true"}, "needs a cluster"),
+        (
+            {"COLO_SERVING__TLS_CERT_FILE": "/nonexistent/tls.crt", "COLO_SERVING__TLS_KEY_FILE": "/nonexistent/k"},
+            "tls.crt",
+        ),
+        ({"COLO_SERVING__TLS_CERT_FILE": "/nonexistent/tls.crt"}, "go together"),
+    ],
+)
+def test_serving_settings_that_cannot_work_exit_2_with_one_line(env: dict[str, str], needle: str) -> None:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+    proc = subprocess.run(
+        [*AGENT, "--standalone", "--listen", "127.0.0.1:0", "--state-file", ""],
+        capture_output=True, text=True, timeout=60, env={**base, **env},
+    )  # fmt: skip
+    assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("colo-agent:")]
+    assert "Traceback" not in proc.stderr and len(errors) == 1, proc.stderr

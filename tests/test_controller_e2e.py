@@ -56,11 +56,11 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def add_node(api: FakeKubeAPI, name: str, ip: str = "192.0.2.10") -> None:
+def add_node(api: FakeKubeAPI, name: str, ip: str = "192.0.2.10", labels: dict[str, str] | None = None) -> None:
     api.put(
         "nodes",
         {
-            "metadata": {"name": name, "annotations": {"other.io/keep": "yes"}},
+            "metadata": {"name": name, "annotations": {"other.io/keep": "yes"}, "labels": labels or {}},
             "status": {"addresses": [{"type": "InternalIP", "address": ip}]},
         },
     )
@@ -150,11 +150,12 @@ def test_annotations_byte_for_byte_and_periods(
     for name in ("n1", "n2"):
         port = fleet.add(name, agent_payload(name, usage, oversubscription=(1500, 1 << 30)))
         add_slice(kube_api, name, port)
-        add_node(kube_api, name)
-    add_node(kube_api, "n3", ip="127.0.0.1")  # no endpoint: InternalIP + agent port
-    add_node(kube_api, "n4", ip="127.0.0.1")  # its "agent" is n3's: wrong node_name, so it fails
+        add_node(kube_api, name, labels=AGENT_LABEL)
+    add_node(kube_api, "n3", ip="127.0.0.1", labels=AGENT_LABEL)  # no endpoint: InternalIP + agent port
+    add_node(kube_api, "n4", ip="127.0.0.1", labels=AGENT_LABEL)  # its "agent" is n3's: wrong node_name, so it fails
+    add_node(kube_api, "n5", ip="127.0.0.1")  # not selected: out of scope
     clock = Clock(T0)
-    c = Controller(kube, config(fallback_port), default_policy(), clock=clock)
+    c = Controller(kube, config(fallback_port, node_selector="colo.io/agent=true"), default_policy(), clock=clock)
     started.append(c)
     c.start(run_loop=False)
     wait_for(c.synced, what="informers")
@@ -176,7 +177,8 @@ def test_annotations_byte_for_byte_and_periods(
     assert node_annotations(kube_api, "n3")["cpu_usage_avg_5m"] == "0.50000,2026-11-22T10:00:00Z"
     assert "cpu_usage_avg_5m" not in node_annotations(kube_api, "n4")
     sent = patches(kube_api)
-    assert sorted(r.path.rsplit("/", 1)[-1] for r in sent) == ["n1", "n2", "n3", "n4"]  # one patch per node
+    assert sorted(r.path.rsplit("/", 1)[-1] for r in sent) == ["n1", "n2", "n3", "n4"]  # one per node in scope
+    assert c.nodes.get("n5") is None and c.nodes.get("n1") is not None  # the informer does not even see n5
     for r in sent:
         assert r.content_type == "application/merge-patch+json"
         assert list(r.body) == ["metadata"] and list(r.body["metadata"]) == ["annotations"]
@@ -219,6 +221,44 @@ def test_annotations_byte_for_byte_and_periods(
     assert a1["cpu_usage_max_avg_1d"] == "0.20000,2026-11-22T13:00:00Z"
     assert a2["cpu_usage_max_avg_1d"] == "0.20000,2026-11-22T10:00:00Z"
     assert a2["cpu_usage_avg_5m"] == "0.35212,2026-11-22T10:15:00Z"
+
+
+AGENT_LABEL = {"colo.io/agent": "true"}
+
+
+def test_scope_defaults_to_nodes_with_an_agent_endpoint(
+    kube_api: FakeKubeAPI,  # noqa: F811
+    kube: Kube,  # noqa: F811
+    fleet: AgentFleet,
+    started: list[Controller],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Without a node selector only nodes whose agent has an endpoint are polled and annotated; agent
+    failures are logged when their count changes, not every cycle."""
+    port = fleet.add("a1", agent_payload("a1", 0.3, oversubscription=None))
+    add_slice(kube_api, "a1", port)
+    add_node(kube_api, "a1")
+    fleet.add("a2", agent_payload("a2", 0.3, oversubscription=None))
+    add_slice(kube_api, "a2", fleet.add("a2-broken", b"{}"))  # answers, but not with a sample
+    add_node(kube_api, "a2")
+    add_node(kube_api, "no-agent", ip="127.0.0.1")  # would answer on the fallback port: never asked
+    c = Controller(kube, config(port), default_policy(), clock=Clock(T0))
+    started.append(c)
+    c.start(run_loop=False)
+    wait_for(c.synced, what="informers")
+    caplog.set_level("INFO", logger="controller.service")
+    for _ in range(3):
+        run_cycle(c)
+    assert sorted(r.path.rsplit("/", 1)[-1] for r in patches(kube_api)) == ["a1", "a2"]
+    assert node_annotations(kube_api, "no-agent") == {"other.io/keep": "yes"}
+    assert "cpu_usage_avg_5m" in node_annotations(kube_api, "a1")
+    failures = [r.getMessage() for r in caplog.records if "agents failing" in r.getMessage()]
+    assert len(failures) == 1 and failures[0].startswith("1 of 2 agents failing")
+    fleet.set("a1", mode="status")
+    run_cycle(c)
+    run_cycle(c)
+    failures = [r.getMessage() for r in caplog.records if "agents failing" in r.getMessage()]
+    assert len(failures) == 2 and failures[1].startswith("2 of 2 agents failing")
 
 
 def test_hot_value_from_bound_pods(

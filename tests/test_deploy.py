@@ -56,6 +56,7 @@ from exporter.collector import POD_LABELS, ColoCollector
 from exporter.render import encode_families
 from kube import ApiError, Kube
 from kube.permissions import Permission
+from serving.auth import User
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -268,9 +269,18 @@ def test_the_validator_rejects_broken_manifests(break_it: Callable[[Obj], object
 def test_servicemonitors_have_the_minimal_structure() -> None:
     """A prometheus-operator CRD: not in the Kubernetes OpenAPI schema, so only a structural check here."""
     objs = base_objects()
-    monitors = load_docs(BASE / "servicemonitor.yaml")
+    docs = load_docs(BASE / "servicemonitor.yaml")
+    monitors = [d for d in docs if d["kind"] == "ServiceMonitor"]
     assert {m["metadata"]["name"] for m in monitors} == {"colo-agent", "colo-controller"}
-    allowed_endpoint_keys = {"port", "path", "interval", "scrapeTimeout", "scheme", "relabelings", "honorLabels"}
+    allowed_endpoint_keys = {
+        "port", "path", "interval", "scrapeTimeout", "scheme", "relabelings", "honorLabels", "bearerTokenFile",
+        "tlsConfig",
+    }  # fmt: skip
+    # Prometheus may `get /metrics`: the reader ClusterRole (in the base) bound to its ServiceAccount
+    binding = find(docs, "ClusterRoleBinding", "colo-metrics-reader")
+    validate(binding)
+    reader = find(objs, "ClusterRole", binding["roleRef"]["name"])
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
     for m in monitors:
         assert m["apiVersion"] == "monitoring.coreos.com/v1" and m["kind"] == "ServiceMonitor"
         assert set(m) == {"apiVersion", "kind", "metadata", "spec"}
@@ -287,6 +297,10 @@ def test_servicemonitors_have_the_minimal_structure() -> None:
             assert ep["port"] in port_names and ep["path"] == "/metrics"
             assert re.fullmatch(r"\d+[smh]", ep["interval"])
             assert ep.get("honorLabels", False) in (True, False)
+            # HTTPS with the Secret's CA, and Prometheus' own token for the agent's TokenReview
+            assert ep["scheme"] == "https" and ep["bearerTokenFile"].endswith("/serviceaccount/token")
+            ca = ep["tlsConfig"]["ca"]["secret"]
+            assert ca["key"] == "ca.crt" and ep["tlsConfig"]["serverName"].startswith(m["metadata"]["name"] + ".")
 
 
 def test_the_agent_servicemonitor_honors_the_agents_pod_labels() -> None:
@@ -392,7 +406,10 @@ def test_agent_configmap_loads_and_sets_only_the_cluster_keys(tmp_path: Path) ->
     cfg = load_agent_config(tmp_path)
     defaults = AgentConfig().model_dump()
     changed = {k for k, v in cfg.model_dump().items() if defaults[k] != v}
-    assert changed == {"listen", "host_root"}, "the ConfigMap shows the defaults; a deliberate change goes here"
+    assert changed == {"listen", "host_root", "serving"}, (
+        "the ConfigMap shows the defaults; a deliberate change goes here"
+    )
+    assert cfg.serving.authenticate and cfg.serving.tls and cfg.serving.open_paths == ("/api/v1/node",)
     assert cfg.listen_address(in_cluster=True) == ("0.0.0.0", 9817)
     assert cfg.host_root == "/host"
     assert load_agent_config(tmp_path, {"NODE_NAME": "node-a"}).node_name == "node-a"
@@ -533,14 +550,20 @@ def test_daemonset_runs_the_agent_as_configured(tmp_path: Path) -> None:
     assert [p["containerPort"] for p in c["ports"]] == [port]
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    scheme = "https" if cfg.serving.tls else "http"
     for probe in ("livenessProbe", "readinessProbe"):
         assert container_port(c, c[probe]["httpGet"]["port"]) == port
+        assert c[probe]["httpGet"].get("scheme", "HTTP") == scheme.upper()
     annotations = pod["metadata"]["annotations"]
     assert annotations == {
         "prometheus.io/scrape": "true",
         "prometheus.io/port": str(port),
         "prometheus.io/path": "/metrics",
+        "prometheus.io/scheme": scheme,
     }
+    # the serving certificate where the config says it is
+    tls_mount, tls_volume = mount_for(spec, c, cfg.serving.tls_cert_file or "")
+    assert tls_volume["secret"]["secretName"] == "colo-agent-tls" and tls_mount.get("readOnly") is True
     # host namespaces, placement, priority
     assert spec["hostNetwork"] is True and spec["hostPID"] is True
     assert spec["dnsPolicy"] == "ClusterFirstWithHostNet"
@@ -658,8 +681,8 @@ def test_kube_scheduler_config_registers_the_extender() -> None:
     assert set(ext) <= EXTENDER_FIELDS, set(ext) - EXTENDER_FIELDS
     svc = find(base_objects(), "Service", "colo-controller")
     (port,) = svc["spec"]["ports"]
-    assert ext["urlPrefix"] == f"http://{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc:{port['port']}"
-    assert ext["enableHTTPS"] is False and ext["ignorable"] is True
+    assert ext["urlPrefix"] == f"https://{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc:{port['port']}"
+    assert ext["enableHTTPS"] is True and ext["tlsConfig"]["caFile"] and ext["ignorable"] is True
     assert isinstance(ext["weight"], int) and ext["weight"] > 0
     assert re.fullmatch(r"\d+(ms|s|m)", ext["httpTimeout"])
     app = create_app(
@@ -673,7 +696,7 @@ def test_kube_scheduler_config_registers_the_extender() -> None:
 # RBAC against the API calls the code makes
 
 KUBE_NAME = re.compile(r"^_?[kK]ube$")
-PROJECT_PACKAGES = ("agent", "cgroup", "controller", "exporter")
+PROJECT_PACKAGES = ("agent", "cgroup", "controller", "exporter", "serving")
 Scope = Literal["cluster", "configured-namespace"]
 
 
@@ -922,10 +945,16 @@ def grants_for(objs: Iterable[Obj], service_account: str, namespace: str) -> Gra
 
 
 def rbac_problems(
-    need: Needs, grants: Grants, namespace: str, optional: Iterable[Permission] = (), names: Mapping[str, str] = {}
+    need: Needs,
+    grants: Grants,
+    namespace: str,
+    optional: Iterable[Permission] = (),
+    names: Mapping[str, str] = {},
+    non_resource: Iterable[Obj] = (),
 ) -> list[str]:
     """Missing and superfluous grants. ``namespace``: where the configured-namespace calls go; ``names``:
-    resource -> the only object name a rule may restrict it to (resourceNames)."""
+    resource -> the only object name a rule may restrict it to (resourceNames); ``non_resource``: the only
+    non-resource rules allowed (an HTTP path of Colo's own servers the account reads)."""
     optional = set(optional)
     problems: list[str] = []
     cluster_need = {p for p, s in need.items() if "cluster" in s} - optional
@@ -947,7 +976,7 @@ def rbac_problems(
                 problems.append(f"Role {ns}/{role} grants {p}: no call needs it there")
     for ns, rule in grants.rules:
         values = [*rule.get("apiGroups", []), *rule.get("resources", []), *rule.get("verbs", [])]
-        if "*" in values or rule.get("nonResourceURLs"):
+        if "*" in values or (rule.get("nonResourceURLs") and rule not in list(non_resource)):
             problems.append(f"wildcard or non-resource rule {rule}")
         for resource in rule.get("resources", []):
             restricted = rule.get("resourceNames")
@@ -1033,6 +1062,8 @@ SAMPLE_CALLS: dict[str, Callable[[Kube, str | None], object]] = {
     "get_lease": lambda k, _: k.get_lease("ns", "l1"),
     "create_lease": lambda k, _: k.create_lease("ns", {"metadata": {"name": "l1"}}),
     "replace_lease": lambda k, _: k.replace_lease("ns", "l1", {"metadata": {"name": "l1"}}),
+    "review_token": lambda k, _: k.review_token("t"),
+    "review_access": lambda k, _: k.review_access(User("u", "", (), ()), "get", "/metrics"),
 }
 
 
@@ -1162,8 +1193,14 @@ def test_controller_rbac_grants_exactly_what_controller_code_calls(tmp_path: Pat
     assert ctl.agent.namespace == ctl.leader_election.namespace, "one Role covers both"
     grants = grants_for(base_objects(), "colo-controller", NAMESPACE)
     names = {"leases": ctl.leader_election.name}
+    # rebalancing reads the agents' /api/v1/pods, which they serve only to tokens allowed `get` on it
+    agent_pods = {"nonResourceURLs": [ctl.rebalance.pods_path], "verbs": ["get"]}
+    assert ctl.agent.bearer_token_file and agent_pods in [rule for _, rule in grants.rules]
     optional = {p for g in kp.CONTROLLER_OPTIONAL_GRANTS for p in g.permissions}
-    assert rbac_problems(needs(scan.uses), grants, ctl.leader_election.namespace, optional, names=names) == []
+    problems = rbac_problems(
+        needs(scan.uses), grants, ctl.leader_election.namespace, optional, names=names, non_resource=[agent_pods]
+    )
+    assert problems == []
     assert set(grants.namespaced) == {NAMESPACE}
 
 
@@ -1790,3 +1827,17 @@ def test_dockerfile_builds_both_entry_points_from_the_lock() -> None:
     assert ignore[ignore.index("*") :][0] == "*"
     allowed = {line[1:].rstrip("/") for line in ignore if line.startswith("!")}
     assert sources <= allowed, f"excluded from the build context: {sources - allowed}"
+
+
+def test_controller_mounts_the_certificates_its_config_names(tmp_path: Path) -> None:
+    cfg = load_controller(tmp_path)
+    dep = find(base_objects(), "Deployment", "colo-controller")
+    spec = dep["spec"]["template"]["spec"]
+    (c,) = spec["containers"]
+    assert cfg.serving.tls and cfg.serving.authenticate and cfg.agent.scheme == "https"
+    for path, secret in ((cfg.serving.tls_cert_file, "colo-controller-tls"), (cfg.agent.tls_ca_file, "colo-agent-tls")):
+        mount, volume = mount_for(spec, c, path or "")
+        assert volume["secret"]["secretName"] == secret and mount.get("readOnly") is True
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert c[probe]["httpGet"]["scheme"] == "HTTPS"
+    assert cfg.extender.max_body_bytes == 8 << 20

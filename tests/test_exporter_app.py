@@ -384,3 +384,20 @@ def test_serve_in_an_event_loop_stops_on_the_event(app: FastAPI, view: AgentView
     thread.join(20)
     assert not thread.is_alive()
     assert result == {"metrics": 200, "ready": 200}
+
+
+def test_json_documents_capped_with_503(view: AgentView) -> None:
+    """At most max_concurrent documents are computed at once; past that the answer is 503 at once."""
+    populate(view, seconds=5)
+    application = create_app(view, max_concurrent=1)
+    try:
+        with TestClient(application) as c:
+            assert c.get("/api/v1/pods").status_code == 200
+            application.state.gate.enter()  # one document in progress
+            r = c.get("/api/v1/node")
+            assert r.status_code == 503 and "busy" in r.json()["error"]
+            assert c.get("/healthz").status_code in (200, 503) and c.get("/metrics").status_code != 503
+            application.state.gate.leave()
+            assert c.get("/api/v1/node").status_code == 200
+    finally:
+        close_app(application)

@@ -23,10 +23,10 @@ from controller.admission.convert import PriorityClassInfo
 from controller.admission.metrics import AdmissionMetrics
 from controller.admission.review import BadReview, Reviewer
 from controller.admission.settings import AdmissionSettings
-from controller.admission.tls import ReloadingTLS
 from controller.config import parse_listen
 from controller.metrics import ControllerMetrics
 from kube import Informer, Kube
+from serving.tls import CertReloader
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class AdmissionWebhook:
         self.namespaces = Informer(kube, "namespaces", transform=slim_namespace)
         self.priority_classes = Informer(kube, "priorityclasses", transform=slim_priority_class)
         self.reviewer = Reviewer(settings, self.namespace_labels, self.priority_class)
-        self.tls = ReloadingTLS(settings.cert_file, settings.key_file)
+        self.tls = CertReloader(settings.cert_file, settings.key_file)  # serving/: the programs' one reloader
         host, port = parse_listen(settings.listen)
         config = uvicorn.Config(
             create_webhook_app(self.reviewer, self.metrics, settings.max_body_bytes),
@@ -102,7 +102,7 @@ class AdmissionWebhook:
             lifespan="off",
         )
         config.load()
-        config.ssl = self.tls.context  # uvicorn would build its own, without reload
+        config.ssl = self.tls.context  # reloaded in place: new handshakes get a renewed certificate
         self.server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
         self.started = False
@@ -125,6 +125,7 @@ class AdmissionWebhook:
         self.started = True
         self.namespaces.start()
         self.priority_classes.start()
+        self.tls.start()
         self._thread = threading.Thread(target=lambda: asyncio.run(self.server.serve()), name="colo-webhook")
         self._thread.daemon = True
         self._thread.start()
@@ -136,5 +137,6 @@ class AdmissionWebhook:
         self.server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout)
+        self.tls.stop()
         self.namespaces.stop(timeout)
         self.priority_classes.stop(timeout)

@@ -41,7 +41,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -185,7 +185,11 @@ _GROUP_VERSIONS = {
     ("coordination.k8s.io", "v1"),
     ("policy", "v1"),
     ("scheduling.k8s.io", "v1"),
+    ("authentication.k8s.io", "v1"),
+    ("authorization.k8s.io", "v1"),
 }
+TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
+ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 
 _PATH_RE = re.compile(
     r"^/(?:api/(?P<core>v1)|apis/(?P<group>[a-z0-9.-]+)/(?P<version>v[0-9a-z]+))"
@@ -648,6 +652,31 @@ class FakeKubeAPI:
         self._watch_conns: set[socket.socket] = set()
         self._epoch = 0  # bumped by stop() and drop_watches(): open watches of older epochs end abruptly
         self._halt = threading.Event()
+        self.users: dict[str, JSON] = {}  # bearer token -> UserInfo, for TokenReview
+        self.grants: set[tuple[str, str, str]] = set()  # (user or "group:NAME", verb, nonResourceURL)
+
+    # ---- reviews ---------------------------------------------------------------------------------
+
+    def add_user(self, token: str, username: str, groups: Sequence[str] = (), uid: str = "") -> None:
+        """TokenReview authenticates `token` as this user (plus system:authenticated, as the API server adds)."""
+        with self._cond:
+            groups = [*groups, "system:authenticated"]
+            self.users[token] = {"username": username, "uid": uid or f"uid-{username}", "groups": groups}
+
+    def grant(self, subject: str, verb: str, url: str) -> None:
+        """An RBAC rule on a non-resource URL for a user name or ``group:NAME``; `url` may end in ``*``."""
+        with self._cond:
+            self.grants.add((subject, verb, url))
+
+    def allows(self, user: str, groups: Sequence[str], verb: str, path: str) -> bool:
+        subjects = {user, *(f"group:{g}" for g in groups)}
+        with self._cond:
+            return any(
+                subject in subjects
+                and v in (verb, "*")
+                and (url == path or (url.endswith("*") and path.startswith(url[:-1])))
+                for subject, v, url in self.grants
+            )
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
@@ -1043,6 +1072,11 @@ class _Handler(BaseHTTPRequestHandler):
             ]
             self._send_json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
             return
+        if path in (TOKEN_REVIEWS, ACCESS_REVIEWS):
+            if method != "POST":
+                raise ApiFailure(405)
+            self._review(path, body)
+            return
         m = _PATH_RE.match(path)
         if not m:
             raise ApiFailure(404)
@@ -1081,6 +1115,39 @@ class _Handler(BaseHTTPRequestHandler):
             self._delete(rt, ns, name)
         else:
             raise ApiFailure(405)
+
+    # ---- reviews (create-only, nothing stored) ----------------------------------------------------
+
+    def _review(self, path: str, body: Any) -> None:
+        spec = body.get("spec") if isinstance(body, dict) else None
+        if not isinstance(spec, dict):
+            raise ApiFailure(422, message="spec: Required value")
+        status: JSON
+        if path == TOKEN_REVIEWS:
+            token = spec.get("token")
+            if not isinstance(token, str) or not token:
+                raise ApiFailure(422, message="spec.token: Required value")
+            with self.api._cond:
+                user = copy.deepcopy(self.api.users.get(token))
+            status = (
+                {"authenticated": True, "user": user} if user else {"authenticated": False, "error": "invalid token"}
+            )
+            kind, api_version = "TokenReview", "authentication.k8s.io/v1"
+        else:
+            attrs = spec.get("nonResourceAttributes")
+            if not isinstance(attrs, dict) or spec.get("resourceAttributes") is not None:
+                raise ApiFailure(422, message="exactly one of nonResourceAttributes, resourceAttributes is required")
+            if not spec.get("user") and not spec.get("groups"):
+                raise ApiFailure(422, message="at least one of user or group must be specified")
+            allowed = self.api.allows(
+                str(spec.get("user") or ""),
+                list(spec.get("groups") or []),
+                str(attrs.get("verb")),
+                str(attrs.get("path")),
+            )
+            status = {"allowed": allowed, "reason": "allowed by a fake RBAC rule" if allowed else ""}
+            kind, api_version = "SubjectAccessReview", "authorization.k8s.io/v1"
+        self._send_json(201, {"kind": kind, "apiVersion": api_version, "metadata": {}, "spec": spec, "status": status})
 
     # ---- verbs -----------------------------------------------------------------------------------
 
