@@ -153,6 +153,7 @@ class ControllerConfig(_Section):
     """Top level of `--config FILE`."""
 
     policy_file: str | None = None
+    admission_file: str | None = None  # the admission webhook's settings and profiles (controller/admission)
     kubeconfig: str | None = None
     listen: str = "0.0.0.0:8090"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -226,6 +227,9 @@ def load_config(
     (`key: (flag, value)`); ConfigError names the flag, variable or key."""
 
     def policy_next_to_file(doc: dict[str, Any], configmap: bool) -> None:
+        admission = doc.get("admission_file")
+        if path and isinstance(admission, str) and admission and not Path(admission).is_absolute():
+            doc["admission_file"] = str(Path(path).parent / admission)  # found next to the file, as the policy
         policy = doc.get("policy_file")
         if not path or not isinstance(policy, str) or not policy:
             return

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from common import logs
 from common.cli import EXIT_CONFIG, EXIT_OK, Flags
 from common.config import ConfigError, origin
+from controller.admission.settings import load_admission
 from controller.config import ENV_PREFIX, ControllerConfig, load_config
 from controller.policy import DynamicSchedulerPolicy, default_policy, load_policy
 
@@ -40,6 +41,10 @@ def build_flags() -> Flags:
     f.add(
         "--listen", "listen", "extender, health and metrics address", metavar="HOST:PORT", shown_default="0.0.0.0:8090"
     )
+    f.add(
+        "--admission", "admission_file", "admission webhook settings and colocation profiles (YAML)",
+        metavar="FILE", shown_default="none: no webhook",
+    )  # fmt: skip
     f.add_logging()
     p.add_argument("--check", action="store_true", help="validate settings and policy, print them, and exit")
     p.add_argument(
@@ -82,11 +87,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = flags.parser.parse_args(argv)
     try:
         cfg, policy = load_settings(args, flags.flag_of, os.environ)
+        admission = load_admission(cfg.admission_file) if cfg.admission_file else None
         targets = None
         if args.agent:
             from controller.standalone import parse_agents
 
             targets = parse_agents(args.agent, cfg.agent.path)
+            if admission is not None:
+                raise ConfigError("the admission webhook (--admission) needs a cluster; standalone mode has none")
     except ConfigError as err:
         print(f"colo-controller: invalid configuration: {err}", file=sys.stderr)
         return _exit(EXIT_CONFIG, argv)
@@ -94,6 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.check:
         print(cfg.model_dump_json(indent=2))
         print(policy.model_dump_json(indent=2, by_alias=True))
+        if admission is not None:
+            print(admission.model_dump_json(indent=2, by_alias=True))
         return _exit(EXIT_OK, argv)
     from controller import run
 
@@ -103,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if targets is not None:
             code = run.standalone(cfg, policy, targets, output=args.output, once=args.once, listen_origin=listen)
         else:
-            code = run.in_cluster(cfg, policy, listen_origin=listen)
+            code = run.in_cluster(cfg, policy, listen_origin=listen, admission=admission)
     except ConfigError as err:
         print(f"colo-controller: {err}", file=sys.stderr)
         code = EXIT_CONFIG

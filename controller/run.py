@@ -27,6 +27,7 @@ from controller.standalone import CLEAR_SCREEN, NodeReport, StandaloneController
 from serving.server import Server, make_server, secure
 
 if TYPE_CHECKING:
+    from controller.admission.settings import AdmissionSettings
     from kube import Kube
 
 log = logging.getLogger("controller")
@@ -85,8 +86,15 @@ def _request_exit(server: Server, sig: int, first: Callable[[], None] | None) ->
     server.should_exit = True
 
 
-def in_cluster(cfg: ControllerConfig, policy: DynamicSchedulerPolicy, *, listen_origin: str = "--listen") -> int:
-    """Run until SIGTERM/SIGINT: kubeconfig, then the socket, then informers, lease and polling."""
+def in_cluster(
+    cfg: ControllerConfig,
+    policy: DynamicSchedulerPolicy,
+    *,
+    listen_origin: str = "--listen",
+    admission: AdmissionSettings | None = None,
+) -> int:
+    """Run until SIGTERM/SIGINT: kubeconfig, then the socket, then informers, lease and polling (and the
+    admission webhook's HTTPS server when `admission` is given)."""
     from controller.extender import create_app
     from controller.service import Controller
 
@@ -98,11 +106,27 @@ def in_cluster(cfg: ControllerConfig, policy: DynamicSchedulerPolicy, *, listen_
         raise
     try:
         controller = Controller(kube, cfg, policy)
+        webhook = None
+        if admission is not None:
+            from controller.admission.server import AdmissionWebhook
+
+            try:
+                webhook = AdmissionWebhook(kube, admission, controller.metrics)
+            except (OSError, ValueError) as err:  # ssl.SSLError is an OSError
+                raise ConfigError(
+                    f"admission webhook: certificate {admission.cert_file} / key {admission.key_file}: {err}"
+                ) from None
+
+        def unhealthy() -> str | None:
+            if webhook is not None and webhook.started and not webhook.alive():
+                return "admission webhook server stopped"
+            return controller.unhealthy()
+
         app = create_app(
             controller.extender,
             controller.metrics,
             ready=controller.ready,
-            unhealthy=controller.unhealthy,
+            unhealthy=unhealthy,
             max_body_bytes=cfg.extender.max_body_bytes,
             serving=cfg.serving,
             rebalance=controller.rebalance_document,
@@ -120,6 +144,11 @@ def in_cluster(cfg: ControllerConfig, policy: DynamicSchedulerPolicy, *, listen_
         await server.serve(sockets=[sock])
 
     controller.start()
+    if webhook is not None:
+        webhook.start()
+        log.info(
+            "admission webhook on https://%s, %d profile(s)", webhook.settings.listen, len(webhook.settings.profiles)
+        )
     log.info(
         "colo-controller %s listening on %s; %d metrics synced per policy; leader election %s",
         version(),
@@ -130,6 +159,8 @@ def in_cluster(cfg: ControllerConfig, policy: DynamicSchedulerPolicy, *, listen_
     try:
         asyncio.run(serve())
     finally:
+        if webhook is not None:
+            webhook.stop()
         controller.stop()
         server.close()
         kube.close()

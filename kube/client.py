@@ -26,7 +26,7 @@ from kubernetes.client.exceptions import ApiException
 
 log = logging.getLogger(__name__)
 
-Kind = Literal["pods", "nodes", "endpointslices", "events", "leases"]
+Kind = Literal["pods", "nodes", "endpointslices", "events", "leases", "namespaces", "priorityclasses"]
 EvictionResult = Literal["evicted", "blocked", "gone"]
 
 #: Transport retries for ``Kube.connect``: urllib3 may retry connection failures and idempotent requests
@@ -96,6 +96,8 @@ RESOURCES: dict[Kind, Resource] = {
     "events": Resource("events", "Event", "v1", namespaced=True),
     "endpointslices": Resource("endpointslices", "EndpointSlice", "discovery.k8s.io/v1", namespaced=True),
     "leases": Resource("leases", "Lease", "coordination.k8s.io/v1", namespaced=True),
+    "namespaces": Resource("namespaces", "Namespace", "v1", namespaced=False),
+    "priorityclasses": Resource("priorityclasses", "PriorityClass", "scheduling.k8s.io/v1", namespaced=False),
 }
 
 # involvedObject.apiVersion for the kinds Colo records events about.

@@ -118,7 +118,7 @@ class OptionalGrant:
     """Permissions granted only when a setting turns the feature on (a kustomize component of its own)."""
 
     component: str  # deploy/daemonset/<component>/
-    setting: str  # the agent configuration key that turns it on
+    setting: str  # the configuration key that turns it on
     calls: tuple[str, ...]
     permissions: tuple[Permission, ...]
 
@@ -130,6 +130,17 @@ OPTIONAL_GRANTS: Final[tuple[OptionalGrant, ...]] = (
         setting="oversubscription.extended_resources",
         calls=("patch_node_extended_resources",),
         permissions=on_kind("nodes", "patch", sub="status"),
+    ),
+)
+
+
+#: Not in the controller's main ClusterRole: granted by the component that ships the admission webhook.
+CONTROLLER_OPTIONAL_GRANTS: Final[tuple[OptionalGrant, ...]] = (
+    OptionalGrant(
+        component="colocation-profiles",
+        setting="admission_file",  # the controller setting (flag --admission) that starts the webhook
+        calls=("Informer",),
+        permissions=on_kind("namespaces", "list", "watch") + on_kind("priorityclasses", "list", "watch"),
     ),
 )
 

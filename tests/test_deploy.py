@@ -76,7 +76,7 @@ OPTIONAL_FILES = {
 #: Optional files that are plain Kubernetes objects: validated against the schema like the base.
 OPTIONAL_MANIFESTS = ("agent-admission-policy.yaml",)
 #: Sub-folders of deploy/daemonset that are kustomize components (opt-in).
-OPTIONAL_COMPONENTS = {"extended-resources"}
+OPTIONAL_COMPONENTS = {"extended-resources", "colocation-profiles"}
 NAMESPACE = "colo-system"
 
 Obj = dict[str, Any]
@@ -185,15 +185,37 @@ def apply_merge_patch(doc: Any, patch: Any) -> Any:
     return out
 
 
+def component_patched(component: str) -> list[Obj]:
+    """The base objects a component's JSON patches change, with the patches applied (kind + name targets)."""
+    comp = kustomization(BASE / component)
+    objs = base_objects()
+    out: dict[tuple[str, str], Obj] = {}
+    for patch in comp.get("patches", []):
+        target = patch["target"]
+        assert set(target) <= {"group", "version", "kind", "name"}, patch
+        key = (target["kind"], target["name"])
+        obj = out.get(key) or find(objs, *key)
+        ops = yaml.safe_load((BASE / component / patch["path"]).read_text(encoding="utf-8"))
+        out[key] = apply_json_patch(obj, ops)
+    return list(out.values())
+
+
+def component_object(component: str, kind: str, name: str) -> Obj:
+    """A base object as the component leaves it (unchanged when it does not patch it)."""
+    patched = [o for o in component_patched(component) if (o["kind"], o["metadata"]["name"]) == (kind, name)]
+    return patched[0] if patched else find(base_objects(), kind, name)
+
+
 def component_daemonset(component: str) -> Obj:
     """The agent DaemonSet with a component's JSON patches applied."""
-    comp = kustomization(BASE / component)
-    ds = find(base_objects(), "DaemonSet", "colo-agent")
-    for patch in comp.get("patches", []):
-        assert patch["target"]["kind"] == "DaemonSet" and patch["target"]["name"] == "colo-agent", patch
-        ops = yaml.safe_load((BASE / component / patch["path"]).read_text(encoding="utf-8"))
-        ds = apply_json_patch(ds, ops)
-    return ds
+    return component_object(component, "DaemonSet", "colo-agent")
+
+
+def component_resources(component: str) -> list[Obj]:
+    """The objects a component adds."""
+    return [
+        d for name in kustomization(BASE / component).get("resources", []) for d in load_docs(BASE / component / name)
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -208,7 +230,8 @@ def schema_cases() -> Iterator[tuple[str, Obj]]:
         for name in kustomization(BASE / component).get("resources", []):
             for i, doc in enumerate(load_docs(BASE / component / name)):
                 yield f"{component}/{name}#{i}:{doc.get('kind')}", doc
-        yield f"{component}: patched DaemonSet", component_daemonset(component)
+        for obj in component_patched(component):
+            yield f"{component}: patched {obj['kind']}", obj
 
 
 SCHEMA_CASES = list(schema_cases())
@@ -363,6 +386,19 @@ def test_kubectl_kustomize_builds_the_base_and_the_component(tmp_path: Path) -> 
     }
     ds = find(with_component, "DaemonSet", "colo-agent")
     assert ds == component_daemonset("extended-resources"), "kustomize and this test apply the patch alike"
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump({"resources": [rel], "components": [f"{rel}/colocation-profiles"]}), encoding="utf-8"
+    )
+    with_webhook = build(overlay)
+    assert keys(with_webhook) - keys(built) == {
+        ("ClusterRole", "colo-controller-admission"),
+        ("ClusterRoleBinding", "colo-controller-admission"),
+        ("ConfigMap", "colo-controller-admission"),
+        ("MutatingWebhookConfiguration", "colo-colocation-profiles"),
+    }
+    for kind in ("Deployment", "Service"):
+        built_obj = find(with_webhook, kind, "colo-controller")
+        assert built_obj == component_object("colocation-profiles", kind, "colo-controller"), kind
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -575,7 +611,7 @@ def test_no_workload_gets_service_link_variables() -> None:
     links = set().union(*(service_link_variables(s) for s in services))
     assert "COLO_AGENT_SERVICE_HOST" in links and all(v.startswith("COLO_") for v in links)
     workloads = [o for o in objs if o["kind"] in ("DaemonSet", "Deployment", "StatefulSet", "Job")]
-    workloads += [component_daemonset(c) for c in sorted(OPTIONAL_COMPONENTS)]
+    workloads += [o for c in sorted(OPTIONAL_COMPONENTS) for o in component_patched(c) if o["kind"] != "Service"]
     assert {w["metadata"]["name"] for w in workloads} == {"colo-agent", "colo-controller"}
     for w in workloads:
         assert w["spec"]["template"]["spec"].get("enableServiceLinks") is False, w["metadata"]["name"]
@@ -1165,11 +1201,23 @@ def test_controller_rbac_grants_exactly_what_controller_code_calls(tmp_path: Pat
     # rebalancing reads the agents' /api/v1/pods, which they serve only to tokens allowed `get` on it
     agent_pods = {"nonResourceURLs": [ctl.rebalance.pods_path], "verbs": ["get"]}
     assert ctl.agent.bearer_token_file and agent_pods in [rule for _, rule in grants.rules]
+    optional = {p for g in kp.CONTROLLER_OPTIONAL_GRANTS for p in g.permissions}
     problems = rbac_problems(
-        needs(scan.uses), grants, ctl.leader_election.namespace, names=names, non_resource=[agent_pods]
+        needs(scan.uses), grants, ctl.leader_election.namespace, optional, names=names, non_resource=[agent_pods]
     )
     assert problems == []
     assert set(grants.namespaced) == {NAMESPACE}
+
+
+def test_the_controllers_optional_grants_are_needed_and_only_in_their_component() -> None:
+    need = needs(scan_component("controller").uses)
+    main = grants_for(base_objects(), "colo-controller", NAMESPACE)
+    for grant in kp.CONTROLLER_OPTIONAL_GRANTS:
+        assert set(grant.permissions) <= set(need), f"{grant.component}: no call needs {grant.permissions}"
+        assert not set(grant.permissions) & set(main.cluster), "not in the main ClusterRole"
+        extra = grants_for(component_resources(grant.component) + base_objects(), "colo-controller", NAMESPACE)
+        assert set(extra.cluster) - set(main.cluster) == set(grant.permissions)
+        assert grant.setting in ControllerConfig.model_fields
 
 
 def test_the_rbac_check_fails_on_a_missing_or_extra_grant() -> None:

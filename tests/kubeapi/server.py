@@ -158,6 +158,24 @@ RESOURCES: dict[str, ResourceType] = {
             has_status=False,
             fields=_META_FIELDS,
         ),
+        ResourceType(
+            "namespaces",
+            "Namespace",
+            "",
+            "v1",
+            namespaced=False,
+            has_status=True,
+            fields=frozenset({"metadata.name", "status.phase"}),
+        ),
+        ResourceType(
+            "priorityclasses",
+            "PriorityClass",
+            "scheduling.k8s.io",
+            "v1",
+            namespaced=False,
+            has_status=False,
+            fields=frozenset({"metadata.name"}),
+        ),
     )
 }
 
@@ -166,6 +184,7 @@ _GROUP_VERSIONS = {
     ("discovery.k8s.io", "v1"),
     ("coordination.k8s.io", "v1"),
     ("policy", "v1"),
+    ("scheduling.k8s.io", "v1"),
     ("authentication.k8s.io", "v1"),
     ("authorization.k8s.io", "v1"),
 }

@@ -1,0 +1,1 @@
+"""colo-controller's mutating admission webhook: colocation profiles turn existing jobs into offline pods."""

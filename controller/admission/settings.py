@@ -1,0 +1,119 @@
+"""The admission webhook's settings: where it listens, its certificate, and the colocation profiles.
+
+They live in their own YAML file (`admission_file` in the controller's config, or `--admission FILE`), so
+the optional kustomize component can ship and mount it without touching the main ConfigMap. Unknown keys
+are errors, as in the main config.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from common.config import read_file
+from contract.classify import QOS_LEVEL_ANNOTATION, qos_level
+from controller.config import parse_listen
+from controller.errors import from_validation_error
+
+#: Namespaces the webhook never changes, whatever the profiles say: the control plane's and Colo's own.
+DEFAULT_EXCLUDED_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", "colo-system")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class SelectorRequirement(_Section):
+    """One matchExpressions entry (metav1.LabelSelectorRequirement)."""
+
+    key: str = Field(min_length=1)
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _values_fit_operator(self) -> SelectorRequirement:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {self.operator} needs values")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {self.operator} takes no values")
+        return self
+
+
+class LabelSelector(_Section):
+    """metav1.LabelSelector, Kubernetes spelling: every term must hold; an empty selector matches all."""
+
+    match_labels: dict[str, str] = Field(default_factory=dict, alias="matchLabels")
+    match_expressions: tuple[SelectorRequirement, ...] = Field(default=(), alias="matchExpressions")
+
+
+class Profile(_Section):
+    """Which pods (namespace and pod selectors) get what: offline marker, priority class, scheduler, and
+    the conversion of cpu/memory to kubernetes.io/batch-cpu / batch-memory."""
+
+    name: str = Field(min_length=1)
+    namespace_selector: LabelSelector | None = Field(default=None, alias="namespaceSelector")
+    selector: LabelSelector | None = None
+    qos_level: str | None = None  # volcano.sh/qos-level annotation, an offline level: -7..-1 or BE
+    koordinator_qos_class: Literal["BE"] | None = None  # koordinator.sh/qosClass label
+    priority_class_name: str | None = None
+    scheduler_name: str | None = None
+    batch_resources: bool = False
+
+    @field_validator("qos_level")
+    @classmethod
+    def _offline_level(cls, v: str | None) -> str | None:
+        if v is not None:
+            level = qos_level(v)
+            if level is None or level >= 0 or v != v.strip():
+                raise ValueError(f"must be an offline {QOS_LEVEL_ANNOTATION}: -7..-1 or BE")
+        return v
+
+    @model_validator(mode="after")
+    def _does_something(self) -> Profile:
+        if not (
+            self.qos_level
+            or self.koordinator_qos_class
+            or self.priority_class_name
+            or self.scheduler_name
+            or self.batch_resources
+        ):
+            raise ValueError(f"profile {self.name!r} sets nothing")
+        return self
+
+
+class AdmissionSettings(_Section):
+    """Root of the admission file."""
+
+    listen: str = "0.0.0.0:9443"
+    cert_file: str = "/etc/colo-webhook/tls.crt"
+    key_file: str = "/etc/colo-webhook/tls.key"
+    excluded_namespaces: tuple[str, ...] = DEFAULT_EXCLUDED_NAMESPACES
+    #: An AdmissionReview carries the pod twice at most; etcd keeps objects below 1.5 MiB.
+    max_body_bytes: int = Field(default=8 << 20, ge=1024)
+    profiles: tuple[Profile, ...] = ()
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, v: str) -> str:
+        parse_listen(v)
+        return v
+
+    @field_validator("profiles")
+    @classmethod
+    def _unique_names(cls, v: tuple[Profile, ...]) -> tuple[Profile, ...]:
+        names = [p.name for p in v]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"profile names must be unique: {', '.join(dup)}")
+        return v
+
+
+def load_admission(path: str) -> AdmissionSettings:
+    """Read and validate the admission file (plain YAML, or the ConfigMap manifest holding it under
+    `admission.yaml`); ConfigError names the file and the key."""
+    doc = read_file(path, data_key="admission.yaml")
+    try:
+        return AdmissionSettings.model_validate(doc)
+    except ValidationError as err:
+        raise from_validation_error(err, f"admission file {path}") from None
