@@ -104,7 +104,9 @@ def test_offline_pods_suppressed_while_online_wants_the_cpu_and_restored(
         periods = sum(tree.stat(p)["nr_periods"] for p in pods) - periods0  # periods the pods ran in
         quota = max(quota0, largest_quota())
         assert on_used / (on_used + off_used) >= 0.85, (on_used, off_used)
-        assert off_used <= periods * quota * 1.2, (off_used, periods, quota)  # µs per period they ran in
+        # µs per period they ran in; nr_periods moves at period boundaries, so each pod may run one period at
+        # either edge of the window that it does not count yet (seen: 10 ms used, 0 periods counted)
+        assert off_used <= (periods + 2 * len(pods)) * quota * 1.2, (off_used, periods, quota)
         section = agent.view.node_sections["enforcement"]()
         assert section["offline_cpu_budget_cores"] < 0.8  # below what the two pods' own limits allow
         assert set(section["offline_cpu_quota_cores"]) == {o["uid"] for o in offline}
