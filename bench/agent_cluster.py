@@ -20,9 +20,9 @@ import time
 import urllib.request
 
 from bench.agent_overhead import build, cpu_seconds, free_port, rss_mib
-from tests.cgtree import V1Tree
-from tests.k8sobjects import NODE, container_id_of, node, pod
-from tests.kubeapi.server import FakeKubeAPI
+from testsupport.cgtree import V1Tree
+from testsupport.k8sobjects import NODE, container_id_of, node, pod
+from testsupport.kubeapi.server import FakeKubeAPI
 
 
 def register_pods(api: FakeKubeAPI, tree: V1Tree) -> int:

@@ -22,7 +22,7 @@ import urllib.request
 from agent.sampler import CgroupPodSource, Sampler
 from agent.windows import WindowStore
 from cgroup import CgroupWriter
-from tests.cgtree import V1Tree
+from testsupport.cgtree import V1Tree
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -31,7 +31,7 @@ from controller.admission.server import create_webhook_app
 from controller.admission.settings import AdmissionSettings
 from controller.metrics import ControllerMetrics
 from serving.tls import CertReloader
-from tests.admission_reviews import container, pod, review
+from testsupport.admission_reviews import container, pod, review
 
 
 def settings(cert: str = "", key: str = "", listen: str = "127.0.0.1:0") -> AdmissionSettings:

@@ -1,5 +1,5 @@
 """How long the controller takes to validate one agent's answer: the contract's parse of the agent's real
-`/api/v1/node` document (bench.agent_document), as `controller.poller.parse_sample` does it per agent and
+`/api/v1/node` document (testsupport.agent_document), as `controller.poller.parse_sample` does it per agent and
 cycle (5000 agents: 5000 parses a cycle), and of a `/api/v1/pods` document.
 
     python -m bench.bench_contract [--rounds 15] [--per-round 2000]
@@ -16,10 +16,10 @@ import statistics
 import time
 from collections.abc import Callable
 
-from bench.agent_document import real_node_document, real_pods_document
 from contract.agent_api import parse_pods_document
 from controller.policy import AGENT_WINDOWS
 from controller.poller import parse_sample
+from testsupport.agent_document import real_node_document, real_pods_document
 
 
 def per_call_us(fn: Callable[[], object], rounds: int, per_round: int) -> list[float]:

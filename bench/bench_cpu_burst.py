@@ -21,8 +21,8 @@ import time
 from agent.config import QuotaBurstConfig
 from agent.qos.quota_burst import ContainerCpu, NodeCpu, QuietSince, plan_quota_burst
 from cgroup import CgroupReader, CgroupWriter
-from tests.cgtree import V1Tree
-from tests.spiky import QUOTA_US, Throttling, make_spiky_pair, run_spikes
+from testsupport.cgtree import V1Tree
+from testsupport.spiky import QUOTA_US, Throttling, make_spiky_pair, run_spikes
 
 
 def _summary(name: str, rounds: list[Throttling], spikes: int) -> str:

@@ -28,7 +28,7 @@ from controller.rebalance.cycle import select_and_plan
 from controller.rebalance.facts import FACTS, node_facts, pod_facts
 from controller.rebalance.settings import RebalanceSettings
 from controller.rebalance.usage import PodLoad, pod_usages
-from tests.rebalance_objects import GIB, agent_pod, node, pod
+from testsupport.rebalance_objects import GIB, agent_pod, node, pod
 
 TARGET_SECONDS = 1.0
 ZONE_KEY = "topology.kubernetes.io/zone"

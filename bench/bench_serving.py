@@ -1,4 +1,4 @@
-"""The extender's request bounds, measured on a real server process (tests/extender_server.py):
+"""The extender's request bounds, measured on a real server process (testsupport/extender_server.py):
 
 * peak RSS growth (VmHWM) of a 66.6 MB Content-Length body, a 70 MiB chunked upload, and a full 7 MB
   NodeList `/prioritize` (5000 Nodes), each from a fresh server;
@@ -24,8 +24,8 @@ import httpx
 from controller.config import AgentSettings
 from controller.extender import DEFAULT_MAX_BODY_BYTES
 from controller.httpget import agent_fetch
-from tests.certs import have_openssl, make_cert
-from tests.serverproc import ServerProcess, extender_process
+from testsupport.certs import have_openssl, make_cert
+from testsupport.serverproc import ServerProcess, extender_process
 
 POD = {"metadata": {"name": "web", "namespace": "default"}}
 

@@ -12,7 +12,7 @@ import statistics
 import time
 
 from cgroup import CgroupReader, discover_pods
-from tests.cgtree import V1Tree
+from testsupport.cgtree import V1Tree
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -13,7 +13,7 @@ from agent.enforcer import Enforcer
 from agent.runtime import Agent
 from cgroup import CgroupReader, Layout, PathModel
 from kube import Kube
-from tests.k8sobjects import NODE
+from testsupport.k8sobjects import NODE
 
 
 def build_agent(

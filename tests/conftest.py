@@ -7,10 +7,10 @@ from collections.abc import Iterator
 import pytest
 
 from tests import defaultpaths
-from tests.cgtree import V1Tree, v1_available
 from tests.v2kernel import guest
+from testsupport.cgtree import V1Tree, v1_available
 
-pytest_plugins = ["tests.kubeapi.fixtures"]  # kube_api (the fake API server) and kube (a connected client)
+pytest_plugins = ["testsupport.kubeapi.fixtures"]  # kube_api (the fake API server) and kube (a connected client)
 
 
 _disk_before: dict[str, tuple[int, int]] = {}

@@ -1,4 +1,4 @@
-"""What the controller tests share: simulated agents (bench.bench_controller.AgentFleet) as a fixture, a
+"""What the controller tests share: simulated agents (testsupport.agentfleet.AgentFleet) as a fixture, a
 settable clock, the agents' EndpointSlices in the fake API server, a configuration for fast cycles, and
 controllers started against the fake API server and stopped after the test.
 
@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from bench.bench_controller import AgentFleet
 from controller.config import ControllerConfig, build_config
 from controller.policy import DynamicSchedulerPolicy, default_policy
 from controller.service import Controller
 from kube import Kube
-from tests.kubeapi.server import FakeKubeAPI
-from tests.waiting import wait_for
+from testsupport.agentfleet import AgentFleet
+from testsupport.kubeapi.server import FakeKubeAPI
+from testsupport.waiting import wait_for
 
 T0 = 1795341600.0  # 2026-11-22T10:00:00Z
 NS = "colo-system"

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from controller.admission.convert import BATCH_CPU, BATCH_MEMORY, PriorityClassInfo, convert_resources
 from controller.admission.review import BadReview, Decision, Reviewer
 from controller.admission.settings import AdmissionSettings, Profile
-from tests.admission_reviews import body, container, pod, review
+from testsupport.admission_reviews import body, container, pod, review
 
 K8S_VERSION = "1.37"
 Obj = dict[str, Any]

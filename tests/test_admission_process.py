@@ -16,10 +16,10 @@ import httpx
 import pytest
 import yaml
 
-from tests.admission_reviews import pod, review
-from tests.kubeapi.server import FakeKubeAPI
 from tests.test_admission_server import PROFILE, free_port, make_cert
-from tests.waiting import wait_for
+from testsupport.admission_reviews import pod, review
+from testsupport.kubeapi.server import FakeKubeAPI
+from testsupport.waiting import wait_for
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl (to make test certificates) missing")
 

@@ -22,9 +22,9 @@ from controller.admission.settings import AdmissionSettings
 from controller.metrics import ControllerMetrics
 from kube import Kube
 from serving.tls import CertReloader
-from tests.admission_reviews import pod, review
-from tests.kubeapi.server import FakeKubeAPI
-from tests.waiting import wait_for
+from testsupport.admission_reviews import pod, review
+from testsupport.kubeapi.server import FakeKubeAPI
+from testsupport.waiting import wait_for
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl (to make test certificates) missing")
 

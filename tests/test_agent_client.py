@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from bench.bench_controller import AgentFleet, agent_payload
 from controller.httpget import AgentClient, FetchError
 from controller.policy import AGENT_WINDOWS
 from controller.poller import AgentPoller, PollResult
-from tests.certs import have_openssl, make_cert
 from tests.controller_fleet import fleet_fixture  # noqa: F401
+from testsupport.agentfleet import AgentFleet, agent_payload
+from testsupport.certs import have_openssl, make_cert
 
 NAME = "colo-agent.colo-system.svc"
 

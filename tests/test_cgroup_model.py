@@ -26,7 +26,7 @@ from cgroup import (
 )
 from cgroup.files import format_cpuset, keyed_value, parse_cpu_max, parse_cpuset, parse_keyed, parse_psi
 from cgroup.paths import parse_container_dir
-from tests.v2tree import V2Cgroup, V2Tree
+from testsupport.v2tree import V2Cgroup, V2Tree
 
 HYBRID = """\
 31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755

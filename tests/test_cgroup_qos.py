@@ -17,8 +17,8 @@ from cgroup import (
     Unsupported,
     parse_container_id,
 )
-from tests.cgtree import V1Tree
-from tests.v2tree import V2Cgroup, V2Tree
+from testsupport.cgtree import V1Tree
+from testsupport.v2tree import V2Cgroup, V2Tree
 
 MIB = 1 << 20
 

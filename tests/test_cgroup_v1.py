@@ -21,7 +21,7 @@ from cgroup import (
     parse_container_id,
     resolve_pod,
 )
-from tests.cgtree import V1Tree, assert_quota_binds
+from testsupport.cgtree import V1Tree, assert_quota_binds
 
 pytestmark = pytest.mark.cgroupv1
 

@@ -13,7 +13,7 @@ from cgroup import (
     parse_container_id,
 )
 from cgroup.paths import Driver
-from tests.v2tree import V2Cgroup, V2Tree
+from testsupport.v2tree import V2Cgroup, V2Tree
 
 CID = "4f1b2c3d" * 8
 

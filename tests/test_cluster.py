@@ -14,10 +14,10 @@ from agent.main import build_agent, wants_cluster
 from agent.runtime import Agent
 from cgroup import CgroupWriter
 from kube import Kube
-from tests.cgtree import V1Tree
-from tests.k8sobjects import NODE, container_id_of, node, pod
-from tests.kubeapi.server import FakeKubeAPI
-from tests.waiting import wait_for
+from testsupport.cgtree import V1Tree
+from testsupport.k8sobjects import NODE, container_id_of, node, pod
+from testsupport.kubeapi.server import FakeKubeAPI
+from testsupport.waiting import wait_for
 
 pytestmark = pytest.mark.cgroupv1
 CPU_KEY, MEM_KEY = "volcano.sh/oversubscription-cpu", "volcano.sh/oversubscription-memory"

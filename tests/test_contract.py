@@ -17,8 +17,6 @@ from pydantic import BaseModel
 
 import agent.classify
 import contract.classify
-from bench.agent_document import agent_view, real_node_document
-from bench.bench_controller import AgentFleet, agent_payload
 from contract.agent_api import NodeDocument, Oversubscription, PodUsage, Window, parse_pods_document
 from contract.windows import NODE_WINDOW_KEYS
 from controller import annotations as ann
@@ -28,9 +26,11 @@ from controller.service import Controller
 from exporter.app import close_app, create_app
 from kube import Kube
 from tests.controller_fleet import T0, Clock, add_slice, config, fleet_fixture, run_cycle, start_synced, started_fixture  # noqa: F401
-from tests.kubeapi.fixtures import kube, kube_api  # noqa: F401
-from tests.kubeapi.server import FakeKubeAPI
-from tests.waiting import wait_for
+from testsupport.agent_document import agent_view, real_node_document
+from testsupport.agentfleet import AgentFleet, agent_payload
+from testsupport.kubeapi.fixtures import kube, kube_api  # noqa: F401
+from testsupport.kubeapi.server import FakeKubeAPI
+from testsupport.waiting import wait_for
 
 
 def _fields(model: type[BaseModel]) -> set[str]:
@@ -109,7 +109,7 @@ def test_the_controller_loads_no_agent_or_exporter_module() -> None:
     )
     loaded = _loaded_after(code)
     assert {"controller.service", "controller.rebalance.facts", "contract.agent_api"} <= set(loaded)
-    assert [m for m in loaded if m.split(".")[0] in ("agent", "exporter", "bench", "tests")] == []
+    assert [m for m in loaded if m.split(".")[0] in ("agent", "exporter", "bench", "tests", "testsupport")] == []
 
 
 def test_the_contract_loads_neither_program_nor_the_kubernetes_client() -> None:

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from bench.bench_controller import AgentFleet, agent_payload
 from controller import annotations as ann
 from controller.policy import API_VERSION, KIND, DynamicSchedulerPolicy, parse_policy
 from controller.service import Controller
@@ -23,9 +22,10 @@ from tests.controller_fleet import (  # noqa: F401
     start_synced,
     started_fixture,
 )
-from tests.kubeapi.fixtures import kube, kube_api  # noqa: F401
-from tests.kubeapi.server import FakeKubeAPI
-from tests.waiting import wait_for
+from testsupport.agentfleet import AgentFleet, agent_payload
+from testsupport.kubeapi.fixtures import kube, kube_api  # noqa: F401
+from testsupport.kubeapi.server import FakeKubeAPI
+from testsupport.waiting import wait_for
 
 METRICS = (
     "cpu_usage_avg_5m",

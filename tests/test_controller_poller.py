@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from bench.bench_controller import AgentFleet, agent_payload
 from controller.config import AgentSettings
 from controller.discovery import discover
 from controller.policy import AGENT_WINDOWS
@@ -20,6 +19,7 @@ from tests.controller_fleet import (
     fleet_fixture,  # noqa: F401
     fleet_targets,
 )
+from testsupport.agentfleet import AgentFleet, agent_payload
 
 
 def poll(fleet: AgentFleet, *, concurrency: int = 8, timeout: float = 1.0) -> PollResult:

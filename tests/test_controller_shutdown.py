@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from kube import Kube, LeaderElector
-from tests.kubeapi.fixtures import kube, kube_api  # noqa: F401
-from tests.kubeapi.server import FakeKubeAPI
-from tests.waiting import wait_for
+from testsupport.kubeapi.fixtures import kube, kube_api  # noqa: F401
+from testsupport.kubeapi.server import FakeKubeAPI
+from testsupport.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMESPACE, LEASE = "colo-system", "colo-controller"

@@ -11,8 +11,8 @@ import pytest
 from controller.metrics import ControllerMetrics
 from controller.writer import AnnotationWriter
 from kube import Kube
-from tests.kubeapi.fixtures import kube, kube_api  # noqa: F401
-from tests.kubeapi.server import FakeKubeAPI
+from testsupport.kubeapi.fixtures import kube, kube_api  # noqa: F401
+from testsupport.kubeapi.server import FakeKubeAPI
 
 
 class Lease:

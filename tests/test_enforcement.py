@@ -22,11 +22,11 @@ from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snap
 from cgroup import CgroupReader, CgroupWriter, PathModel, parse_container_id
 from kube import Kube
 from tests.agentbuild import build_agent, build_enforcer
-from tests.cgtree import V1Tree
-from tests.k8sobjects import container_id_of, node, pod
-from tests.kubeapi.server import FakeKubeAPI
-from tests.v2tree import V2Cgroup, V2Tree
-from tests.waiting import wait_for
+from testsupport.cgtree import V1Tree
+from testsupport.k8sobjects import container_id_of, node, pod
+from testsupport.kubeapi.server import FakeKubeAPI
+from testsupport.v2tree import V2Cgroup, V2Tree
+from testsupport.waiting import wait_for
 
 V1 = pytest.mark.cgroupv1  # real cgroup v1 hierarchy, root
 INTERVAL = 0.5

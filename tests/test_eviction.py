@@ -19,10 +19,10 @@ from agent.view import AgentView
 from agent.windows import WindowStore
 from cgroup import CgroupWriter
 from kube import Kube
-from tests.cgtree import V1Tree
-from tests.k8sobjects import NODE, node, pod
-from tests.kubeapi.server import FakeKubeAPI
-from tests.waiting import wait_for
+from testsupport.cgtree import V1Tree
+from testsupport.k8sobjects import NODE, node, pod
+from testsupport.kubeapi.server import FakeKubeAPI
+from testsupport.waiting import wait_for
 
 GI = 1 << 30
 

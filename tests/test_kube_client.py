@@ -13,9 +13,9 @@ import pytest
 
 from kube import ApiError, Kube
 from kube.client import CONFLICT_RETRIES
-from tests.kubeapi.server import FakeKubeAPI
+from testsupport.kubeapi.server import FakeKubeAPI
 
-pytest_plugins = ["tests.kubeapi.fixtures"]
+pytest_plugins = ["testsupport.kubeapi.fixtures"]
 
 
 def _pod(name: str, node: str = "n1", ns: str = "default", **labels: str) -> dict[str, Any]:

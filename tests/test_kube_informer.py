@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from kube import Informer, Kube
-from tests.kubeapi.server import FakeKubeAPI
+from testsupport.kubeapi.server import FakeKubeAPI
 
-pytest_plugins = ["tests.kubeapi.fixtures"]
+pytest_plugins = ["testsupport.kubeapi.fixtures"]
 
 WAIT = 5.0  # generous: only failures ever wait this long
 

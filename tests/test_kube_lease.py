@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from kube import Kube, LeaderElector
-from tests.kubeapi.server import FakeKubeAPI
+from testsupport.kubeapi.server import FakeKubeAPI
 
-pytest_plugins = ["tests.kubeapi.fixtures"]
+pytest_plugins = ["testsupport.kubeapi.fixtures"]
 
 NS, NAME = "colo-system", "colo-controller"
 

@@ -11,8 +11,8 @@ from agent.config import CpuBurstConfig, QuotaBurstConfig
 from agent.qos.burst import ENABLE_ANNOTATION, BurstInputs, plan_burst
 from agent.qos.quota_burst import ContainerCpu, NodeCpu, QuietSince, QuotaBurstPlan, plan_quota_burst
 from cgroup import CgroupReader, CgroupWriter, LimitChange, apply_in_safe_order
-from tests.cgtree import V1Tree
-from tests.spiky import PERIOD_US, QUOTA_US, Throttling, make_spiky_pair, run_spikes
+from testsupport.cgtree import V1Tree
+from testsupport.spiky import PERIOD_US, QUOTA_US, Throttling, make_spiky_pair, run_spikes
 
 pytestmark = pytest.mark.cgroupv1
 

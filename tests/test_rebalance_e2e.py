@@ -15,19 +15,19 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from bench.bench_controller import AgentFleet, agent_payload
 from controller.extender import create_app
 from controller.rebalance.facts import FACTS, Amounts
 from controller.rebalance.usage import pod_usages
 from controller.service import Controller
 from kube import Kube
 from tests.controller_fleet import T0, Clock, add_slice, config, fleet_fixture, start_synced, started_fixture  # noqa: F401
-from tests.kubeapi.fixtures import kube, kube_api  # noqa: F401
-from tests.kubeapi.server import FakeKubeAPI
-from tests.rebalance_objects import GIB, agent_pod, node, pod
 from tests.test_exporter_app import populate
 from tests.test_exporter_fixtures import make_view
-from tests.waiting import wait_for
+from testsupport.agentfleet import AgentFleet, agent_payload
+from testsupport.kubeapi.fixtures import kube, kube_api  # noqa: F401
+from testsupport.kubeapi.server import FakeKubeAPI
+from testsupport.rebalance_objects import GIB, agent_pod, node, pod
+from testsupport.waiting import wait_for
 
 HOT_PODS = {  # name -> (cpu cores used, offline)
     "batch": (0.5, True),

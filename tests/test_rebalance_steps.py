@@ -22,7 +22,7 @@ from controller.rebalance.fit import Destination, DestinationPool, misfit
 from controller.rebalance.plan import Source, plan_moves
 from controller.rebalance.settings import RebalanceSettings
 from controller.rebalance.usage import node_usage, percent, pod_usages
-from tests.rebalance_objects import GIB, agent_pod, node, pod
+from testsupport.rebalance_objects import GIB, agent_pod, node, pod
 
 CFG = RebalanceSettings(enabled=True)
 

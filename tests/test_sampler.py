@@ -14,7 +14,7 @@ from agent.rates import CounterRates
 from agent.sampler import CgroupPodSource, Sampler
 from agent.windows import WindowStore
 from cgroup import CgroupWriter, PathModel
-from tests.cgtree import V1Tree
+from testsupport.cgtree import V1Tree
 
 
 def test_counter_rates_rules() -> None:
@@ -185,7 +185,7 @@ def test_pod_pressure_on_a_hybrid_host_from_the_unified_tree(v1tree: V1Tree) -> 
 
 def test_a_pass_on_cgroup_v2(tmp_path: Path) -> None:
     """The same pass on a kernel-format v2 tree: usage_usec, memory.current/stat, PSI from the pod's files."""
-    from tests.v2tree import V2Cgroup, V2Tree
+    from testsupport.v2tree import V2Cgroup, V2Tree
 
     t = V2Tree(str(tmp_path))
     model = PathModel("systemd")

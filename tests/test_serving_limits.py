@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.serverproc import ServerProcess, extender_process, stderr_of
+from testsupport.serverproc import ServerProcess, extender_process, stderr_of
 
 LIMIT = 8 << 20
 FAST = {"header_timeout": 1.0, "body_timeout": 1.0, "idle_timeout": 2, "max_concurrent": 2}

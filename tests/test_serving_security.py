@@ -23,10 +23,10 @@ from controller.scoring import ScoreBoard, Scorer
 from kube import Kube
 from serving.server import Server, make_server, secure
 from serving.settings import ServingSettings
-from tests.certs import have_openssl, make_cert
-from tests.kubeapi.fixtures import kube, kube_api  # noqa: F401
-from tests.kubeapi.server import ACCESS_REVIEWS, TOKEN_REVIEWS, FakeKubeAPI
-from tests.waiting import wait_for
+from testsupport.certs import have_openssl, make_cert
+from testsupport.kubeapi.fixtures import kube, kube_api  # noqa: F401
+from testsupport.kubeapi.server import ACCESS_REVIEWS, TOKEN_REVIEWS, FakeKubeAPI
+from testsupport.waiting import wait_for
 
 PROMETHEUS = "prometheus-token"
 STRANGER = "stranger-token"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.kubeapi.server import FakeKubeAPI
+from testsupport.kubeapi.server import FakeKubeAPI
 
 AGENT = [sys.executable, "-m", "agent.main"]
 CONTROLLER = [sys.executable, "-m", "controller.main"]

@@ -21,9 +21,9 @@ from cgroup import (
     resolve_pod,
 )
 from cgroup.errors import CgroupFileMissing, CgroupValueError, CgroupWriteError
-from tests.k8sobjects import container_id_of
 from tests.v2kernel.v2real import SLEEP, V2Tree
-from tests.waiting import wait_for
+from testsupport.k8sobjects import container_id_of
+from testsupport.waiting import wait_for
 
 pytestmark = pytest.mark.v2kernel
 MIB = 1 << 20

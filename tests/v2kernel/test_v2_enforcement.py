@@ -15,11 +15,11 @@ from agent.enforcer import kubelet_shares
 from cgroup import CgroupReader, CgroupWriter, shares_to_weight
 from kube import Kube
 from tests.agentbuild import build_agent
-from tests.cgtree import ALLOC
-from tests.k8sobjects import container_id_of, node, pod
-from tests.kubeapi.server import FakeKubeAPI
 from tests.v2kernel.v2real import SLEEP, V2Tree
-from tests.waiting import wait_for
+from testsupport.cgtree import ALLOC
+from testsupport.k8sobjects import container_id_of, node, pod
+from testsupport.kubeapi.server import FakeKubeAPI
+from testsupport.waiting import wait_for
 
 pytestmark = pytest.mark.v2kernel
 INTERVAL = 0.5

@@ -10,7 +10,7 @@ import pytest
 from agent.config import MemoryQosConfig
 from agent.qos.memory_qos import ContainerMemory, PodMemory, plan_memory_qos
 from cgroup import CgroupReader, CgroupValueError, CgroupWriteError, CgroupWriter, MemoryProtection
-from tests.spiky import PERIOD_US, QUOTA_US, Throttling, run_spikes
+from testsupport.spiky import PERIOD_US, QUOTA_US, Throttling, run_spikes
 
 # the cgroup v2 tier (a user-mode Linux kernel booted by pytest) lands from branch v2kernel; until it does,
 # this module is skipped (checked against that tier merged: 5 passed in the guest)

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 from cgroup import Layout, PathModel, QoS, detect_layout
 from cgroup.paths import Driver
-from tests.cgtree import ALLOC, BURN
+from testsupport.cgtree import ALLOC, BURN
 
 CONTROLLERS = "+cpu +memory +pids +io"
 SLEEP = "import sys\nsys.stdin.read()\n"

@@ -1,5 +1,5 @@
 """A fake Kubernetes API server for tests: real paths, verbs, Status errors, watches and fault injection."""
 
-from tests.kubeapi.server import FakeKubeAPI, Fault, RecordedRequest
+from testsupport.kubeapi.server import FakeKubeAPI, Fault, RecordedRequest
 
 __all__ = ["FakeKubeAPI", "Fault", "RecordedRequest"]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from cgroup import CgroupReader, CgroupWriter, Layout
-from tests.cgtree import V1Tree
+from testsupport.cgtree import V1Tree
 
 QUOTA_US, PERIOD_US = 50_000, 100_000  # 0.5 CPU
 

@@ -35,8 +35,8 @@ class ServerProcess:
 
 @contextlib.contextmanager
 def extender_process(serving: dict[str, Any], max_body_bytes: int) -> Iterator[ServerProcess]:
-    """tests/extender_server.py running in its own process; its stderr is checked for tracebacks."""
-    cmd = [sys.executable, "-m", "tests.extender_server", json.dumps(serving), str(max_body_bytes)]
+    """testsupport/extender_server.py running in its own process; its stderr is checked for tracebacks."""
+    cmd = [sys.executable, "-m", "testsupport.extender_server", json.dumps(serving), str(max_body_bytes)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -1,6 +1,6 @@
 """pytest fixtures for the fake API server; import them into a conftest or test module.
 
-from tests.kubeapi.fixtures import kube, kube_api  # noqa: F401
+from testsupport.kubeapi.fixtures import kube, kube_api  # noqa: F401
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kube import Kube
-from tests.kubeapi.server import FakeKubeAPI
+from testsupport.kubeapi.server import FakeKubeAPI
 
 
 @pytest.fixture

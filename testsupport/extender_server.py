@@ -1,5 +1,5 @@
 """colo-controller's extender app alone (no cluster), served the production way in its own process, for
-tests and benchmarks that measure a real server: `python -m tests.extender_server '<serving JSON>' MAX_BODY`.
+tests and benchmarks that measure a real server: `python -m testsupport.extender_server '<serving JSON>' MAX_BODY`.
 Prints the bound port on its first line; stops on SIGTERM.
 """
 

@@ -1,0 +1,1 @@
+"""Helpers shared by tests/ and bench/ (fake API server, cgroup trees, agent fleets, ...); never shipped."""
