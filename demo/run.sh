@@ -25,7 +25,8 @@ for n in 2 3 4; do
 done
 for n in 2 3 4; do
     for _ in $(seq 100); do
-        if "$BIN/python" -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.$n:$PORT/readyz', timeout=1)" 2>/dev/null; then
+        # ready, and a CPU rate known (it takes two passes), so the controller's first cycle shows every window
+        if "$BIN/python" -c "import json,sys,urllib.request; u='http://127.0.0.$n:$PORT'; urllib.request.urlopen(u + '/readyz', timeout=1); sys.exit(json.load(urllib.request.urlopen(u + '/api/v1/node', timeout=1))['cpu_cores'] is None)" 2>/dev/null; then
             break
         fi
         if ! kill -0 "${pids[$((n - 2))]}" 2>/dev/null; then

@@ -63,7 +63,8 @@ def agents() -> Iterator[dict[str, str]]:
         for url in urls.values():
             while True:
                 try:
-                    if get(url + "/readyz")["status"] == "ready":
+                    # ready, and a CPU rate known (two passes): the first cycle then has every window
+                    if get(url + "/readyz")["status"] == "ready" and get(url + "/api/v1/node")["cpu_cores"] is not None:
                         break
                 except OSError:
                     pass
