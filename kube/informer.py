@@ -16,8 +16,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kube.client import ApiError, Kind, Kube, WatchStream
+from kube.client import Kube
+from kube.errors import ApiError
 from kube.failures import FailureLog
+from kube.kinds import Kind
+from kube.watch import WatchStream
 
 log = logging.getLogger(__name__)
 

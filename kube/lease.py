@@ -22,7 +22,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from kube.client import ApiError, Kube
+from kube.client import Kube
+from kube.errors import ApiError
 
 log = logging.getLogger(__name__)
 

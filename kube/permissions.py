@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, cast, get_args
 
-from kube.client import RESOURCES, Kind
+from kube.kinds import RESOURCES, Kind
 
 Scope = Literal["cluster", "configured-namespace", "call"]
 KINDS: Final[tuple[str, ...]] = get_args(Kind)
@@ -50,9 +50,9 @@ class CallRule:
 
 
 def group_of(kind: str) -> str:
-    """The API group of one of `kube.client.RESOURCES`' kinds ("" for the core group)."""
+    """The API group of one of `kube.kinds.RESOURCES`' kinds ("" for the core group)."""
     if kind not in KINDS:
-        raise ValueError(f"unknown kind {kind!r}: kube.client.RESOURCES knows {', '.join(KINDS)}")
+        raise ValueError(f"unknown kind {kind!r}: kube.kinds.RESOURCES knows {', '.join(KINDS)}")
     api_version = RESOURCES[cast(Kind, kind)].api_version
     return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
 
