@@ -10,7 +10,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from cgroup import CgroupReader, Layout, PathModel, QoS, detect_layout
 from cgroup.paths import Driver
@@ -146,20 +147,25 @@ class V1Tree:
                     time.sleep(0.02)  # tasks still exiting
 
     def cleanup(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-        for p in self.procs:
-            with contextlib.suppress(Exception):
-                p.wait(5)
-            for s in (p.stdin, p.stdout):
-                if s is not None:
-                    with contextlib.suppress(Exception):
-                        s.close()
+        end_processes(self.procs)
         self._kill_in(list(self._dirs))
         for rel in sorted(self._dirs, key=len, reverse=True):
             self._rmdir(rel)
         self._dirs.clear()
+
+
+def end_processes(procs: Sequence[subprocess.Popen[Any]]) -> None:
+    """Kill and reap the test's processes and close their pipes (v1 and v2 trees alike)."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+    for p in procs:
+        with contextlib.suppress(Exception):
+            p.wait(5)
+        for s in (p.stdin, p.stdout):
+            if s is not None:
+                with contextlib.suppress(Exception):
+                    s.close()
 
 
 @contextlib.contextmanager

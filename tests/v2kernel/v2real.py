@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 from cgroup import Layout, PathModel, QoS, detect_layout
 from cgroup.paths import Driver
-from testsupport.cgtree import ALLOC, BURN
+from testsupport.cgtree import ALLOC, BURN, end_processes
 
 CONTROLLERS = "+cpu +memory +pids +io"
 SLEEP = "import sys\nsys.stdin.read()\n"
@@ -106,16 +106,7 @@ class V2Tree:
         return {k: int(v) for k, v in (line.split() for line in self.read(cgroup, name).splitlines())}
 
     def cleanup(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-        for p in self.procs:
-            with contextlib.suppress(Exception):
-                p.wait(5)
-            for s in (p.stdin, p.stdout):
-                if s is not None:
-                    with contextlib.suppress(Exception):
-                        s.close()
+        end_processes(self.procs)
         for rel in sorted(self._dirs, key=len, reverse=True):
             with contextlib.suppress(OSError), open(f"{self.dir(rel)}/cgroup.procs") as f:
                 for pid in f.read().split():
