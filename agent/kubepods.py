@@ -8,10 +8,12 @@ from datetime import datetime
 from typing import Any
 
 from agent.classify import Classifier
-from agent.resources import pod_limits, pod_requests, quantity
-from agent.snapshot import PodMeta
+from agent.resources import container_batch, pod_limits, pod_requests, quantity
+from agent.snapshot import ContainerBatch, PodBatch, PodMeta
 from cgroup import ContainerID, Layout, PathModel, PodCgroup, normalize_qos, parse_container_id, resolve_pod
+from cgroup.kubelet_rules import BatchResources
 from cgroup.paths import QoS
+from contract.classify import has_batch_resources
 
 log = logging.getLogger(__name__)
 FINISHED_PHASES = ("Succeeded", "Failed")
@@ -43,6 +45,36 @@ def _container_cpu_limits(pod: dict[str, Any]) -> dict[str, float | None]:
     return out
 
 
+def _batch(pod: dict[str, Any]) -> PodBatch | None:
+    """The pod's kubernetes.io/batch-* values, per container with its running ID; None without any."""
+    if not has_batch_resources(pod):
+        return None
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    ids: dict[str, str] = {}
+    for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        raw = cs.get("containerID")
+        if raw and cs.get("name"):
+            try:
+                ids[str(cs["name"])] = parse_container_id(raw).id
+            except ValueError:
+                continue
+    containers: list[ContainerBatch] = []
+    for init, specs in ((True, spec.get("initContainers") or []), (False, spec.get("containers") or [])):
+        for c in specs:
+            cpu_req, cpu_lim, mem_req, mem_lim = container_batch(c)
+            sidecar = init and c.get("restartPolicy") == "Always"
+            res = BatchResources(cpu_req, cpu_lim, mem_req, mem_lim, init=init, sidecar=sidecar)
+            name = str(c.get("name"))
+            containers.append(ContainerBatch(name, ids.get(name), res))
+    overhead = spec.get("overhead") or {}
+    cpu_overhead, mem_overhead = quantity(overhead.get("cpu")), quantity(overhead.get("memory"))
+    return PodBatch(
+        tuple(containers),
+        0 if cpu_overhead is None else int((cpu_overhead * 1000).to_integral_value(rounding="ROUND_CEILING")),
+        0 if mem_overhead is None else int(mem_overhead.to_integral_value(rounding="ROUND_CEILING")),
+    )
+
+
 def pod_meta(pod: dict[str, Any], classifier: Classifier) -> PodMeta:
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
@@ -62,6 +94,7 @@ def pod_meta(pod: dict[str, Any], classifier: Classifier) -> PodMeta:
         memory_limit_bytes=mem_lim,
         creation_timestamp=_timestamp(meta.get("creationTimestamp")),
         container_cpu_limits=_container_cpu_limits(pod),
+        batch=_batch(pod),
     )
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agent.collectors import CollectorRun
+from cgroup.kubelet_rules import BatchResources, pod_total
 
 PodClass = Literal["online", "offline", "unknown"]
 
@@ -35,6 +36,50 @@ class ContainerSample:
 
 
 @dataclass(frozen=True, slots=True)
+class ContainerBatch:
+    """One container's `kubernetes.io/batch-*` values (milli-cores, bytes) and, while it runs, its ID."""
+
+    name: str
+    id: str | None
+    resources: BatchResources
+
+
+@dataclass(frozen=True, slots=True)
+class PodBatch:
+    """A pod's batch resources: per container in spec order (init containers first) and the pod totals as
+    the scheduler accounts them (init containers and sidecars included, plus the pod overhead)."""
+
+    containers: tuple[ContainerBatch, ...]
+    overhead_milli_cpu: int = 0
+    overhead_memory: int = 0
+
+    def _total(self, values: list[int | None], overhead: int) -> int:
+        return pod_total([c.resources for c in self.containers], values) + overhead
+
+    @property
+    def cpu_request_milli(self) -> int:
+        return self._total([c.resources.cpu_request for c in self.containers], self.overhead_milli_cpu)
+
+    @property
+    def memory_request_bytes(self) -> int:
+        return self._total([c.resources.memory_request for c in self.containers], self.overhead_memory)
+
+    @property
+    def cpu_limit_milli(self) -> int | None:
+        """None unless every container has a batch-cpu limit (as kubelet sets a pod quota)."""
+        if not self.containers or not all(c.resources.cpu_limit for c in self.containers):
+            return None
+        return self._total([c.resources.cpu_limit for c in self.containers], self.overhead_milli_cpu)
+
+    @property
+    def memory_limit_bytes(self) -> int | None:
+        """None unless every container has a batch-memory limit."""
+        if not self.containers or not all(c.resources.memory_limit for c in self.containers):
+            return None
+        return self._total([c.resources.memory_limit for c in self.containers], self.overhead_memory)
+
+
+@dataclass(frozen=True, slots=True)
 class PodMeta:
     """What the API server says of a pod (standalone: only what the cgroup tree tells)."""
 
@@ -50,6 +95,7 @@ class PodMeta:
     memory_limit_bytes: int | None = None
     creation_timestamp: float | None = None  # wall-clock seconds
     container_cpu_limits: dict[str, float | None] = field(default_factory=dict)  # by container ID
+    batch: PodBatch | None = None  # the pod requests or limits kubernetes.io/batch-* (then it is offline)
 
 
 @dataclass(slots=True)

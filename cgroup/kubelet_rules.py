@@ -123,7 +123,7 @@ def container_values(
     )
 
 
-def _pod_total(res: Sequence[BatchResources], value: list[int | None]) -> int:
+def pod_total(res: Sequence[BatchResources], value: list[int | None]) -> int:
     """kube-scheduler's / kubelet's pod total with init containers and sidecars: the larger of the app
     containers plus every sidecar, and each init container plus the sidecars started before it."""
     steady = 0
@@ -164,13 +164,13 @@ def pod_values(
         for r in containers
     ):
         return CgroupValues(MIN_SHARES, shares_to_weight(MIN_SHARES, formula), None, period_us, None, tuple(problems))
-    cpu_request = _pod_total(containers, [r.cpu_request for r in containers]) + overhead_milli_cpu
+    cpu_request = pod_total(containers, [r.cpu_request for r in containers]) + overhead_milli_cpu
     shares = milli_cpu_to_shares(cpu_request)
     quota: int | None = None
     if cfs_quota and containers and all(r.cpu_limit for r in containers):
-        cpu_limit = _pod_total(containers, [r.cpu_limit for r in containers]) + overhead_milli_cpu
+        cpu_limit = pod_total(containers, [r.cpu_limit for r in containers]) + overhead_milli_cpu
         quota = milli_cpu_to_quota(cpu_limit, period_us) or None
     memory: int | None = None
     if containers and all(r.memory_limit for r in containers):
-        memory = _pod_total(containers, [r.memory_limit for r in containers]) + overhead_memory
+        memory = pod_total(containers, [r.memory_limit for r in containers]) + overhead_memory
     return CgroupValues(shares, shares_to_weight(shares, formula), quota, period_us, memory, tuple(problems))

@@ -6,7 +6,9 @@ Offline when any rule holds (else online):
   LC/HLS = 2, LS = 1, BE = -1); any other value, non-integers and integers outside -7..7 included, is
   online, with a warning logged once per pod;
 - label `koordinator.sh/qosClass=BE`;
-- `spec.priorityClassName` is in the configured list, or `spec.priority` is below the threshold.
+- `spec.priorityClassName` is in the configured list, or `spec.priority` is below the threshold;
+- a container (init containers too) requests or limits `kubernetes.io/batch-cpu` or
+  `kubernetes.io/batch-memory`: the pod runs on reclaimed capacity (see `has_batch_resources`).
 Pods with priority >= 2000000000 (system-node-critical/system-cluster-critical) are always online.
 """
 
@@ -17,7 +19,7 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
-from contract.annotations import KOORD_QOS_CLASS, QOS_LEVEL
+from contract.annotations import BATCH_CPU, BATCH_MEMORY, KOORD_QOS_CLASS, QOS_LEVEL
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,18 @@ def qos_level(value: str) -> int | None:
         return None
     level = int(v)
     return level if -7 <= level <= 7 else None
+
+
+def has_batch_resources(pod: Mapping[str, Any]) -> bool:
+    """Whether any container (init containers too) requests or limits kubernetes.io/batch-cpu or -memory."""
+    spec = pod.get("spec") or {}
+    for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+        res = c.get("resources") or {}
+        for field in ("requests", "limits"):
+            values = res.get(field) or {}
+            if BATCH_CPU in values or BATCH_MEMORY in values:
+                return True
+    return False
 
 
 def warn_key(meta: Mapping[str, Any]) -> str:
@@ -89,6 +103,8 @@ class Classifier:
         if spec.get("priorityClassName") in self.offline_priority_classes:
             return "offline"
         if isinstance(priority, int) and not isinstance(priority, bool) and priority < self.offline_priority_below:
+            return "offline"
+        if has_batch_resources(pod):
             return "offline"
         return "online"
 

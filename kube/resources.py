@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from contract.annotations import BATCH_CPU, BATCH_MEMORY
 from kube.quantity import parse_quantity
 
 
@@ -72,3 +73,23 @@ def node_allocatable(node: Mapping[str, Any]) -> tuple[float | None, int | None]
     alloc = (node.get("status") or {}).get("allocatable") or {}
     cpu, mem = quantity(alloc.get("cpu")), quantity(alloc.get("memory"))
     return (None if cpu is None else float(cpu)), (None if mem is None else int(mem))
+
+
+def _whole(value: object) -> int | None:
+    """A batch quantity as an integer, rounded up (batch-cpu is milli-cores, batch-memory bytes); None when
+    absent or malformed."""
+    q = quantity(value)
+    if q is None:
+        return None
+    return int(q.to_integral_value(rounding="ROUND_CEILING"))
+
+
+def container_batch(container: Mapping[str, Any]) -> tuple[int | None, int | None, int | None, int | None]:
+    """(batch-cpu request, batch-cpu limit, batch-memory request, batch-memory limit) of one container spec:
+    milli-cores and bytes; None where absent. A limit without a request defaults the request to the limit,
+    as the API server does for every resource."""
+    res = container.get("resources") or {}
+    requests, limits = res.get("requests") or {}, res.get("limits") or {}
+    cpu_lim, mem_lim = _whole(limits.get(BATCH_CPU)), _whole(limits.get(BATCH_MEMORY))
+    cpu_req, mem_req = _whole(requests.get(BATCH_CPU)), _whole(requests.get(BATCH_MEMORY))
+    return (cpu_lim if cpu_req is None else cpu_req), cpu_lim, (mem_lim if mem_req is None else mem_req), mem_lim

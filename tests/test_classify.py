@@ -119,3 +119,22 @@ def test_qos_level_parser() -> None:
         None,
         None,
     ]
+
+
+@pytest.mark.parametrize(
+    ("where", "field", "resource", "expected"),
+    [
+        ("containers", "requests", "kubernetes.io/batch-cpu", "offline"),
+        ("containers", "limits", "kubernetes.io/batch-memory", "offline"),
+        ("initContainers", "requests", "kubernetes.io/batch-memory", "offline"),
+        ("containers", "requests", "cpu", "online"),
+        ("containers", "limits", "kubernetes.io/batch-gpu", "online"),
+    ],
+)
+def test_batch_resources_make_a_pod_offline(where: str, field: str, resource: str, expected: str) -> None:
+    obj = pod()
+    obj["spec"][where] = [{"name": "c", "resources": {field: {resource: "1"}}}]
+    assert Classifier().classify(obj) == expected
+    critical = pod(priority=2_000_000_000)
+    critical["spec"][where] = obj["spec"][where]
+    assert Classifier().classify(critical) == "online"  # system-critical pods stay online whatever they ask
