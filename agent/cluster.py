@@ -18,6 +18,7 @@ from agent.kubepods import KubePodSource
 from agent.node_state import StateBuilder
 from agent.oversubscription import OversubscriptionOwner
 from agent.publisher import AnnotationOwner, ApiHealth, NodePublisher
+from agent.qos_stage import QosStage, qos_ledger_file
 from agent.resources import node_allocatable
 from agent.runtime import Host
 from agent.snapshot import Snapshot
@@ -78,6 +79,8 @@ class ClusterLink:
             dry_run=cfg.dry_run, host_root=cfg.host_root,
             memory_high_watermark=lambda: float(self.evictor.watermarks.high["memory"]),
         )  # fmt: skip
+        self.qos = QosStage(host.layout, host.model, reader, cfg.qos, qos_ledger_file(enf.ledger_file),
+                            dry_run=cfg.dry_run)  # fmt: skip
         if self.enforcer.ledger.problem:
             self.evictor.node_event("EnforcementLedgerCorrupt", self.enforcer.ledger.problem)
         self.owners: list[AnnotationOwner] = [self.oversubscription, self.evictor]
@@ -90,11 +93,12 @@ class ClusterLink:
 
     def node_sections(self) -> dict[str, Callable[[], dict[str, Any]]]:
         """The keys this link adds to /api/v1/node."""
-        return {"oversubscription": self.oversubscription.section, "enforcement": self.enforcement_section}
+        return {"oversubscription": self.oversubscription.section, "enforcement": self.enforcement_section,
+                "qos": self.qos.section}  # fmt: skip
 
     def metric_sources(self) -> dict[str, MetricSource]:
         return {"oversubscription": self.oversubscription.metrics, "enforcement": self.enforcer.metrics,
-                "eviction": self.evictor.metrics}  # fmt: skip
+                "eviction": self.evictor.metrics, "qos": self.qos.metrics}  # fmt: skip
 
     def enforcement_section(self) -> dict[str, Any]:
         return {**self.enforcer.section(), "eviction": self.evictor.section()}
@@ -114,13 +118,16 @@ class ClusterLink:
         runs whether or not the API server is reachable; each part on its own, so a failure of one never
         stops another."""
         node = self.node_object() or {}
-        state = self.states.build(snap, node_allocatable(node))
+        # what protection did up to this pass: online QoS gives nothing while the node evicts or suppresses
+        state = self.states.build(snap, node_allocatable(node), evicting=self.evictor.is_evicting(),
+                                  offline_suppressed=self.enforcer.suppressing)  # fmt: skip
         parts: list[tuple[str, Callable[[], None]]] = [
             ("capacity", lambda: self.oversubscription.on_state(state, node))
         ]
         if self.pods.synced.is_set():  # classes are unknown until the first list: touch nothing
             parts += [("eviction", lambda: self.evictor.on_state(state)),
-                      ("enforcement", lambda: self.enforcer.on_state(state))]  # fmt: skip
+                      ("enforcement", lambda: self.enforcer.on_state(state)),
+                      ("online QoS", lambda: self.qos.on_state(state))]  # fmt: skip
         for name, part in parts:
             try:
                 part()
@@ -138,12 +145,13 @@ class ClusterLink:
 
     def stop(self) -> None:
         """Capacity goes to 0 first (one last publisher round; the evicting annotation is left as it is),
-        then eviction stops and enforcement restores what it changed, then the watches end."""
+        then eviction stops, enforcement and online QoS restore what they changed, then the watches end."""
         self.oversubscription.withdraw()
         steps: list[tuple[str, Callable[[], None]]] = [
             ("publisher", lambda: self.publisher.stop(final=[self.oversubscription])),
             ("eviction", self.evictor.stop),
             ("enforcement", self.enforcer.stop),
+            ("online QoS", self.qos.stop),
             ("pod informer", self.pods.stop),
             ("node informer", self.node.stop),
         ]

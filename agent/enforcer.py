@@ -81,6 +81,11 @@ class Enforcer:
         self.memory_status = "v2 memory.high" if layout.is_v2 else "unsupported on cgroup v1: eviction protects memory"
 
     @property
+    def suppressing(self) -> bool:
+        """Offline pods are held by a CPU budget (quotas or a cpuset) rather than released to their limits."""
+        return self.config.enabled and (bool(self.quotas) or self.cpuset is not None)
+
+    @property
     def writes(self) -> int:
         return self.executor.writes
 
