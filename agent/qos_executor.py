@@ -40,6 +40,9 @@ class _Pass:
     raise_bursts: list[tuple[str, str, int, Callable[[], None]]] = field(default_factory=list)
     quotas: list[tuple[LimitChange, Callable[[], None]]] = field(default_factory=list)
     memory: list[tuple[str, Callable[[], None], Callable[[], None]]] = field(default_factory=list)
+    quota_cgroups: dict[str, set[str]] = field(default_factory=dict)  # uid -> cgroups given a quota this pass
+    quota_failed: set[str] = field(default_factory=set)
+    after: list[Callable[[], None]] = field(default_factory=list)  # once every write of the pass was made
 
     def burst(self, cg: str, what: str, current: int, target: int, done: Callable[[], None]) -> None:
         (self.lower_bursts if target < current else self.raise_bursts).append((cg, what, target, done))
@@ -107,21 +110,27 @@ class QosExecutor:
         p.burst(a.cgroup, f"set CFS burst of {a.cgroup} to {a.burst_us} µs", current, a.burst_us, _noop)
 
     def _quota(self, a: SetCpuQuota, snap: Snapshot | None, p: _Pass) -> None:
+        p.quota_cgroups.setdefault(a.uid, set()).add(a.cgroup)
         change = self.executor.quota_change(a.cgroup, a.quota_us, a.period_us)
         if change is None:
             return
         entry = self._entry(a.uid, snap)
         if entry is None:
             return
-        if a.cgroup != entry.cgroup and a.cgroup not in entry.containers:
-            try:
+        try:
+            if not entry.quota_burst:  # a new raise: what the cgroups hold now are the pod's own quotas
+                pod = self.reader.cpu_settings(entry.cgroup)
+                entry.quota_us, entry.period_us = pod.quota_us, pod.period_us
+                entry.containers.clear()
+                entry.container_periods.clear()
+                entry.quota_burst = True
+            if a.cgroup != entry.cgroup and a.cgroup not in entry.containers:
                 s = self.reader.cpu_settings(a.cgroup)
-            except CgroupError:
-                return
-            entry.containers[a.cgroup], entry.container_periods[a.cgroup] = s.quota_us, s.period_us
-        if not entry.quota_burst:
-            entry.quota_burst = True
-        self.ledger.changed()
+                entry.containers[a.cgroup], entry.container_periods[a.cgroup] = s.quota_us, s.period_us
+        except CgroupError:
+            return
+        finally:
+            self.ledger.changed()
         p.quotas.append((change, _noop))
 
     def _memory(self, a: SetMemoryProtection | SetMemoryHigh, snap: Snapshot | None, p: _Pass) -> None:
@@ -168,7 +177,12 @@ class QosExecutor:
                     done()
                 else:
                     p.burst(cg, f"restore CFS burst of {cg} to {before} µs", current, before, done)
-        if "quota_burst" in parts and entry.quota_burst:
+        if "quota_burst" in parts and entry.quota_burst and entry.uid in p.quota_cgroups:
+            # the plan gives the pod its own quotas from its current spec (a resize since the raise wins over
+            # what was recorded): the part is back once those hold
+            cgroups = p.quota_cgroups[entry.uid]
+            p.after.append(lambda: None if cgroups & p.quota_failed else self._quota_restored(entry))
+        elif "quota_burst" in parts and entry.quota_burst:
             changes = [self.executor.quota_change(entry.cgroup, entry.quota_us, entry.period_us)]
             for cg, own in entry.containers.items():
                 changes.append(self.executor.quota_change(cg, own, entry.container_periods.get(cg, PERIOD_US)))
@@ -249,9 +263,9 @@ class QosExecutor:
             if self.executor.write(what, partial(w.set_cpu_burst, cg, target)):
                 done()
         if p.quotas:
-            failed = self.executor.apply("online QoS CFS quotas", [c for c, _ in p.quotas])
+            p.quota_failed = self.executor.apply("online QoS CFS quotas", [c for c, _ in p.quotas])
             for change, done in p.quotas:
-                if change.cgroup not in failed:
+                if change.cgroup not in p.quota_failed:
                     done()
         for cg, what, target, done in p.raise_bursts:
             if self.executor.write(what, partial(w.set_cpu_burst, cg, target)):
@@ -259,6 +273,8 @@ class QosExecutor:
         for what, write, done in p.memory:
             if self.executor.write(what, write):
                 done()
+        for fn in p.after:
+            fn()
 
     def restore_all(self) -> None:
         """Shutdown: every recorded value back (pods and the cgroups above them)."""

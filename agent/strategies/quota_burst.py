@@ -64,16 +64,16 @@ class QuotaBurst:
         qp = plan_quota_burst(self.config, node_cpu(state), containers, memo.quiet, own_pod, recorded.now)
         report["node_state"], report["headroom_cores"] = qp.node, round(qp.headroom_cores, 3)
         actions: list[Action] = []
-        raised_pods: set[str] = set()
         ids = {x.cgroup: x.id for o in pods.values() for x in o.containers}
+        raised = {c.pod for c in containers if qp.containers[c.cgroup].quota_us != c.own_quota_us}
+        raised_uids = {pods[cg].pod.uid for cg in raised}
+        # raised before, not any more, still online and limited: own quotas from the current spec (a resize since
+        # the raise wins over what was recorded), and the Restore clears the record once they hold
+        back = {cg for cg, o in pods.items() if cg not in raised and getattr(recorded.entries.get(o.pod.uid),
+                                                                            "quota_burst", False)}  # fmt: skip
         for c in containers:
-            if qp.containers[c.cgroup].quota_us != c.own_quota_us:
-                raised_pods.add(c.pod)
-        for c in containers:
-            d = qp.containers[c.cgroup]
-            o = pods[c.pod]
-            uid = o.pod.uid
-            if c.pod in raised_pods:
+            d, uid = qp.containers[c.cgroup], pods[c.pod].pod.uid
+            if c.pod in raised or c.pod in back:
                 actions.append(SetCpuQuota(c.cgroup, d.quota_us, PERIOD_US, "quota_burst", uid))
             pod_report = report["pods"].setdefault(uid, {"quota_cores": cores(qp.pods.get(c.pod)), "containers": {}})
             pod_report["containers"][ids[c.cgroup]] = {
@@ -83,14 +83,13 @@ class QuotaBurst:
                 "own_quota_cores": cores(c.own_quota_us),
                 "throttled_ratio": c.throttled_ratio,
             }
-        for pod_cg in sorted(raised_pods):
+        for pod_cg in sorted(raised | back):  # after its containers: the executor orders the writes anyway
             quota = qp.pods.get(pod_cg)
             if quota is not None:
                 actions.append(SetCpuQuota(pod_cg, quota, PERIOD_US, "quota_burst", pods[pod_cg].pod.uid))
-        raised_uids = {pods[cg].pod.uid for cg in raised_pods}
         for uid, entry in recorded.entries.items():
             if entry.quota_burst and uid not in raised_uids:
-                actions.append(Restore(uid, PARTS))  # own quotas back: quiet, reset, no longer online or gone
+                actions.append(Restore(uid, PARTS))  # quiet, reset, no longer online, limited or there
         quotas = {c.cgroup: qp.containers[c.cgroup].quota_us for c in containers
                   if qp.containers[c.cgroup].quota_us != c.own_quota_us}  # fmt: skip
         return Plan(tuple(actions), QuotaMemo(quotas, qp.quiet), report)
