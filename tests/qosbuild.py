@@ -1,0 +1,58 @@
+"""The one place the online QoS tests build a QoS stage and the pass's state for it (v1 tests and the v2
+tier alike): pods described by hand over real cgroups, the node's load given, the rest as a pass has it."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agent.config import QosConfig
+from agent.node_state import NodeState, node_state
+from agent.qos_stage import QosStage
+from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
+from cgroup import CgroupReader, Layout, PathModel
+
+GI = 1 << 30
+
+
+@dataclass(frozen=True)
+class Ctr:
+    """One container as the pass sees it: its cgroup, CPU limit (cores), the last interval's throttled
+    ratio and usage, and its memory request and limit."""
+
+    cgroup: str
+    cpu_limit: float | None = 0.5
+    throttled: float | None = 0.0
+    usage: float | None = 0.0
+    memory: tuple[int, int | None] | None = None
+
+
+def online_pod(uid: str, cgroup: str, containers: Sequence[Ctr], cls: str = "online", **meta: Any) -> PodSample:
+    ids = [c.cgroup.rsplit("/", 1)[1] for c in containers]
+    limits = [c.cpu_limit for c in containers]
+    samples = tuple(ContainerSample(i, c.cgroup, c.usage, 0, 0, 0, c.throttled)
+                    for i, c in zip(ids, containers, strict=True))  # fmt: skip
+    pod_limit = None if any(x is None for x in limits) else sum(x or 0.0 for x in limits)
+    memory = {i: c.memory for i, c in zip(ids, containers, strict=True) if c.memory is not None}
+    mem_limits = [m[1] for m in memory.values()]
+    pod_memory_limit = None if not mem_limits or None in mem_limits else sum(x or 0 for x in mem_limits)
+    pm = PodMeta(uid, "default", uid, cls, cpu_limit_cores=pod_limit,  # type: ignore[arg-type]
+                 container_cpu_limits=dict(zip(ids, limits, strict=True)), container_memory=memory,
+                 memory_limit_bytes=pod_memory_limit, **meta)  # fmt: skip
+    throttled = max((c.throttled or 0.0 for c in containers), default=0.0)
+    return PodSample(pm, "burstable", cgroup, 0.0, 0, 0, 0, 0, throttled, samples)
+
+
+def qos_state(pods: Sequence[PodSample], busy: float | None = 0.2, cpus: float = 2.0, **facts: bool) -> NodeState:
+    """The pass's state on a node of `cpus` with `busy` cores in use (the node's load is the test's input)."""
+    snap = Snapshot(1, 0.0, 0.0, NodeSample(cpus, busy, 8 * GI, GI, 0), {}, {p.uid: p for p in pods}, (), 0.0)
+    return dataclasses.replace(node_state(snap, (cpus, 8 * GI)), **facts)
+
+
+def qos_stage(layout: Layout, model: PathModel, ledger_file: str, *, dry_run: bool = False,
+              clock: Any = None, **qos: Any) -> QosStage:  # fmt: skip
+    kw: dict[str, Any] = {} if clock is None else {"clock": clock}
+    return QosStage(layout, model, CgroupReader(layout), QosConfig.model_validate(qos), ledger_file,
+                    dry_run=dry_run, **kw)  # fmt: skip
