@@ -37,6 +37,11 @@ from cgroup import CgroupReader, Layout, PathModel
 __all__ = ["Enforcer", "kubelet_oom_score_adj", "kubelet_quota", "kubelet_shares"]
 
 
+def detect_facts(layout: Layout, model: PathModel, reader: CgroupReader) -> Facts:
+    """What the registry's choice of strategies may depend on, asked of the host once at start."""
+    return Facts(layout.is_v2, model.tier("besteffort"), reader.supports_cpu_burst(model.kubepods()))
+
+
 class Enforcer:
     name = "enforcement"
 
@@ -64,7 +69,7 @@ class Enforcer:
         self.originals = Originals(layout, reader, self.ledger, config, host_root)
         self.executor = (DryRunExecutor if dry_run else CgroupExecutor)(layout, reader, self.ledger, self.originals,
                                                                         host_root)  # fmt: skip
-        self.facts = Facts(layout.is_v2, model.tier("besteffort"), reader.supports_cpu_burst(model.kubepods()))
+        self.facts = detect_facts(layout, model, reader)
         chosen = strategies(AgentConfig(enforcement=config), self.facts) if registered is None else registered
         self.strategies: tuple[Strategy, ...] = tuple(chosen)
         names = [s.name for s in self.strategies]
