@@ -8,8 +8,18 @@ import json
 import time
 from pathlib import Path
 
-from agent.actions import Action, Plan, Recorded, SetCpuIdle, SetCpuQuota, SetCpuset, SetCpuShares, SetMemoryHigh
-from agent.actions import SetMemoryLimit, SetOomScoreAdj
+from agent.actions import (
+    Action,
+    Plan,
+    Recorded,
+    SetCpuIdle,
+    SetCpuQuota,
+    SetCpuset,
+    SetCpuShares,
+    SetMemoryHigh,
+    SetMemoryLimit,
+    SetOomScoreAdj,
+)
 from agent.config import AgentConfig, EnforcementConfig
 from agent.enforcer import Enforcer, detect_facts
 from agent.executor import CgroupExecutor
