@@ -7,9 +7,10 @@ is a separate stage whose stop does nothing, so shutdown (last capacity round, r
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from agent import qos_report
 from agent.classify import Classifier
 from agent.config import AgentConfig
 from agent.enforcer import Enforcer
@@ -18,10 +19,10 @@ from agent.kubepods import KubePodSource
 from agent.node_state import StateBuilder
 from agent.oversubscription import OversubscriptionOwner
 from agent.publisher import AnnotationOwner, ApiHealth, NodePublisher
-from agent.qos_stage import QosStage, qos_ledger_file
 from agent.resources import node_allocatable
 from agent.runtime import Host
 from agent.snapshot import Snapshot
+from agent.strategies.registry import Strategy
 from agent.view import AgentView, MetricSource
 from cgroup import CgroupReader, CgroupWriter
 from kube import Informer, Kube
@@ -55,6 +56,7 @@ class ClusterLink:
         reader: CgroupReader,
         kube: Kube,
         *,
+        registered: Sequence[Strategy] | None = None,
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
     ) -> None:
@@ -77,10 +79,8 @@ class ClusterLink:
         self.enforcer = Enforcer(
             host.layout, host.model, reader, enf, lambda: node_allocatable(self.node_object() or {}),
             dry_run=cfg.dry_run, host_root=cfg.host_root,
-            memory_high_watermark=lambda: float(self.evictor.watermarks.high["memory"]),
+            memory_high_watermark=lambda: float(self.evictor.watermarks.high["memory"]), registered=registered,
         )  # fmt: skip
-        self.qos = QosStage(host.layout, host.model, reader, cfg.qos, qos_ledger_file(enf.ledger_file),
-                            dry_run=cfg.dry_run)  # fmt: skip
         if self.enforcer.ledger.problem:
             self.evictor.node_event("EnforcementLedgerCorrupt", self.enforcer.ledger.problem)
         self.owners: list[AnnotationOwner] = [self.oversubscription, self.evictor]
@@ -94,11 +94,11 @@ class ClusterLink:
     def node_sections(self) -> dict[str, Callable[[], dict[str, Any]]]:
         """The keys this link adds to /api/v1/node."""
         return {"oversubscription": self.oversubscription.section, "enforcement": self.enforcement_section,
-                "qos": self.qos.section}  # fmt: skip
+                "qos": lambda: qos_report.section(self.enforcer)}  # fmt: skip
 
     def metric_sources(self) -> dict[str, MetricSource]:
         return {"oversubscription": self.oversubscription.metrics, "enforcement": self.enforcer.metrics,
-                "eviction": self.evictor.metrics, "qos": self.qos.metrics}  # fmt: skip
+                "eviction": self.evictor.metrics, "qos": lambda: qos_report.metrics(self.enforcer)}  # fmt: skip
 
     def enforcement_section(self) -> dict[str, Any]:
         return {**self.enforcer.section(), "eviction": self.evictor.section()}
@@ -126,8 +126,7 @@ class ClusterLink:
         ]
         if self.pods.synced.is_set():  # classes are unknown until the first list: touch nothing
             parts += [("eviction", lambda: self.evictor.on_state(state)),
-                      ("enforcement", lambda: self.enforcer.on_state(state)),
-                      ("online QoS", lambda: self.qos.on_state(state))]  # fmt: skip
+                      ("enforcement", lambda: self.enforcer.on_state(state))]  # fmt: skip
         for name, part in parts:
             try:
                 part()
@@ -145,13 +144,12 @@ class ClusterLink:
 
     def stop(self) -> None:
         """Capacity goes to 0 first (one last publisher round; the evicting annotation is left as it is),
-        then eviction stops, enforcement and online QoS restore what they changed, then the watches end."""
+        then eviction stops and enforcement restores what it changed, then the watches end."""
         self.oversubscription.withdraw()
         steps: list[tuple[str, Callable[[], None]]] = [
             ("publisher", lambda: self.publisher.stop(final=[self.oversubscription])),
             ("eviction", self.evictor.stop),
             ("enforcement", self.enforcer.stop),
-            ("online QoS", self.qos.stop),
             ("pod informer", self.pods.stop),
             ("node informer", self.node.stop),
         ]

@@ -76,6 +76,10 @@ class NodeState:
     # and enforcement holds offline pods below their own limits (quota or cpuset); online QoS gives nothing then
     evicting: bool = False
     offline_suppressed: bool = False
+    # read for the enforcement stage's strategies (agent/enforcement_inputs.py) before they plan:
+    memory_high_percent: float = 60.0  # the high memory watermark (eviction's, from the Node's annotations)
+    exclusive_cpus: frozenset[int] = frozenset()  # CPUs kubelet's CPU manager gave containers for themselves
+    parent_cpus: Mapping[str, frozenset[int]] = field(default_factory=dict)  # pod's parent cgroup -> effective CPUs
 
     def usage(self, resource: Resource) -> Usage:
         return self.cpu if resource == "cpu" else self.memory

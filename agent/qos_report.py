@@ -1,39 +1,41 @@
 """What online QoS exposes: the `qos` section of /api/v1/node and its metric families, read from the
-strategies' reports of the last pass (only ever replaced, so a reader sees one pass)."""
+cpu_burst, quota_burst and memory_qos strategies' reports of the enforcement stage's last pass (only ever
+replaced, so a reader sees one pass). Their keys are kept out of the `enforcement` section."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
+from agent.enforcement_report import merged
 from agent.qos.quota_burst import NodeBurstState
 
 if TYPE_CHECKING:
-    from agent.qos_stage import QosStage
+    from agent.enforcer import Enforcer
 
 NODE_STATES: tuple[NodeBurstState, ...] = ("idle", "cooling", "busy", "blocked")
 
 
-def section(q: QosStage) -> dict[str, Any]:
-    r = q.reports
+def section(e: Enforcer) -> dict[str, Any]:
+    """`cpu_burst`, `quota_burst`, `memory` (empty while enforcement is off: nothing is planned then) and the
+    online pods the ledger holds QoS values for; writes and errors are enforcement's (one executor)."""
+    r = merged(e.reports)
+    online = [uid for uid, t in e.ledger.entries.items() if t.burst or t.quota_burst or t.memory_qos]
     return {
-        "dry_run": q.dry_run,
-        "cpu_burst": r.get("cpu_burst", {}),
-        "quota_burst": r.get("quota_burst", {}),
-        "memory": r.get("memory_qos", {}),
-        "pods_touched": sorted(q.ledger.entries),
-        "writes": q.executor.writes,
-        "write_errors": q.executor.errors,
-        "last_error": q.executor.last_error,
+        "dry_run": e.dry_run,
+        "cpu_burst": dict(r["cpu_burst"]),
+        "quota_burst": dict(r["quota_burst"]),
+        "memory": dict(r["memory_qos"]),
+        "pods_touched": sorted(online),
     }
 
 
-def metrics(q: QosStage) -> Iterable[Metric]:
-    r = q.reports
-    burst, quota, memory = r.get("cpu_burst", {}), r.get("quota_burst", {}), r.get("memory_qos", {})
+def metrics(e: Enforcer) -> Iterable[Metric]:
+    r = merged(e.reports)
+    burst, quota, memory = r["cpu_burst"], r["quota_burst"], r["memory_qos"]
     cb = GaugeMetricFamily("colo_container_cpu_burst_us", "CFS burst planned for an online container, µs",
                            labels=["uid", "container"])  # fmt: skip
     pb = GaugeMetricFamily("colo_pod_cpu_burst_us", "CFS burst planned for an online pod, µs", labels=["uid"])
@@ -67,7 +69,4 @@ def metrics(q: QosStage) -> Iterable[Metric]:
                             labels=["feature"])  # fmt: skip
     sup.add_metric(["cpu_burst"], 1.0 if burst.get("supported") else 0.0)
     sup.add_metric(["memory"], 1.0 if memory.get("supported") else 0.0)
-    w = CounterMetricFamily("colo_qos_writes", "cgroup writes made by online QoS", labels=["result"])
-    w.add_metric(["ok"], float(q.executor.writes))
-    w.add_metric(["error"], float(q.executor.errors))
-    return [cb, pb, qc, qr, ns, mp, mh, sup, w]
+    return [cb, pb, qc, qr, ns, mp, mh, sup]

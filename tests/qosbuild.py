@@ -8,13 +8,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent.config import QosConfig
+from agent import qos_report
+from agent.config import AgentConfig, EnforcementConfig
+from agent.enforcer import Enforcer, detect_facts
 from agent.node_state import NodeState, node_state
-from agent.qos_stage import QosStage
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
+from agent.strategies.registry import strategies
 from cgroup import CgroupReader, Layout, PathModel
 
 GI = 1 << 30
+QOS_STRATEGIES = ("cpu_burst", "quota_burst", "memory_qos")
 
 
 @dataclass(frozen=True)
@@ -51,8 +54,16 @@ def qos_state(pods: Sequence[PodSample], busy: float | None = 0.2, cpus: float =
     return dataclasses.replace(node_state(snap, (cpus, 8 * GI)), **facts)
 
 
-def qos_stage(layout: Layout, model: PathModel, ledger_file: str, *, dry_run: bool = False,
-              clock: Any = None, **qos: Any) -> QosStage:  # fmt: skip
-    kw: dict[str, Any] = {} if clock is None else {"clock": clock}
-    return QosStage(layout, model, CgroupReader(layout), QosConfig.model_validate(qos), ledger_file,
-                    dry_run=dry_run, **kw)  # fmt: skip
+def qos_stage(layout: Layout, model: PathModel, ledger_file: str, *, dry_run: bool = False, **qos: Any) -> Enforcer:
+    """The enforcement stage with the online QoS strategies only (as the registry builds them from `qos`),
+    the offline ones left out: nothing here is offline."""
+    reader = CgroupReader(layout)
+    cfg = AgentConfig.model_validate({"qos": qos})
+    chosen = [s for s in strategies(cfg, detect_facts(layout, model, reader)) if s.name in QOS_STRATEGIES]
+    return Enforcer(layout, model, reader, EnforcementConfig(ledger_file=ledger_file), lambda: (2.0, 8 * GI),
+                    dry_run=dry_run, registered=chosen)  # fmt: skip
+
+
+def section(stage: Enforcer) -> dict[str, Any]:
+    """The `qos` key of /api/v1/node."""
+    return qos_report.section(stage)

@@ -67,6 +67,12 @@ def quotas(plan: Plan) -> dict[str, int | None]:
     return {a.cgroup: a.quota_us for a in plan.actions if isinstance(a, SetCpuQuota)}
 
 
+def rep(plan: Plan) -> Any:
+    """The plan's report: one key, the strategy's name, as the `qos` section shows it."""
+    ((_, report),) = plan.report.items()
+    return report
+
+
 def restores(plan: Plan) -> set[str]:
     return {a.uid for a in plan.actions if isinstance(a, Restore)}
 
@@ -98,7 +104,7 @@ def test_cpu_burst_targets(
                                                                 rec())  # fmt: skip
     assert bursts(plan) == expected
     assert all(a.uid == "a" and a.part == "burst" for a in plan.actions if isinstance(a, SetCpuBurst))
-    assert ("a" in plan.report["pods"]) is bool(expected)
+    assert ("a" in rep(plan)["pods"]) is bool(expected)
 
 
 def test_cpu_burst_restores_what_it_no_longer_plans() -> None:
@@ -108,15 +114,15 @@ def test_cpu_burst_restores_what_it_no_longer_plans() -> None:
             pod("c", annotations={"volcano.sh/enable-quota-burst": "0"})]  # fmt: skip
     plan = CpuBurst(CpuBurstConfig(enabled=True), True).plan(state(pods), rec(was))
     # b's value is no boolean: the node's setting applies (and is reported); d is gone
-    assert restores(plan) == {"a", "c", "d"} and "b" in plan.report["pods"]
-    assert any("is not a boolean" in w for w in plan.report["warnings"])
+    assert restores(plan) == {"a", "c", "d"} and "b" in rep(plan)["pods"]
+    assert any("is not a boolean" in w for w in rep(plan)["warnings"])
     off = CpuBurst(CpuBurstConfig(enabled=False), True).plan(state(pods), rec(was))
     assert restores(off) == {"a", "b", "c", "d"} and not bursts(off)
 
 
 def test_cpu_burst_unsupported_plans_nothing_but_restores() -> None:
     plan = CpuBurst(CpuBurstConfig(enabled=True), False).plan(state([pod("a")]), rec([entry("a", burst={P: 0})]))
-    assert not bursts(plan) and restores(plan) == {"a"} and plan.report["supported"] is False
+    assert not bursts(plan) and restores(plan) == {"a"} and rep(plan)["supported"] is False
 
 
 def test_cpu_burst_follows_the_current_spec_and_rechecks() -> None:
@@ -140,7 +146,7 @@ CFG = QuotaBurstConfig(enabled=True, step_percent=50)  # 0.5 CPU: 50 → 75 → 
 def test_quota_burst_raises_a_throttled_container_and_its_pod_on_an_idle_node() -> None:
     s = QuotaBurst(CFG)
     plan = s.plan(state([pod("a", limits=(0.5, 1.0), throttled=0.0)]), rec())
-    assert quotas(plan) == {} and plan.report["node_state"] == "idle"  # not throttled: nothing asked
+    assert quotas(plan) == {} and rep(plan)["node_state"] == "idle"  # not throttled: nothing asked
     hot = pod("a", limits=(0.5, 1.0), throttled=0.5)
     plan = s.plan(state([hot]), rec())
     # both throttled: each gets half its own quota more; the pod its own plus the raises
@@ -148,7 +154,7 @@ def test_quota_burst_raises_a_throttled_container_and_its_pod_on_an_idle_node() 
     assert all(a.part == "quota_burst" for a in plan.actions if isinstance(a, SetCpuQuota))
     again = s.plan(state([hot]), rec([entry("a", quota_burst=True)], memo=plan.memo))
     assert quotas(again) == {f"{P}/a-c0": 100_000, f"{P}/a-c1": 200_000, P: 300_000} and not restores(again)
-    c0 = again.report["pods"]["a"]["containers"]["a-c0"]
+    c0 = rep(again)["pods"]["a"]["containers"]["a-c0"]
     assert c0["state"] == "raise" and c0["quota_cores"] == 1.0 and c0["own_quota_cores"] == 0.5
 
 
@@ -168,7 +174,7 @@ def test_quota_burst_gives_back_at_once(busy: float | None, facts: dict[str, boo
     raised = s.plan(state([hot]), rec())
     assert quotas(raised) == {f"{P}/a-c0": 75_000, P: 75_000}
     plan = s.plan(state([hot], busy, **facts), rec([entry("a", quota_burst=True)], memo=raised.memo))
-    assert plan.report["node_state"] == node
+    assert rep(plan)["node_state"] == node
     assert quotas(plan) == {f"{P}/a-c0": 50_000, P: 50_000} and restores(plan) == {"a"}
 
 
@@ -181,7 +187,7 @@ def test_quota_burst_never_beyond_the_nodes_headroom() -> None:
     roomy = s.plan(state(pods, 2.0), rec())
     assert quotas(roomy) == {f"{P}/a-c0": 150_000, P: 150_000, f"{pb}/b-c0": 150_000, pb: 150_000}
     tight = s.plan(state(pods, 4.0), rec())
-    assert tight.report["node_state"] == "idle" and tight.report["headroom_cores"] == pytest.approx(0.8)
+    assert rep(tight)["node_state"] == "idle" and rep(tight)["headroom_cores"] == pytest.approx(0.8)
     got = quotas(tight)
     assert got[f"{P}/a-c0"] == got[P] == 150_000
     assert got[f"{pb}/b-c0"] == got[pb] == pytest.approx(130_000, abs=2)
@@ -192,7 +198,7 @@ def test_quota_burst_restores_pods_gone_offline_and_when_switched_off() -> None:
     plan = QuotaBurst(CFG).plan(state([pod("a", "offline")]), rec(was))
     assert restores(plan) == {"a", "b"} and quotas(plan) == {}  # not online / gone: the recorded quotas
     off = QuotaBurst(QuotaBurstConfig(enabled=False)).plan(state([pod("a", throttled=1.0)]), rec(was))
-    assert restores(off) == {"a", "b"} and quotas(off) == {} and off.report["enabled"] is False
+    assert restores(off) == {"a", "b"} and quotas(off) == {} and rep(off)["enabled"] is False
 
 
 # ---- memory_qos ------------------------------------------------------------------------------------------
@@ -226,7 +232,7 @@ def test_memory_qos_on_v2_protects_requests_up_the_tree() -> None:
     uids = {a.cgroup: a.uid for a in plan.actions if isinstance(a, SetMemoryProtection)}
     assert uids[P] == "a" and uids["/kubepods"] == SHARED
     assert restores(plan) == {SHARED}  # shared cgroups no target names go back
-    assert plan.report["pods"]["a"] == {"protected_bytes": 192 * MI, "high_bytes": int(768 * MI * 0.8) // 4096 * 4096}
+    assert rep(plan)["pods"]["a"] == {"protected_bytes": 192 * MI, "high_bytes": int(768 * MI * 0.8) // 4096 * 4096}
     minimum = MemoryQos(MemoryQosConfig(enabled=True, protection="min"), True, "/kubepods").plan(state([a]), rec())
     assert memory_actions(minimum)[(P, "min")] == 384 * MI and (P, "low") not in memory_actions(minimum)
 
@@ -234,7 +240,7 @@ def test_memory_qos_on_v2_protects_requests_up_the_tree() -> None:
 def test_memory_qos_on_v1_is_unsupported_and_off_restores() -> None:
     a = pod("a", memory=[(256 * MI, 512 * MI)])
     v1 = MemoryQos(MemoryQosConfig(enabled=True), False, "/kubepods").plan(state([a]), rec())
-    assert memory_actions(v1) == {} and v1.report["supported"] is False and "v1" in v1.report["reason"]
+    assert memory_actions(v1) == {} and rep(v1)["supported"] is False and "v1" in rep(v1)["reason"]
     was = [entry("a", memory_qos={P: {"low": 0}}), entry("b", memory_qos={"/x": {"min": 0}})]
     off = MemoryQos(MemoryQosConfig(enabled=False), True, "/kubepods").plan(state([a]), rec(was))
     assert memory_actions(off) == {} and restores(off) == {"a", "b", SHARED}

@@ -18,7 +18,7 @@ from cgroup import CgroupReader, CgroupWriter
 from cgroup.reader import CpuUsage
 from kube import Kube
 from tests.agentbuild import build_agent
-from tests.qosbuild import Ctr, online_pod, qos_stage, qos_state
+from tests.qosbuild import Ctr, online_pod, qos_stage, qos_state, section
 from testsupport.cgtree import V1Tree
 from testsupport.k8sobjects import container_id_of, node, pod
 from testsupport.kubeapi.server import FakeKubeAPI
@@ -52,20 +52,21 @@ def test_burst_through_the_agent_lands_reports_and_is_restored_at_shutdown(
     agent.start()
     try:
         assert wait_for(lambda: (reader.cpu_burst(ctr), reader.cpu_burst(pod_cg)) == (50_000, 50_000))
-        ledger = json.loads((tmp_path / "ledger-qos.json").read_text())  # saved before the writes
+        ledger = json.loads((tmp_path / "ledger.json").read_text())  # saved before the writes
         assert ledger["pods"][uid]["burst"] == {pod_cg: 0, ctr: 0}
         section = agent.view.node_sections["qos"]()
         assert section["cpu_burst"]["pods"][uid] == {"source": "node", "burst_us": 50_000,
                                                      "containers": {container_id_of(ctr): 50_000}}  # fmt: skip
-        assert section["pods_touched"] == [uid] and section["write_errors"] == 0
-        families = {m.name: m for m in link.qos.metrics()}
+        assert section["pods_touched"] == [uid] and link.enforcer.errors == 0
+        assert "cpu_burst" not in agent.view.node_sections["enforcement"]()
+        families = {m.name: m for m in agent.view.metric_sources["qos"]()}
         (s,) = families["colo_container_cpu_burst_us"].samples
         assert s.labels == {"uid": uid, "container": container_id_of(ctr)} and s.value == 50_000
         assert reader.cpu_settings(ctr).quota_us == 50_000  # burst alone leaves the quota as it was
     finally:
         agent.stop()
     assert (reader.cpu_burst(ctr), reader.cpu_burst(pod_cg)) == (0, 0)
-    assert json.loads((tmp_path / "ledger-qos.json").read_text())["pods"] == {}
+    assert json.loads((tmp_path / "ledger.json").read_text())["pods"] == {}
 
 
 def test_after_a_crash_a_switched_off_feature_is_put_back_from_the_ledger_file(
@@ -84,7 +85,7 @@ def test_after_a_crash_a_switched_off_feature_is_put_back_from_the_ledger_file(
     # per container 60% of its own quota, the pod the sum; c1 throttled on a quiet node: raised by half
     assert [reader.cpu_burst(cg) for cg in (c1, c2, pod_cg)] == [30_000, 60_000, 90_000]
     assert [reader.cpu_settings(cg).quota_us for cg in (c1, c2, pod_cg)] == [75_000, 100_000, 175_000]
-    assert first.section()["quota_burst"]["pods"][uid]["containers"][c1.rsplit("/", 1)[1]]["state"] == "raise"
+    assert section(first)["quota_burst"]["pods"][uid]["containers"][c1.rsplit("/", 1)[1]]["state"] == "raise"
     # ... crash: no stop()
     second = qos_stage(tree.layout, tree.model, ledger)
     second.on_state(qos_state([hot]))
@@ -106,11 +107,12 @@ def test_a_pod_that_stops_being_online_or_goes_away_gets_its_values_back(
     assert [reader.cpu_burst(cg) for cg in (a_ctr, a_pod, b_ctr, b_pod)] == [50_000, 50_000, 20_000, 20_000]
     offline = online_pod(a_uid, a_pod, [Ctr(a_ctr, 0.5)], cls="offline")
     stage.on_state(qos_state([offline, b]))
-    assert [reader.cpu_burst(cg) for cg in (a_ctr, a_pod)] == [0, 0] and sorted(stage.ledger.entries) == [b_uid]
+    assert [reader.cpu_burst(cg) for cg in (a_ctr, a_pod)] == [0, 0] and stage.ledger.entries[b_uid].burst
+    assert a_uid not in stage.ledger.entries or not stage.ledger.entries[a_uid].burst
     tree.remove(b_pod)  # the pod is gone (its cgroup with it): the entry goes, nothing is written
     writes = stage.executor.writes
     stage.on_state(qos_state([offline]))
-    assert stage.ledger.entries == {} and stage.executor.writes == writes and stage.executor.errors == 0
+    assert b_uid not in stage.ledger.entries and stage.executor.writes == writes and stage.executor.errors == 0
 
 
 def test_dry_run_writes_nothing(v1tree_cgroupfs: V1Tree, tmp_path: Path) -> None:
@@ -120,7 +122,7 @@ def test_dry_run_writes_nothing(v1tree_cgroupfs: V1Tree, tmp_path: Path) -> None
     stage = qos_stage(tree.layout, tree.model, str(tmp_path / "qos.json"), dry_run=True,
                       cpu_burst={"enabled": True}, quota_burst={"enabled": True})  # fmt: skip
     stage.on_state(qos_state([online_pod(uid, pod_cg, [Ctr(ctr, 0.5, throttled=1.0, usage=0.5)])]))
-    assert stage.section()["cpu_burst"]["pods"][uid]["burst_us"] == 50_000  # decided and reported ...
+    assert section(stage)["cpu_burst"]["pods"][uid]["burst_us"] == 50_000  # decided and reported ...
     assert reader.cpu_burst(ctr) == 0 and reader.cpu_settings(ctr).quota_us == 50_000  # ... not written
     assert not os.path.exists(tmp_path / "qos.json")
     stage.stop()
@@ -186,7 +188,7 @@ def test_quota_burst_follows_the_kernels_throttling_and_gives_back_when_the_node
     assert stage.ledger.entries[uid].quota_burst is True
     stage.on_state(qos_state([_kernel_sample(reader, uid, pod_cg, ctr, 0.1, prev)], busy=1.9))
     assert (reader.cpu_settings(ctr).quota_us, reader.cpu_settings(pod_cg).quota_us) == (10_000, 10_000)
-    assert stage.section()["quota_burst"]["node_state"] == "busy" and not stage.ledger.entries
+    assert section(stage)["quota_burst"]["node_state"] == "busy" and not stage.ledger.entries
     stage.on_state(qos_state([_kernel_sample(reader, uid, pod_cg, ctr, 0.1, prev)], busy=0.2, evicting=True))
     assert reader.cpu_settings(ctr).quota_us == 10_000  # evicting: nothing given even on a quiet node
 

@@ -15,12 +15,12 @@ import tempfile
 from collections.abc import Mapping
 from typing import Any, cast
 
-from agent.config import EnforcementConfig, EvictionConfig, OversubscriptionConfig, QosConfig
+from agent import qos_report
+from agent.config import EnforcementConfig, EvictionConfig, OversubscriptionConfig
 from agent.enforcer import Enforcer
 from agent.eviction import Evictor
 from agent.node_state import node_state
 from agent.oversubscription import OversubscriptionOwner
-from agent.qos_stage import QosStage
 from agent.resources import node_allocatable
 from agent.snapshot import (
     ContainerSample,
@@ -115,10 +115,9 @@ def _attach_cluster_sections(view: AgentView, name: str, oversubscribed: bool) -
                         lambda: (CPU_CORES, MEMORY_BYTES), dry_run=True)  # fmt: skip
     evictor = Evictor(cast(Kube, None), name, lambda: node, CgroupWriter(layout), EvictionConfig(),
                       api_healthy=lambda: True, dry_run=True)  # fmt: skip
-    qos = QosStage(layout, PathModel("systemd", "/"), CgroupReader(layout), QosConfig(), "", dry_run=True)
     view.node_sections["oversubscription"] = owner.section
     view.node_sections["enforcement"] = lambda: {**enforcer.section(), "eviction": evictor.section()}
-    view.node_sections["qos"] = qos.section
+    view.node_sections["qos"] = lambda: qos_report.section(enforcer)
 
 
 @functools.cache

@@ -71,4 +71,4 @@ class CpuBurst:
             if entry.burst and uid not in planned:
                 actions.append(Restore(uid, PARTS))
         checked = recorded.now if full else memo.checked_at
-        return Plan(tuple(actions), BurstMemo(targets, checked), report)
+        return Plan(tuple(actions), BurstMemo(targets, checked), {"cpu_burst": report})

@@ -74,4 +74,4 @@ class MemoryQos:
             if entry.memory_qos and uid not in planned:
                 actions.append(Restore(uid, PARTS))
         actions.append(Restore(SHARED, PARTS))  # cgroups above pods that no target of this pass names
-        return Plan(tuple(actions), None, report)
+        return Plan(tuple(actions), None, {"memory_qos": report})

@@ -58,7 +58,7 @@ class QuotaBurst:
                                   "pods": {}}  # fmt: skip
         if not self.config.enabled:
             restores = [Restore(uid, PARTS) for uid, e in recorded.entries.items() if e.quota_burst]
-            return Plan(tuple(restores), QuotaMemo(), report)
+            return Plan(tuple(restores), QuotaMemo(), {"quota_burst": report})
         containers, pods = self._inputs(state, memo)
         own_pod = {cg: o.quota_us for cg, o in pods.items()}
         qp = plan_quota_burst(self.config, node_cpu(state), containers, memo.quiet, own_pod, recorded.now)
@@ -92,4 +92,4 @@ class QuotaBurst:
                 actions.append(Restore(uid, PARTS))  # quiet, reset, no longer online, limited or there
         quotas = {c.cgroup: qp.containers[c.cgroup].quota_us for c in containers
                   if qp.containers[c.cgroup].quota_us != c.own_quota_us}  # fmt: skip
-        return Plan(tuple(actions), QuotaMemo(quotas, qp.quiet), report)
+        return Plan(tuple(actions), QuotaMemo(quotas, qp.quiet), {"quota_burst": report})

@@ -11,7 +11,7 @@ import pytest
 from agent.config import MemoryQosConfig
 from agent.qos.memory_qos import ContainerMemory, PodMemory, plan_memory_qos
 from cgroup import CgroupReader, CgroupValueError, CgroupWriteError, CgroupWriter, MemoryProtection
-from tests.qosbuild import Ctr, online_pod, qos_stage, qos_state
+from tests.qosbuild import Ctr, online_pod, qos_stage, qos_state, section
 from testsupport.spiky import PERIOD_US, QUOTA_US, Throttling, run_spikes
 
 # the cgroup v2 tier (a user-mode Linux kernel booted by pytest) lands from branch v2kernel; until it does,
@@ -130,7 +130,7 @@ def test_memory_qos_and_burst_through_the_stage_land_and_are_restored(v2tree: V2
     for shared in (tier, kubepods):  # protection only: memory.high of the tiers is left alone
         assert got[shared] == MemoryProtection(own[shared].min_bytes, 96 * MIB, own[shared].high_bytes)
     assert [v2tree.read(cg, "cpu.max.burst") for cg in (c1, c2, pod)] == ["50000", "100000", "150000"]
-    assert stage.section()["memory"]["pods"][uid] == {"protected_bytes": 96 * MIB, "high_bytes": high(384 * MIB)}
+    assert section(stage)["memory"]["pods"][uid] == {"protected_bytes": 96 * MIB, "high_bytes": high(384 * MIB)}
     stage.on_state(qos_state([offline]))
     assert {cg: reader.memory_protection(cg) for cg in cgroups} == own
     assert [v2tree.read(cg, "cpu.max.burst") for cg in (c1, c2, pod)] == ["0", "0", "0"]
