@@ -18,10 +18,10 @@ from cgroup import CgroupReader, CgroupWriter
 from cgroup.reader import CpuUsage
 from kube import Kube
 from tests.agentbuild import build_agent
-from tests.qosbuild import Ctr, online_pod, qos_stage, qos_state, section
 from testsupport.cgtree import V1Tree
 from testsupport.k8sobjects import container_id_of, node, pod
 from testsupport.kubeapi.server import FakeKubeAPI
+from testsupport.qos import Ctr, online_pod, qos_stage, qos_state, section
 from testsupport.spiky import PERIOD_US, QUOTA_US, Throttling, make_spiky_pair, run_spikes
 from testsupport.waiting import wait_for
 

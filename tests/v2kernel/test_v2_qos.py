@@ -11,7 +11,7 @@ import pytest
 from agent.config import MemoryQosConfig
 from agent.qos.memory_qos import ContainerMemory, PodMemory, plan_memory_qos
 from cgroup import CgroupReader, CgroupValueError, CgroupWriteError, CgroupWriter, MemoryProtection
-from tests.qosbuild import Ctr, online_pod, qos_stage, qos_state, section
+from testsupport.qos import Ctr, online_pod, qos_stage, qos_state, section
 from testsupport.spiky import PERIOD_US, QUOTA_US, Throttling, run_spikes
 
 # the cgroup v2 tier (a user-mode Linux kernel booted by pytest) lands from branch v2kernel; until it does,

@@ -1,4 +1,4 @@
-"""The one place the online QoS tests build a QoS stage and the pass's state for it (v1 tests and the v2
+"""The one place the online QoS tests and bench/ build an enforcement stage with the QoS strategies and the
 tier alike): pods described by hand over real cgroups, the node's load given, the rest as a pass has it."""
 
 from __future__ import annotations
@@ -48,10 +48,12 @@ def online_pod(uid: str, cgroup: str, containers: Sequence[Ctr], cls: str = "onl
     return PodSample(pm, "burstable", cgroup, 0.0, 0, 0, 0, 0, throttled, samples)
 
 
-def qos_state(pods: Sequence[PodSample], busy: float | None = 0.2, cpus: float = 2.0, **facts: bool) -> NodeState:
+def qos_state(pods: Sequence[PodSample], busy: float | None = 0.2, cpus: float = 2.0, *, evicting: bool = False,
+              offline_suppressed: bool = False) -> NodeState:  # fmt: skip
     """The pass's state on a node of `cpus` with `busy` cores in use (the node's load is the test's input)."""
     snap = Snapshot(1, 0.0, 0.0, NodeSample(cpus, busy, 8 * GI, GI, 0), {}, {p.uid: p for p in pods}, (), 0.0)
-    return dataclasses.replace(node_state(snap, (cpus, 8 * GI)), **facts)
+    state = node_state(snap, (cpus, 8 * GI))
+    return dataclasses.replace(state, evicting=evicting, offline_suppressed=offline_suppressed)
 
 
 def qos_stage(layout: Layout, model: PathModel, ledger_file: str, *, dry_run: bool = False, **qos: Any) -> Enforcer:
