@@ -11,6 +11,7 @@ off, gets its recorded bursts back (a `Restore` of the part).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,9 @@ from agent.actions import Action, Part, Plan, Recorded, Restore, SetCpuBurst
 from agent.config import CpuBurstConfig
 from agent.node_state import NodeState
 from agent.qos.burst import BurstInputs, plan_burst
+from agent.snapshot import PodSample
 from agent.strategies.online import online_pods
+from contract.annotations import ENABLE_QUOTA_BURST
 
 RECHECK_SECONDS = 30.0
 PARTS: frozenset[Part] = frozenset({"burst"})
@@ -45,7 +48,11 @@ class CpuBurst:
         actions: list[Action] = []
         targets: dict[str, int] = {}
         planned: set[str] = set()
-        for o in online_pods(state) if self.supported else ():
+        # off on the node: only pods that carry the annotation can ask (most carry none: not looked at further)
+        pods: Sequence[PodSample] = state.online
+        if not self.config.enabled:
+            pods = [p for p in pods if ENABLE_QUOTA_BURST in p.meta.annotations]
+        for o in online_pods(pods) if self.supported else ():
             p = o.pod
             inputs = BurstInputs(True, p.meta.annotations, o.quota_us, {c.cgroup: c.quota_us for c in o.containers})
             bp = plan_burst(self.config, inputs)

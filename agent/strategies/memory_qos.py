@@ -43,7 +43,8 @@ class MemoryQos:
     def plan(self, state: NodeState, recorded: Recorded) -> Plan:
         pods: list[PodMemory] = []
         uid_of: dict[str, str] = {}
-        for o in online_pods(state):
+        active = self.is_v2 and self.config.enabled  # else nothing to plan: no pod is looked at
+        for o in online_pods(state.online if active else ()):
             p = o.pod
             memory = p.meta.container_memory
             containers = {c.cgroup: ContainerMemory(*memory[c.id]) for c in p.containers if c.id in memory}

@@ -3,11 +3,10 @@ the *current* spec each pass, so an in-place resize moves the burst and the quot
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from agent.kubelet import KUBELET_CFS_PERIOD_US, kubelet_quota
-from agent.node_state import NodeState
 from agent.snapshot import PodSample
 
 PERIOD_US = KUBELET_CFS_PERIOD_US
@@ -27,9 +26,10 @@ class OnlinePod:
     containers: tuple[LimitedContainer, ...]
 
 
-def online_pods(state: NodeState) -> Iterator[OnlinePod]:
-    """Every pod classified online (unknown class is not: nothing is given to a pod not known to be online)."""
-    for p in state.online:
+def online_pods(pods: Iterable[PodSample]) -> Iterator[OnlinePod]:
+    """Every pod classified online (unknown class is not: nothing is given to a pod not known to be online),
+    of the pass's `NodeState.online`."""
+    for p in pods:
         if p.meta.pod_class != "online":
             continue
         limits = p.meta.container_cpu_limits

@@ -40,7 +40,7 @@ class QuotaBurst:
     def _inputs(self, state: NodeState, memo: QuotaMemo) -> tuple[list[ContainerCpu], dict[str, OnlinePod]]:
         containers: list[ContainerCpu] = []
         pods: dict[str, OnlinePod] = {}
-        for o in online_pods(state):
+        for o in online_pods(state.online):
             samples = {c.cgroup: c for c in o.pod.containers}
             for c in o.containers:
                 if c.quota_us is None:
@@ -75,6 +75,8 @@ class QuotaBurst:
             d, uid = qp.containers[c.cgroup], pods[c.pod].pod.uid
             if c.pod in raised or c.pod in back:
                 actions.append(SetCpuQuota(c.cgroup, d.quota_us, PERIOD_US, "quota_burst", uid))
+            elif (c.throttled_ratio or 0.0) < self.config.throttled_ratio:
+                continue  # reported: pods with a raise or a give-back, and throttled containers
             pod_report = report["pods"].setdefault(uid, {"quota_cores": cores(qp.pods.get(c.pod)), "containers": {}})
             pod_report["containers"][ids[c.cgroup]] = {
                 "state": d.action,
