@@ -13,7 +13,7 @@ from agent.actions import SetOomScoreAdj as Oom
 from agent.config import AgentConfig, EnforcementConfig
 from agent.ledger import Touched
 from agent.node_state import NodeState, node_state
-from agent.recorders import held_parts
+from agent.recorders import KNOWN_PARTS, held_parts
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
 from agent.strategies import reconcile
 from agent.strategies.baseline import Baseline
@@ -156,7 +156,7 @@ def test_reconcile_restores_gone_online_and_switched_off_parts() -> None:
         "empty": Touched("empty", "/kubepods/podempty", 2, None, 100_000),
     }
     s = state([off, on, pod("empty", "online")])
-    actions = reconcile.plan(s, entries, {TIER: 0}, frozenset({"baseline", "quota"}), held_parts)
+    actions = reconcile.plan(s, entries, {TIER: 0}, frozenset({"baseline", "quota"}), held_parts, KNOWN_PARTS)
     assert actions == (
         Restore("off", frozenset({"memory_high"})),  # memory.high switched off
         Restore("on", frozenset({"baseline", "quota"})),  # no longer offline
@@ -164,7 +164,9 @@ def test_reconcile_restores_gone_online_and_switched_off_parts() -> None:
         Restore("empty", frozenset()),  # holds nothing: the entry goes
     )
     # without an active quota owner, every tier Colo may have capped is uncapped
-    uncapped = reconcile.plan(s, {}, {TIER: 0, "/kubepods/burstable": 50_000}, frozenset({"baseline"}), held_parts)
+    uncapped = reconcile.plan(
+        s, {}, {TIER: 0, "/kubepods/burstable": 50_000}, frozenset({"baseline"}), held_parts, KNOWN_PARTS
+    )
     assert sorted(uncapped, key=repr) == [
         SetCpuQuota(TIER, None, 0, "quota"),
         SetCpuQuota("/kubepods/burstable", None, 50_000, "quota"),
