@@ -5,8 +5,9 @@
    and then the changes below that cgroup too);
 2. makes sure the ledger holds the original of each part of each pod it is about to change (the per-part
    recorders of agent/recorders.py; `OWN_LIMITS` parts are neither recorded nor restored);
-3. saves the ledger, and refuses every write of the pass when it cannot (an error is counted and
-   `last_error` says why): a value changed without its original on disk could never be put back;
+3. saves the ledger, and refuses every write of the pass that changes a value when it cannot (an error is
+   counted and `last_error` says why): a value changed without its original on disk could never be put
+   back. Putting recorded originals back (`Restore`, a tier's uncap) needs no new record and still goes;
 4. writes: CFS quota changes (restores included) in one batch in the order cgroup v1 accepts, cpusets
    through the union of old and new CPUs, everything else in the order the actions came. A refused write is
    logged and counted and the pass goes on, so one stuck cgroup does not leave every other pod unprotected.
@@ -63,8 +64,8 @@ SHARED = ""  # the uid of actions on cgroups no pod owns (QoS tiers, kubepods)
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What a pass's `apply` did: writes made, cgroups whose write was refused, and whether the whole pass
-    was refused because the ledger could not be saved."""
+    """What a pass's `apply` did: writes made, cgroups whose write was refused, and whether its changes were
+    refused because the ledger could not be saved (only restores went)."""
 
     writes: int = 0
     failed: frozenset[str] = frozenset()
@@ -80,7 +81,7 @@ class _Step:
     write: Callable[[], Any] | None = None  # a plain write
     change: LimitChange | None = None  # a quota change, for the safe-order batch
     entry: Touched | None = None  # Restore: the entry put back
-    quota_back: list[LimitChange] = field(default_factory=list)  # Restore: its quota changes
+    quotas: list[LimitChange] = field(default_factory=list)  # a pod's containers' quotas; Restore: all
 
 
 class CgroupExecutor:
@@ -102,23 +103,24 @@ class CgroupExecutor:
         action may have to create (a part first written to a pod the ledger does not know yet)."""
         writes = self.writes
         steps: list[_Step] = []
-        below_skipped: set[str] = set()
         # a value a strategy asks for in this pass wins over putting back a recorded one on the same cgroup
         asked = {a.cgroup for a in actions if isinstance(a, SetCpuQuota | SetMemoryProtection | SetMemoryHigh)}
+        asked.update(c for a in actions if isinstance(a, SetCpuQuota) for c in a.containers)
         for action in actions:
-            step = self._prepare(action, below_skipped, asked)
+            step = self._prepare(action, asked)
             if step is not None:
                 steps.append(step)
         steps = [s for s in steps if self._record(s, snapshot)]
-        # only putting back what is on record (shutdown, switch-off) needs no new record on disk
-        if not all(map(_puts_back, steps)) and not self.recorded("protect pods"):
-            return Outcome(refused=True)
+        # putting back what is on record needs no new record on disk: only those writes go on without it
+        refused = not all(map(_puts_back, steps)) and not self.recorded("protect pods")
+        if refused:
+            steps = [s for s in steps if _puts_back(s)]
         failed: set[str] = set()
         batch: list[LimitChange] = []
         for step in steps:
             if step.change is not None:
                 batch.append(self._guarded(step.change, failed))
-            batch += [self._guarded(c, failed) for c in step.quota_back]
+            batch += [self._guarded(c, failed) for c in step.quotas]
             if isinstance(step.action, Restore):
                 self._restore_parts(step)
             elif step.write is not None:
@@ -127,9 +129,9 @@ class CgroupExecutor:
         for step in steps:
             self._settle(step, failed)
         self.ledger.save()
-        return Outcome(self.writes - writes, frozenset(failed))
+        return Outcome(self.writes - writes, frozenset(failed), refused)
 
-    def _prepare(self, a: Action, below_skipped: set[str], asked: set[str]) -> _Step | None:
+    def _prepare(self, a: Action, asked: set[str]) -> _Step | None:
         """The step for an action; None when it holds already, or its cgroup cannot be read."""
         if isinstance(a, Restore):
             if a.uid == SHARED:  # the cgroups above pods: those no action of this pass asks a value of
@@ -144,20 +146,17 @@ class CgroupExecutor:
                 return None
             quotas = ("quota" in a.parts and entry.quota) or ("quota_burst" in a.parts and entry.quota_burst)
             back = [c for c in self.restorer.quota_changes(entry) if c.cgroup not in asked] if quotas else []
-            return _Step(a, entry=entry, quota_back=back)
+            return _Step(a, entry=entry, quotas=back)
         try:
             if isinstance(a, SetCpuQuota):
-                if any(a.cgroup.startswith(p + "/") for p in below_skipped):
-                    return None
                 cur = self.reader.cpu_settings(a.cgroup)
                 change = self._quota_change(a.cgroup, cur, a.quota_us, a.period_us or cur.period_us, a.tolerance)
                 if change is None:
-                    if a.tolerance:
-                        below_skipped.add(a.cgroup)
                     if a.uid == "" and a.quota_us is None:
                         self.ledger.drop_tier(a.cgroup)  # uncapped already: nothing left to put back
-                    return None
-                return _Step(a, cur, change=change)
+                    return None  # the containers follow their pod: within its tolerance, none is written
+                below = [self.quota_change(path, quota, period) for path, (quota, period) in a.containers.items()]
+                return _Step(a, cur, change=change, quotas=[c for c in below if c is not None])
             probe = self._probe(a)
         except CgroupError:
             return None  # unreadable (gone, or no such controller): nothing to compare with, nothing written
@@ -246,7 +245,7 @@ class CgroupExecutor:
         a = step.action
         if isinstance(a, Restore) and step.entry is not None:
             entry = step.entry
-            if "quota" in a.parts and entry.quota and not {c.cgroup for c in step.quota_back} & failed:
+            if "quota" in a.parts and entry.quota and not {c.cgroup for c in step.quotas} & failed:
                 entry.quota = False
                 self.ledger.changed()
             if "quota_burst" in a.parts and entry.quota_burst and not {entry.cgroup, *entry.containers} & failed:
