@@ -244,3 +244,15 @@ def test_memory_qos_on_v1_is_unsupported_and_off_restores() -> None:
     was = [entry("a", memory_qos={P: {"low": 0}}), entry("b", memory_qos={"/x": {"min": 0}})]
     off = MemoryQos(MemoryQosConfig(enabled=False), True, "/kubepods").plan(state([a]), rec(was))
     assert memory_actions(off) == {} and restores(off) == {"a", "b", SHARED}
+
+
+def test_memory_qos_puts_back_a_file_it_no_longer_asks_for() -> None:
+    """A restart with `protection: min` (was low) and no high_percent: memory.low and memory.high of the
+    pod's cgroups go back to what was recorded before Colo's first write."""
+    a = pod("a", memory=[(256 * MI, 512 * MI)])
+    was = entry("a", memory_qos={P: {"low": 0, "high": None}, f"{P}/a-c0": {"low": 4096}})
+    plan = MemoryQos(MemoryQosConfig(enabled=True, protection="min"), True, "/kubepods").plan(state([a]), rec([was]))
+    got = memory_actions(plan)
+    assert got[(P, "min")] == got[(f"{P}/a-c0", "min")] == 256 * MI
+    assert got[(P, "low")] == 0 and got[(P, "high")] is None and got[(f"{P}/a-c0", "low")] == 4096
+    assert ("/kubepods", "low") not in got  # the shared cgroups' records are the executor's

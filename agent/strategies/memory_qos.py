@@ -61,6 +61,7 @@ class MemoryQos:
         actions: list[Action] = []
         kind = self.config.protection
         planned: set[str] = set()
+        pod_cgroups = {p.cgroup for p in pods}
         for cg, t in mp.targets.items():
             uid = uid_of.get(cg, SHARED)
             planned.add(uid)
@@ -69,10 +70,24 @@ class MemoryQos:
                                                    "memory_qos", uid))  # fmt: skip
             if t.high_bytes is not None:
                 actions.append(SetMemoryHigh(cg, t.high_bytes, "memory_qos", uid))
-            if uid != SHARED and cg in {p.cgroup for p in pods if p.cgroup == cg}:
+            entry = recorded.entries.get(uid) if uid != SHARED else None
+            if entry is not None and cg in entry.memory_qos:  # a file no longer asked for (another `protection`,
+                actions += _back(cg, uid, entry.memory_qos[cg], kind, t.high_bytes)  # high_percent 0): as it was
+            if cg in pod_cgroups:
                 report["pods"][uid] = {"protected_bytes": max(t.min_bytes, t.low_bytes), "high_bytes": t.high_bytes}
         for uid, entry in recorded.entries.items():
             if entry.memory_qos and uid not in planned:
                 actions.append(Restore(uid, PARTS))
         actions.append(Restore(SHARED, PARTS))  # cgroups above pods that no target of this pass names
         return Plan(tuple(actions), None, {"memory_qos": report})
+
+
+def _back(cg: str, uid: str, record: dict[str, int | None], kind: str, high: int | None) -> list[Action]:
+    """The recorded value of each file of `cg` this pass does not ask a value of."""
+    out: list[Action] = []
+    for name, before in record.items():
+        if name == "high" and high is None:
+            out.append(SetMemoryHigh(cg, before, "memory_qos", uid))
+        elif name in ("min", "low") and name != kind:
+            out.append(SetMemoryProtection(cg, "min" if name == "min" else "low", before or 0, "memory_qos", uid))
+    return out
