@@ -123,7 +123,8 @@ def main() -> None:
         print(_summary(f"burst {args.burst_percent}%", with_burst, args.spikes))
         if stage is not None:
             stage.stop()
-        quota_burst(tree, args.passes, stage)
+        if args.passes > 0:
+            quota_burst(tree, args.passes, stage)
         if stage is not None:
             stage.stop()
     finally:
