@@ -1,22 +1,27 @@
 """The online QoS strategies' plans by tables: NodeState and the ledger's record in, actions out (no cgroup,
-no clock). The decisions under them are table-tested in tests/test_qos_strategies.py."""
+no clock). The decisions under them are table-tested in tests/test_qos_strategies.py. Also the one fact
+enforcement hands them (offline pods suppressed)."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent.actions import Plan, Recorded, Restore, SetCpuBurst, SetCpuQuota, SetMemoryHigh, SetMemoryProtection
-from agent.config import CpuBurstConfig, MemoryQosConfig, QuotaBurstConfig
+from agent.config import CpuBurstConfig, EnforcementConfig, MemoryQosConfig, QuotaBurstConfig
+from agent.enforcer import Enforcer
 from agent.ledger import Touched
 from agent.node_state import NodeState, node_state
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
 from agent.strategies.cpu_burst import RECHECK_SECONDS, CpuBurst
 from agent.strategies.memory_qos import SHARED, MemoryQos, ancestors
 from agent.strategies.quota_burst import QuotaBurst
+from cgroup import CgroupReader, Layout, PathModel
+from cgroup.layout import Mount
 
 GI, MI = 1 << 30, 1 << 20
 
@@ -256,3 +261,24 @@ def test_memory_qos_puts_back_a_file_it_no_longer_asks_for() -> None:
     assert got[(P, "min")] == got[(f"{P}/a-c0", "min")] == 256 * MI
     assert got[(P, "low")] == 0 and got[(P, "high")] is None and got[(f"{P}/a-c0", "low")] == 4096
     assert ("/kubepods", "low") not in got  # the shared cgroups' records are the executor's
+
+
+@pytest.mark.parametrize(
+    ("reports", "enabled", "suppressing"),
+    [
+        ({}, True, False),  # no offline pod held
+        ({"cfs_quota": {"offline_cpu_quota_cores": {"u1": 0.4}}}, True, True),
+        ({"cfs_quota": {"offline_cpu_quota_cores": {}, "offline_cpu_released": True}}, True, False),  # released
+        ({"cpuset": {"offline_cpuset": "0-1"}}, True, True),
+        ({"cfs_quota": {"offline_cpu_quota_cores": {"u1": 0.4}}}, False, False),  # enforcement off
+    ],
+)
+def test_offline_suppressed_is_what_enforcement_reported(
+    reports: dict[str, Any], enabled: bool, suppressing: bool, tmp_path: Path
+) -> None:
+    """The fact quota burst stops for (NodeState.offline_suppressed), from the enforcer's last reports."""
+    layout = Layout("v2", {}, Mount(str(tmp_path)))
+    e = Enforcer(layout, PathModel("systemd", "/"), CgroupReader(layout),
+                 EnforcementConfig(ledger_file="", enabled=enabled), lambda: (2.0, GI), registered=[])  # fmt: skip
+    e.reports = reports
+    assert e.suppressing is suppressing
