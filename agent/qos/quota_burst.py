@@ -55,8 +55,11 @@ class QuietSince:
     at: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class QuotaDecision:
+    """Not frozen: a pass builds one per online container, and frozen ones cost three times as much to build.
+    Nothing changes one after it is made."""
+
     quota_us: int
     action: Action
     reason: str
