@@ -95,6 +95,7 @@ class QuotaBurst:
         decided, threshold, entries = qp.containers, self.config.throttled_ratio, recorded.entries
         actions: list[Action] = []
         asked: dict[str, SetCpuQuota] = {}
+        last = self._asked
         quotas: dict[str, int] = {}
         raised_uids: set[str] = set()
         written: list[tuple[str, str]] = []  # pods whose quotas are asked for: raised, or given back
@@ -119,7 +120,11 @@ class QuotaBurst:
                 d = decided[cg]
                 ratio = samples[i].cpu_throttled_ratio
                 if write:
-                    actions.append(self._quota(asked, cg, d.quota_us, uid))
+                    a = last.get(cg)  # inline of `_quota`: this runs for every container of a raised pod
+                    if a is None or a.quota_us != d.quota_us or a.uid != uid:
+                        a = SetCpuQuota(cg, d.quota_us, PERIOD_US, "quota_burst", uid)
+                    asked[cg] = a
+                    actions.append(a)
                 elif (ratio or 0.0) < threshold:
                     continue  # reported: pods with a raise or a give-back, and throttled containers
                 if pod_report is None:
