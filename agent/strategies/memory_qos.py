@@ -48,7 +48,8 @@ class PodProtection:
     its containers' then its own cgroup, each with its target and the actions asking for it. The report
     entry is shared between passes: read-only."""
 
-    cgroups: tuple[tuple[str, MemoryTarget, tuple[Action, ...]], ...]
+    # (cgroup, its target, the actions asking for it, the files it asks for: a record of others is put back)
+    cgroups: tuple[tuple[str, MemoryTarget, tuple[Action, ...], frozenset[str]], ...]
     actions: tuple[Action, ...]  # every cgroup's, in that order
     ancestors: tuple[str, ...]
     protect: int  # the pod's protection: each ancestor holds the sum of its pods'
@@ -83,7 +84,10 @@ class MemoryQos:
             return None
         up = ancestors(p.cgroup, self.kubepods)
         targets = pod_targets(self.config, PodMemory(p.cgroup, up, True, p.meta.memory_limit_bytes, containers))
-        cgroups = tuple((cg, t, self._actions(cg, t, p.uid)) for cg, t in targets.items())
+        kind = self.config.protection
+        files, with_high = frozenset({kind}), frozenset({kind, "high"})
+        cgroups = tuple((cg, t, self._actions(cg, t, p.uid), files if t.high_bytes is None else with_high)
+                        for cg, t in targets.items())  # fmt: skip
         own = targets[p.cgroup]
         protect = max(own.min_bytes, own.low_bytes)
         report = {"protected_bytes": protect, "high_bytes": own.high_bytes}
@@ -110,11 +114,11 @@ class MemoryQos:
             if not record:
                 actions += m.actions
             else:
-                for cg, t, asked in m.cgroups:
+                for cg, t, asked, files in m.cgroups:
                     actions += asked
                     was = record.get(cg)
                     # a file no longer asked for (another `protection`, high_percent 0): as it was
-                    if was is not None and not was.keys() <= ({kind, "high"} if t.high_bytes is not None else {kind}):
+                    if was is not None and not was.keys() <= files:
                         actions += _back(cg, uid, was, kind, t.high_bytes)
             report_pods[uid] = m.report
             for a in m.ancestors:
