@@ -21,6 +21,7 @@ from agent.publisher import AnnotationOwner, ApiHealth, NodePublisher
 from agent.resources import node_allocatable
 from agent.runtime import Host
 from agent.snapshot import Snapshot
+from agent.strategies.batch_limits import BatchLimits
 from agent.view import AgentView, MetricSource
 from cgroup import CgroupReader, CgroupWriter
 from kube import Informer, Kube
@@ -77,6 +78,7 @@ class ClusterLink:
             host.layout, host.model, reader, enf, lambda: node_allocatable(self.node_object() or {}),
             dry_run=cfg.dry_run, host_root=cfg.host_root,
             memory_high_watermark=lambda: float(self.evictor.watermarks.high["memory"]),
+            batch=BatchLimits(cfg.batch, enf.cpu_period_us),
         )  # fmt: skip
         if self.enforcer.ledger.problem:
             self.evictor.node_event("EnforcementLedgerCorrupt", self.enforcer.ledger.problem)

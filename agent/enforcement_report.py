@@ -28,6 +28,7 @@ def section(e: Enforcer) -> dict[str, Any]:
         "memory": e.memory_status,
         "offline_memory_high_bytes": dict(e.memory_high),
         "pods_touched": list(e.touched),
+        "batch": e.batch_report,
         "writes": e.writes,
         "write_errors": e.errors,
         "last_error": e.last_error,

@@ -21,6 +21,8 @@ from typing import Any
 from prometheus_client.metrics_core import Metric
 
 from agent import enforcement_report
+from agent.actions import Recorded
+from agent.apply_actions import apply as apply_actions
 from agent.config import EnforcementConfig
 from agent.cpu_budget import exclusive_cpus, pick_cpuset
 from agent.executor import CgroupExecutor, DryRunExecutor
@@ -31,6 +33,7 @@ from agent.originals import OFFLINE_SHARES, Originals
 from agent.restore import ALL_PARTS, Restorer, parent_cgroup
 from agent.snapshot import PodSample, Snapshot
 from agent.strategies import cpu_quota, memory_high, release
+from agent.strategies.batch_limits import BatchLimits
 from cgroup import CgroupError, CgroupReader, Layout, LimitChange, PathModel
 from cgroup.files import format_cpuset
 
@@ -54,8 +57,13 @@ class Enforcer:
         host_root: str = "/",
         memory_high_watermark: Callable[[], float] = lambda: 60.0,
         clock: Callable[[], float] = time.monotonic,
+        batch: BatchLimits | None = None,
     ) -> None:
         self.layout, self.model, self.reader, self.config = layout, model, reader, config
+        # batch pods' own limits, planned after suppression in each pass (see batch_limits for why)
+        self.batch = batch if batch is not None and batch.config.enabled else None
+        self._batch_memo: object = None
+        self.batch_report: dict[str, Any] = {}
         self.memory_high_watermark = memory_high_watermark
         self.allocatable = allocatable
         self.dry_run = dry_run
@@ -66,7 +74,8 @@ class Enforcer:
         self.ledger.load()
         # dry run swaps the executor, not the decisions
         self.executor = (DryRunExecutor if dry_run else CgroupExecutor)(layout, reader, self.ledger)
-        self.originals = Originals(layout, reader, self.ledger, config, host_root)
+        self.originals = Originals(layout, reader, self.ledger, config, host_root,
+                                   self.batch.targets if self.batch else None)  # fmt: skip
         self.restorer = Restorer(layout, model, reader, self.ledger, self.executor, self.originals, host_root)
         self._baseline_at: dict[str, float] = {}
         # exported to the HTTP thread: only ever replaced, never changed in place
@@ -120,20 +129,31 @@ class Enforcer:
 
     # -- CPU -----------------------------------------------------------------------------------------
     def _suppress_changes(self, pod: PodSample, entry: Touched, cores: float) -> list[LimitChange]:
-        """The changes giving the pod (and where needed its containers) the quota the strategy chose; none
-        when the pod's own quota is already within `cpu_change_threshold` of it."""
+        """The changes giving the pod (and where needed its containers) the quota the strategy chose. When
+        the pod's own quota is already within `cpu_change_threshold` of it, only containers that do not fit
+        under the quota the pod holds change (one first seen since, e.g. restarted)."""
         (pod_cg, quota, period), *containers = cpu_quota.pod_targets(cores, entry, self.config)
         pod_change = self.executor.quota_change(pod_cg, quota, period, self.config.cpu_change_threshold)
+        changes = []
         if pod_change is None:
-            return []
-        changes = [pod_change]
+            try:
+                held = self.reader.cpu_settings(pod_cg)
+            except CgroupError:
+                return []
+            if held.quota_us is None:
+                return []
+            containers = cpu_quota.container_targets(held.quota_us, held.period_us, entry)
+        else:
+            changes.append(pod_change)
         for path, target, target_period in containers:
             change = self.executor.quota_change(path, target, target_period)
             if change is not None:
                 changes.append(change)
         return changes
 
-    def _tier_changes(self, state: NodeState, besteffort_cores: float | None) -> tuple[list[LimitChange], str | None]:
+    def _tier_changes(
+        self, state: NodeState, besteffort_cores: float | None, quotas: dict[str, float] | None = None
+    ) -> tuple[list[LimitChange], str | None]:
         """Cap the best-effort tier at the best-effort slice while only offline pods live there; otherwise
         (an online pod in the tier, no offline pod left, pods released, another policy) it has no quota,
         as kubelet left it. Returns the changes and the tier when they uncap it."""
@@ -142,7 +162,7 @@ class Enforcer:
             cur = self.reader.cpu_settings(tier)
         except CgroupError:
             return [], None
-        quota = cpu_quota.tier_cap(state, besteffort_cores, self.config)
+        quota = cpu_quota.tier_cap(state, besteffort_cores, self.config, quotas)
         period = self.config.cpu_period_us
         if quota is not None:
             self.tier_cap_cores = quota / period
@@ -212,7 +232,7 @@ class Enforcer:
                 entries[p.uid].quota = True
                 self.ledger.changed()
             changes += pod_changes
-        tier_changes, uncap = self._tier_changes(state, besteffort)
+        tier_changes, uncap = self._tier_changes(state, besteffort, quotas)
         self._apply_quotas("set offline CFS quotas", changes + tier_changes, uncap)
         self.quotas, self.besteffort_cores = quotas, besteffort
 
@@ -315,6 +335,20 @@ class Enforcer:
         self.on_state(node_state(snap, self.allocatable()))
 
     def on_state(self, state: NodeState) -> None:
+        self._suppress(state)
+        self._batch(state)
+
+    def _batch(self, state: NodeState) -> None:
+        """Batch pods' own limits, after suppression: it sees the ledger entries this pass recorded."""
+        if self.batch is None:
+            return
+        recorded = Recorded(self.ledger.entries, self.ledger.tiers, self._batch_memo, self.clock())
+        plan = self.batch.plan(state, recorded)
+        self._batch_memo, self.batch_report = plan.memo, dict(plan.report)
+        if plan.actions and self.executor.recorded("set batch pods' own limits"):
+            apply_actions(self.executor, self.layout, "batch limits", plan.actions)
+
+    def _suppress(self, state: NodeState) -> None:
         snap = state.snapshot
         if not self.config.enabled:
             if self.ledger.entries or self.ledger.tiers:
