@@ -308,9 +308,10 @@ class Enforcer:
             self.executor.write(what, partial(self.executor.writer.set_memory_high, cg, share))
 
     def restore_all(self) -> None:
+        # the tier first: v1 refuses a pod quota above its parent's, and a batch pod's own quota may be
+        self.restorer.uncap_tier()
         for entry in list(self.ledger.entries.values()):
             self.restorer.restore(entry)
-        self.restorer.uncap_tier()
         self.ledger.save()
         self._baseline_at.clear()
         self.quotas, self.budget_cores, self.memory_high, self.cpuset = {}, None, {}, None
