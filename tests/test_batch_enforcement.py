@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 
-from agent.config import BatchConfig, EnforcementConfig
+from agent.config import EnforcementConfig
 from agent.enforcer import Enforcer
 from agent.snapshot import ContainerBatch, ContainerSample, NodeSample, PodBatch, PodMeta, PodSample, Snapshot
-from agent.strategies.batch_limits import BatchLimits
 from cgroup import CgroupReader, CgroupWriter
 from cgroup.kubelet_rules import BatchResources
 from kube import Kube
@@ -81,7 +80,7 @@ def snapshot(pods: list[PodSample], node_cpu: float) -> Snapshot:
 def enforcer(tree: V1Tree, ledger: str = "", *, dry_run: bool = False, **config: Any) -> Enforcer:
     cfg = EnforcementConfig(ledger_file=ledger, **config)
     return Enforcer(tree.layout, tree.model, CgroupReader(tree.layout), cfg, lambda: (2.0, 8 << 30),
-                    dry_run=dry_run, batch=BatchLimits(BatchConfig(), cfg.cpu_period_us))  # fmt: skip
+                    dry_run=dry_run)  # fmt: skip
 
 
 @pytest.fixture

@@ -5,19 +5,19 @@ other within a pass."""
 
 from __future__ import annotations
 
-import itertools
 import logging
 from dataclasses import replace
 
 import pytest
 
-from agent.actions import Plan, Recorded, SetCpuQuota, SetCpuShares, SetMemoryLimit
+from agent.actions import Action, Plan, Recorded, Restore, SetCpuQuota, SetCpuShares, SetMemoryLimit, tightest_quotas
 from agent.config import BatchConfig, EnforcementConfig
 from agent.ledger import Touched
 from agent.node_state import NodeState, node_state
 from agent.snapshot import ContainerBatch, ContainerSample, NodeSample, PodBatch, PodMeta, PodSample, Snapshot
 from agent.strategies import cpu_quota
 from agent.strategies.batch_limits import BatchLimits, as_originals, problems_of, targets
+from agent.strategies.cfs_quota import CfsQuota
 from cgroup.kubelet_rules import BatchResources
 
 GI = 1 << 30
@@ -122,7 +122,7 @@ def test_values_kubelet_would_reject_are_reported_not_written(
         first = plan([p])
         again = plan([p], memo=first.memo)
     assert first.actions == () and again.actions == ()
-    assert any(expected in text for text in first.report["problems"]["b"])
+    assert any(expected in text for text in first.report["batch"]["problems"]["b"])
     assert any(expected in text for text in problems_of(p.meta))
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1 and "jobs/b" in lines[0] and expected in lines[0]  # one line per pod, not per pass
@@ -162,7 +162,11 @@ def test_what_is_left_to_suppression(entry: Touched | None, expected: list[tuple
     assert quota is None or (quota.quota_us, quota.period_us) == (100_000, 100_000)
     shares = [a for a in result.actions if isinstance(a, SetCpuShares)]
     assert all((a.shares, a.weight) == (512, 20) for a in shares)
-    assert result.report["pods"]["b"] == {"cpu_quota_us": 100_000, "cpu_shares": 512, "memory_limit_bytes": 2 * GI}
+    assert result.report["batch"]["pods"]["b"] == {
+        "cpu_quota_us": 100_000,
+        "cpu_shares": 512,
+        "memory_limit_bytes": 2 * GI,
+    }
 
 
 def test_a_restarted_container_gets_its_values_when_first_seen() -> None:
@@ -226,57 +230,63 @@ def test_split_and_tier_cap_use_batch_cpu() -> None:
 
 # -- the batch quota and the suppression quota within one pass ----------------------------------------------
 BATCH_QUOTA = 60_000  # batch-cpu limit 600m
+TIER = "/kubepods/besteffort"
 
 
-def _suppression(mode: str, held: int | None, entry: Touched, pod: PodSample) -> list[int | None]:
-    """What the enforcer's cfsQuota pass writes on the pod cgroup (its decisions, from the same pure
-    functions): `unknown` (first pass), `released`, or the budget in cores."""
-    if mode == "unknown":
-        return []
-    if mode == "released":
-        if entry.quota:
+def _apply(actions: list[Action], held: dict[str, int | None], entry: Touched) -> list[int | None]:
+    """The executor's handling of the pod cgroup's quota (agent/executor.py): one SetCpuQuota per cgroup
+    (the tightest), what holds (within the tolerance) skipped, a Restore back to the recorded original, the
+    ledger's `quota` flag set by suppression's first write and cleared by its restore."""
+    writes: list[int | None] = []
+    for a in tightest_quotas(actions):
+        if isinstance(a, Restore) and "quota" in a.parts and entry.quota:
             entry.quota = False
-            return [entry.quota_us] if held != entry.quota_us else []
-        return []
-    quotas, _ = cpu_quota.split(float(mode), [pod], EnforcementConfig())
-    target = cpu_quota.pod_targets(quotas[pod.uid], entry, EnforcementConfig())[0][1]
-    if target == held:
-        return []
-    entry.quota = True
-    return [target]
+            if held[entry.cgroup] != entry.quota_us:
+                writes.append(entry.quota_us)
+        elif isinstance(a, SetCpuQuota) and a.cgroup == entry.cgroup:
+            cur = held[a.cgroup]
+            near = (
+                a.tolerance and cur is not None and a.quota_us is not None and abs(a.quota_us - cur) < a.tolerance * cur
+            )
+            if cur == a.quota_us or near:
+                continue
+            writes.append(a.quota_us)
+            if a.part == "quota":
+                entry.quota = True
+        if writes:
+            held[entry.cgroup] = writes[-1]
+    return writes
 
 
 @pytest.mark.parametrize(
-    ("modes", "expected"),
+    ("passes", "expected"),
     [
-        # a new batch pod on a busy node: batch quota never written over the suppression quota
-        (["unknown", "0.3", "0.3", "0.2", "released", "released", "0.4", "1.0", "released"],
-         [60_000, 30_000, 30_000, 20_000, 60_000, 60_000, 40_000, 60_000, 60_000]),
-        # a new batch pod on a quiet node, then busy, then quiet
-        (["released", "0.1", "released", "5.0", "0.1"],
-         [60_000, 10_000, 60_000, 60_000, 10_000]),
+        # node busy CPU per pass (None: not known yet) -> the pod's quota after the pass. A new batch pod on
+        # a busy node: the batch quota is not written over the suppression quota, release goes back to it
+        ([None, 3.9, 3.9, 2.5, 0.5, 0.5, 2.4, 1.9, 1.9, 0.5],
+         [60_000, 10_000, 10_000, 20_000, 60_000, 60_000, 30_000, 60_000, 60_000, 60_000]),
+        # a new batch pod on a quiet node, then busy, then quiet again
+        ([0.5, 3.9, 0.5, 3.9], [60_000, 10_000, 60_000, 10_000]),
     ],
 )  # fmt: skip
-def test_batch_and_suppression_quotas_never_pull_against_each_other(modes: list[str], expected: list[int]) -> None:
-    pod = batch_pod(containers=[("main", "c1", BatchResources(600, 600, None, None))])
-    strategy = BatchLimits(BatchConfig())
-    held: int | None = None  # kubelet's BestEffort pod: no quota
+def test_batch_and_suppression_quotas_never_pull_against_each_other(
+    passes: list[float | None], expected: list[int]
+) -> None:
+    pod = batch_pod(containers=[("main", "c1", BatchResources(600, 600, None, None))], samples=[])
+    cfs, batch = CfsQuota(EnforcementConfig(), TIER), BatchLimits(BatchConfig())
+    held: dict[str, int | None] = {pod.cgroup: None}  # kubelet's BestEffort pod: no quota
     entry = Touched("b", pod.cgroup, 2, None, 100_000)
-    as_originals(entry, pod, strategy.targets(pod.meta), is_v2=False)  # recorded before the first write
-    seen = []
-    for mode in modes:
-        start = held
-        writes = _suppression(mode, held, entry, pod)  # suppression first, then the batch plan (the pass order)
-        held = writes[-1] if writes else held
-        batch = strategy.plan(state_of([pod]), Recorded({"b": entry}, {}))
-        for a in batch.actions:
-            if isinstance(a, SetCpuQuota) and a.cgroup == pod.cgroup and a.quota_us != held:
-                writes.append(a.quota_us)
-                held = a.quota_us
-        # within a pass the pod's quota moves one way: never up to the batch limit and back down
-        steps = [float("inf") if q is None else q for q in (start, *writes)]  # None: unlimited
-        ups = [b > a for a, b in itertools.pairwise(steps)]
-        assert len(set(ups)) <= 1, (mode, steps)
-        assert held is not None and held <= BATCH_QUOTA  # never looser than the pod's own limit
-        seen.append(held)
+    as_originals(entry, pod, batch.targets(pod.meta), is_v2=False)  # recorded at first sight, before any write
+    memo, seen = None, []
+    for node_cpu in passes:
+        snap = Snapshot(1, 0.0, 0.0, NodeSample(4.0, node_cpu, 16 * GI, 2 * GI, 0), {}, {"b": pod}, (), 0.0)
+        state = node_state(snap, (4.0, 16 * GI))
+        recorded = Recorded({"b": entry}, {})
+        first, second = cfs.plan(state, replace(recorded, memo=memo)), batch.plan(state, recorded)
+        memo = first.memo
+        writes = _apply([*first.actions, *second.actions], held, entry)  # the registry's order
+        assert len(writes) <= 1, writes  # one write of the pod's quota per pass at most: never two ways
+        quota = held[pod.cgroup]
+        assert quota is not None and quota <= BATCH_QUOTA  # never looser than the pod's own limit
+        seen.append(quota)
     assert seen == expected

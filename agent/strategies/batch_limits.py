@@ -15,7 +15,8 @@ never fight over a cgroup file:
 
 - while suppression holds a pod's CFS quotas (its ledger entry says `quota`), it alone writes them, never
   looser than the batch limits (they are the pod's recorded originals and its limit in the budget split),
-  and release puts back the batch quotas; this strategy writes the quotas only when suppression does not;
+  and release puts back the batch quotas; this strategy writes the quotas only when suppression does not,
+  and in the pass where both ask the executor keeps the tighter (`actions.tightest_quotas`);
 - the pod cgroup's weight belongs to the offline baseline (minimum weight, SCHED_IDLE) whenever the pod has
   a ledger entry; the batch shares are that entry's original, written back at restore and at shutdown.
   Containers' weights and every memory limit are written here alone.
@@ -158,7 +159,7 @@ class BatchLimits:
 
     def plan(self, state: NodeState, recorded: Recorded) -> Plan:
         if not self.config.enabled:
-            return Plan(memo=frozenset())  # what was written stays: the pods' own limits are never undone
+            return Plan(memo=frozenset(), report={"batch": {"pods": {}, "problems": {}}})  # what was written stays
         logged: frozenset[str] = recorded.memo if isinstance(recorded.memo, frozenset) else frozenset()
         actions: list[Action] = []
         pods: dict[str, dict[str, object]] = {}
@@ -178,7 +179,8 @@ class BatchLimits:
             pod = state.snapshot.pods[uid]
             log.warning("batch pod %s: not written, kubelet would reject it: %s", _pod_name(pod),
                         "; ".join(problems[uid]))  # fmt: skip
-        return Plan(tuple(actions), memo=frozenset(problems), report={"pods": pods, "problems": problems})
+        report = {"batch": {"pods": pods, "problems": problems}}
+        return Plan(tuple(actions), memo=frozenset(problems), report=report)
 
 
 def problems_of(meta: PodMeta) -> list[str]:
