@@ -263,3 +263,18 @@ def test_the_agent_enforces_a_batch_pod_from_the_api_server(
         agent.stop()
     assert reader.cpu_settings(path).quota_us == QUOTA and reader.memory_limit(path) == 256 * MI
     assert not os.path.exists(tmp_path / "ledger.json") or '"pods": {}' in (tmp_path / "ledger.json").read_text()
+
+
+@V1
+def test_with_enforcement_off_the_batch_limits_still_hold(v1tree_cgroupfs: V1Tree) -> None:
+    """Batch limits are the pod's own, not protection: with enforcement off there is no baseline, and the
+    pod cgroup gets its batch shares too."""
+    tree = v1tree_cgroupfs
+    reader = CgroupReader(tree.layout)
+    uid, path, (ctr,) = besteffort_pod(tree)
+    enf = enforcer(tree, enabled=False)
+    enf.on_snapshot(snapshot([batch_sample(uid, path, [ctr])], node_cpu=1.9))
+    for cg in (path, ctr):
+        s = reader.cpu_settings(cg)
+        assert (s.quota_us, s.shares, s.idle, reader.memory_limit(cg)) == (QUOTA, SHARES, False, 256 * MI)
+    assert enf.ledger.entries == {} and enf.section()["batch"]["pods"][uid]["cpu_shares"] == SHARES
