@@ -84,20 +84,14 @@ def cpus(quota_us: int | None, period_us: int) -> float:
 
 
 def pod_targets(cores: float, entry: Touched, config: EnforcementConfig) -> list[tuple[str, int | None, int]]:
-    """(cgroup, quota, period) for the pod first, then each recorded container (see container_targets)."""
+    """(cgroup, quota, period) for the pod first, then each recorded container: v1 refuses a parent quota
+    below a child's, so a container keeps its own quota when that is tighter, else takes the pod's."""
     period = config.cpu_period_us
     new = max(MIN_QUOTA_US, int(cores * period))
-    return [(entry.cgroup, new, period), *container_targets(new, period, entry)]
-
-
-def container_targets(pod_quota: int, period: int, entry: Touched) -> list[tuple[str, int | None, int]]:
-    """(cgroup, quota, period) of each recorded container under a pod quota: v1 refuses a parent quota
-    below a child's, so a container keeps its own quota when that is tighter, else takes the pod's."""
-    targets: list[tuple[str, int | None, int]] = []
+    targets: list[tuple[str, int | None, int]] = [(entry.cgroup, new, period)]
     for path, own in entry.containers.items():
         own_period = entry.container_periods.get(path, entry.period_us)
-        tighter = cpus(own, own_period) <= cpus(pod_quota, period)
-        targets.append((path, own, own_period) if tighter else (path, pod_quota, period))
+        targets.append((path, own, own_period) if cpus(own, own_period) <= cpus(new, period) else (path, new, period))
     return targets
 
 
