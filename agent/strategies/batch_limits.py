@@ -152,10 +152,18 @@ class BatchLimits:
 
     def __init__(self, config: BatchConfig, period_us: int = QUOTA_PERIOD_US) -> None:
         self.config, self.period_us = config, period_us
+        # by UID: the PodMeta they were computed from (the pod source keeps one object per resourceVersion)
+        self._targets: dict[str, tuple[PodMeta, BatchTargets | None]] = {}
 
     def targets(self, meta: PodMeta) -> BatchTargets | None:
+        """The pod's targets, computed again only when its PodMeta is another object (the pod changed)."""
+        cached = self._targets.get(meta.uid)
+        if cached is not None and cached[0] is meta:
+            return cached[1]
         c = self.config
-        return targets(meta, formula=c.weight_formula, period_us=self.period_us, cfs_quota=c.cpu_cfs_quota)
+        found = targets(meta, formula=c.weight_formula, period_us=self.period_us, cfs_quota=c.cpu_cfs_quota)
+        self._targets[meta.uid] = (meta, found)
+        return found
 
     def plan(self, state: NodeState, recorded: Recorded) -> Plan:
         if not self.config.enabled:
@@ -175,6 +183,8 @@ class BatchLimits:
             pods[pod.uid] = {"cpu_quota_us": t.pod.quota_us if t.cpu else None,
                              "cpu_shares": t.pod.shares if t.cpu else None,
                              "memory_limit_bytes": t.pod.memory_limit if t.memory else None}  # fmt: skip
+        for uid in self._targets.keys() - state.snapshot.pods.keys():
+            del self._targets[uid]
         for uid in sorted(problems.keys() - logged):
             pod = state.snapshot.pods[uid]
             log.warning("batch pod %s: not written, kubelet would reject it: %s", _pod_name(pod),
