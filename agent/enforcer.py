@@ -28,7 +28,7 @@ from agent.kubelet import kubelet_oom_score_adj, kubelet_quota, kubelet_shares
 from agent.ledger import Ledger
 from agent.node_state import NodeState, node_state
 from agent.originals import Originals
-from agent.recorders import held_parts
+from agent.recorders import KNOWN_PARTS, held_parts
 from agent.snapshot import Snapshot
 from agent.strategies import reconcile
 from agent.strategies.batch_limits import BatchLimits
@@ -137,7 +137,7 @@ class Enforcer:
             self.originals.entry(p, snap)
         gone = [e for uid, e in self.ledger.entries.items() if uid not in snap.pods]
         entries, now = MappingProxyType(self.ledger.entries), self.clock()
-        actions: list[Action] = list(reconcile.plan(state, entries, self._tiers(), self.parts, held_parts))
+        actions: list[Action] = list(reconcile.plan(state, entries, self._tiers(), self.parts, held_parts, KNOWN_PARTS))
         memos: dict[str, Any] = {}
         reports: dict[str, Mapping[str, Any]] = {}
         for strategy in self.strategies:

@@ -5,8 +5,9 @@
    and then the changes below that cgroup too);
 2. makes sure the ledger holds the original of each part of each pod it is about to change (the per-part
    recorders of agent/recorders.py; `OWN_LIMITS` parts are neither recorded nor restored);
-3. saves the ledger, and refuses every write of the pass when it cannot (an error is counted and
-   `last_error` says why): a value changed without its original on disk could never be put back;
+3. saves the ledger, and refuses every write of the pass that changes a value when it cannot (an error is
+   counted and `last_error` says why): a value changed without its original on disk could never be put
+   back. Putting recorded originals back (`Restore`, a tier's uncap) needs no new record and still goes;
 4. writes: CFS quota changes (restores included) in one batch in the order cgroup v1 accepts, cpusets
    through the union of old and new CPUs, everything else in the order the actions came. A refused write is
    logged and counted and the pass goes on, so one stuck cgroup does not leave every other pod unprotected.
@@ -63,8 +64,8 @@ log = logging.getLogger("agent.enforcer")
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What a pass's `apply` did: writes made, cgroups whose write was refused, and whether the whole pass
-    was refused because the ledger could not be saved."""
+    """What a pass's `apply` did: writes made, cgroups whose write was refused, and whether its changes were
+    refused because the ledger could not be saved (only restores went)."""
 
     writes: int = 0
     failed: frozenset[str] = frozenset()
@@ -80,7 +81,7 @@ class _Step:
     write: Callable[[], Any] | None = None  # a plain write
     change: LimitChange | None = None  # a quota change, for the safe-order batch
     entry: Touched | None = None  # Restore: the entry put back
-    quota_back: list[LimitChange] = field(default_factory=list)  # Restore: its quota changes
+    quotas: list[LimitChange] = field(default_factory=list)  # a pod's containers' quotas; Restore: all
 
 
 class CgroupExecutor:
@@ -102,21 +103,21 @@ class CgroupExecutor:
         action may have to create (a part first written to a pod the ledger does not know yet)."""
         writes = self.writes
         steps: list[_Step] = []
-        below_skipped: dict[str, CpuSettings] = {}
         for action in tightest_quotas(actions):
-            step = self._prepare(action, below_skipped)
+            step = self._prepare(action)
             if step is not None:
                 steps.append(step)
         steps = [s for s in steps if self._record(s, snapshot)]
-        # only putting back what is on record (shutdown, switch-off) needs no new record on disk
-        if not all(map(_puts_back, steps)) and not self.recorded("protect pods"):
-            return Outcome(refused=True)
+        # putting back what is on record needs no new record on disk: only those writes go on without it
+        refused = not all(map(_puts_back, steps)) and not self.recorded("protect pods")
+        if refused:
+            steps = [s for s in steps if _puts_back(s)]
         failed: set[str] = set()
         batch: list[LimitChange] = []
         for step in steps:
             if step.change is not None:
                 batch.append(self._guarded(step.change, failed))
-            batch += [self._guarded(c, failed) for c in step.quota_back]
+            batch += [self._guarded(c, failed) for c in step.quotas]
             if isinstance(step.action, Restore):
                 self._restore_parts(step)
             elif step.write is not None:
@@ -125,9 +126,9 @@ class CgroupExecutor:
         for step in steps:
             self._settle(step, failed)
         self.ledger.save()
-        return Outcome(self.writes - writes, frozenset(failed))
+        return Outcome(self.writes - writes, frozenset(failed), refused)
 
-    def _prepare(self, a: Action, below_skipped: dict[str, CpuSettings]) -> _Step | None:
+    def _prepare(self, a: Action) -> _Step | None:
         """The step for an action; None when it holds already, or its cgroup cannot be read."""
         if isinstance(a, Restore):
             entry = self.ledger.entries.get(a.uid)
@@ -137,27 +138,20 @@ class CgroupExecutor:
                 self.ledger.drop(a.uid)  # the pod's cgroups are gone: nothing left to put back
                 return None
             back = self.restorer.quota_changes(entry) if "quota" in a.parts and entry.quota else []
-            return _Step(a, entry=entry, quota_back=back)
+            return _Step(a, entry=entry, quotas=back)
         try:
             if isinstance(a, SetCpuQuota):
-                parent = next((held for p, held in below_skipped.items() if a.cgroup.startswith(p + "/")), None)
                 cur = self.reader.cpu_settings(a.cgroup)
-                quota, period = a.quota_us, a.period_us or cur.period_us
-                if parent is not None:
-                    # under a quota that holds (within its tolerance) a cgroup follows it; one without any
-                    # quota (a container first seen since: restarted) gets its own, never above the parent's
-                    if cur.quota_us is not None or quota is None:
-                        return None
-                    if cpu_quota.cpus(quota, period) > cpu_quota.cpus(parent.quota_us, parent.period_us):
-                        quota, period = parent.quota_us, parent.period_us
-                change = self._quota_change(a.cgroup, cur, quota, period, a.tolerance)
+                change = self._quota_change(a.cgroup, cur, a.quota_us, a.period_us or cur.period_us, a.tolerance)
                 if change is None:
-                    if a.tolerance:
-                        below_skipped[a.cgroup] = cur
                     if a.uid == "" and a.quota_us is None:
                         self.ledger.drop_tier(a.cgroup)  # uncapped already: nothing left to put back
-                    return None
-                return _Step(a, cur, change=change)
+                    # the containers follow their pod: within its tolerance none is written, but for one
+                    # without any quota (first seen since: restarted), which gets its own, never above its pod's
+                    fresh = self._fresh_containers(a, cur)
+                    return _Step(a, cur, quotas=fresh) if fresh else None
+                below = [self.quota_change(path, quota, period) for path, (quota, period) in a.containers.items()]
+                return _Step(a, cur, change=change, quotas=[c for c in below if c is not None])
             probe = self._probe(a)
         except CgroupError:
             return None  # unreadable (gone, or no such controller): nothing to compare with, nothing written
@@ -165,6 +159,20 @@ class CgroupExecutor:
             return None
         current, holds, write = probe
         return None if holds else _Step(a, current, write)
+
+    def _fresh_containers(self, a: SetCpuQuota, pod: CpuSettings) -> list[LimitChange]:
+        changes = []
+        for path, (quota, period) in a.containers.items():
+            if cpu_quota.cpus(quota, period) > cpu_quota.cpus(pod.quota_us, pod.period_us):
+                quota, period = pod.quota_us, pod.period_us
+            try:
+                cur = self.reader.cpu_settings(path)
+            except CgroupError:
+                continue
+            change = self._quota_change(path, cur, quota, period, 0.0) if cur.quota_us is None else None
+            if quota is not None and change is not None:
+                changes.append(change)
+        return changes
 
     def _probe(self, a: Action) -> tuple[Any, bool, Callable[[], Any]] | None:
         """(what the cgroup holds, whether that is what the action wants, the write) of a plain action;
@@ -244,7 +252,7 @@ class CgroupExecutor:
         a = step.action
         if isinstance(a, Restore) and step.entry is not None:
             entry = step.entry
-            if "quota" in a.parts and entry.quota and not {c.cgroup for c in step.quota_back} & failed:
+            if "quota" in a.parts and entry.quota and not {c.cgroup for c in step.quotas} & failed:
                 entry.quota = False
                 self.ledger.changed()
             if not held_parts(entry):

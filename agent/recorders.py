@@ -8,7 +8,7 @@ limits: never recorded, never restored, so they need nothing here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,7 +74,12 @@ RECORDERS: Mapping[Part, PartRecorder] = {
     "memory_high": PartRecorder(lambda e: e.memory_high, _record_memory_high),
 }
 
+#: Every part a ledger entry can hold.
+KNOWN_PARTS: frozenset[Part] = frozenset(RECORDERS)
 
-def held_parts(entry: Touched) -> frozenset[Part]:
-    """Every part the entry says Colo changed (and restore would put back)."""
-    return frozenset(part for part, r in RECORDERS.items() if r.held(entry))
+
+def held_parts(entry: Touched, among: Iterable[Part] | None = None) -> frozenset[Part]:
+    """The parts (of `among`, default all) the entry says Colo changed, and restore would put back."""
+    if among is None:
+        return frozenset([part for part, r in RECORDERS.items() if r.held(entry)])
+    return frozenset([part for part in among if part in RECORDERS and RECORDERS[part].held(entry)])

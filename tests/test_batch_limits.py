@@ -141,16 +141,16 @@ def _kinds(actions: tuple[object, ...]) -> list[tuple[str, str]]:
 @pytest.mark.parametrize(
     ("entry", "expected"),
     [
-        # no ledger entry (enforcement off): everything, the pod's weight included
-        (None, [("SetCpuQuota", "podb"), ("SetCpuShares", "podb"), ("SetMemoryLimit", "podb"),
-                ("SetCpuQuota", "c1"), ("SetCpuShares", "c1"), ("SetMemoryLimit", "c1")]),
+        # no ledger entry (enforcement off): everything, the pod's weight included; the containers' quotas
+        # go with the pod's (one safe-order batch)
+        (None, [("SetCpuQuota", "podb"), ("SetCpuShares", "podb"), ("SetCpuShares", "c1"),
+                ("SetMemoryLimit", "podb"), ("SetMemoryLimit", "c1")]),
         # an entry: the pod's weight is the baseline's (its original is the batch weight)
         (Touched("b", POD, 512, 100_000, 100_000), [
-            ("SetCpuQuota", "podb"), ("SetMemoryLimit", "podb"),
-            ("SetCpuQuota", "c1"), ("SetCpuShares", "c1"), ("SetMemoryLimit", "c1")]),
+            ("SetCpuQuota", "podb"), ("SetCpuShares", "c1"), ("SetMemoryLimit", "podb"), ("SetMemoryLimit", "c1")]),
         # suppression holds the quotas: it alone writes them
         (Touched("b", POD, 512, 100_000, 100_000, quota=True), [
-            ("SetMemoryLimit", "podb"), ("SetCpuShares", "c1"), ("SetMemoryLimit", "c1")]),
+            ("SetCpuShares", "c1"), ("SetMemoryLimit", "podb"), ("SetMemoryLimit", "c1")]),
     ],
 )  # fmt: skip
 def test_what_is_left_to_suppression(entry: Touched | None, expected: list[tuple[str, str]]) -> None:
@@ -159,7 +159,8 @@ def test_what_is_left_to_suppression(entry: Touched | None, expected: list[tuple
     assert _kinds(result.actions) == expected
     assert all(a.part == "batch" and a.uid == "b" for a in result.actions)  # type: ignore[union-attr]
     quota = next((a for a in result.actions if isinstance(a, SetCpuQuota)), None)
-    assert quota is None or (quota.quota_us, quota.period_us) == (100_000, 100_000)
+    assert quota is None or (quota.quota_us, quota.period_us, dict(quota.containers)) == (
+        100_000, 100_000, {f"{POD}/c1": (100_000, 100_000)})  # fmt: skip
     shares = [a for a in result.actions if isinstance(a, SetCpuShares)]
     assert all((a.shares, a.weight) == (512, 20) for a in shares)
     assert result.report["batch"]["pods"]["b"] == {
@@ -169,17 +170,23 @@ def test_what_is_left_to_suppression(entry: Touched | None, expected: list[tuple
     }
 
 
+def _quota_containers(p: Plan) -> list[str]:
+    return [cg.rsplit("/", 1)[-1] for a in p.actions if isinstance(a, SetCpuQuota) for cg in a.containers]
+
+
 def test_a_restarted_container_gets_its_values_when_first_seen() -> None:
     res = BatchResources(300, 300, None, GI)
     before = batch_pod(containers=[("main", "old", res)])
-    assert ("SetCpuQuota", "old") in _kinds(plan([before]).actions)
+    assert _quota_containers(plan([before])) == ["old"]
     after = batch_pod(containers=[("main", "new", res)])  # the status now names the new container
     kinds = _kinds(plan([after]).actions)
-    assert ("SetCpuQuota", "new") in kinds and ("SetMemoryLimit", "new") in kinds
+    assert _quota_containers(plan([after])) == ["new"] and ("SetMemoryLimit", "new") in kinds
     assert not any(name == "old" for _, name in kinds)
     # a cgroup the sampler found that the pod's status does not name yet: nothing guessed for it
     racing = batch_pod(containers=[("main", "old", res)], samples=["new"])
-    assert not any(name == "new" for _, name in _kinds(plan([racing]).actions))
+    assert not any(name == "new" for _, name in _kinds(plan([racing]).actions)) and not _quota_containers(
+        plan([racing])
+    )
 
 
 def test_online_pods_and_a_disabled_strategy_plan_nothing() -> None:
@@ -190,7 +197,7 @@ def test_online_pods_and_a_disabled_strategy_plan_nothing() -> None:
     assert plan([p, online], enabled=False).actions == ()
     # a pod with batch values is planned whatever its class (a critical pod with them is online)
     critical = batch_pod(cls="online")
-    assert len(plan([critical]).actions) == 6
+    assert len(plan([critical]).actions) == 5
 
 
 def test_batch_values_are_the_originals() -> None:

@@ -4,6 +4,7 @@ to the registry's list runs with no change anywhere else."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -12,6 +13,7 @@ from agent.actions import (
     Action,
     Plan,
     Recorded,
+    Restore,
     SetCpuIdle,
     SetCpuQuota,
     SetCpuset,
@@ -23,7 +25,7 @@ from agent.actions import (
 from agent.config import AgentConfig, EnforcementConfig
 from agent.enforcer import Enforcer, detect_facts
 from agent.executor import CgroupExecutor
-from agent.ledger import Ledger
+from agent.ledger import Ledger, Touched
 from agent.node_state import NodeState
 from agent.originals import Originals
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
@@ -58,8 +60,7 @@ def protect(p: PodSample) -> list[Action]:
         SetCpuShares(p.cgroup, 2, "baseline", p.uid, weight=1),
         SetCpuIdle(p.cgroup, True, "baseline", p.uid),
         SetOomScoreAdj(p.cgroup, 1000, "baseline", p.uid),
-        SetCpuQuota(p.cgroup, 10_000, 100_000, "quota", p.uid, tolerance=0.01),
-        SetCpuQuota(ctr, 10_000, 100_000, "quota", p.uid),
+        SetCpuQuota(p.cgroup, 10_000, 100_000, "quota", p.uid, 0.01, {ctr: (10_000, 100_000)}),
         SetCpuset(p.cgroup, frozenset({3}), "cpuset", p.uid, {ctr: frozenset({3})}),
         SetMemoryHigh(p.cgroup, 256 << 20, "memory_high", p.uid),
     ]
@@ -83,9 +84,15 @@ def test_every_write_of_the_pass_is_refused_while_the_ledger_cannot_be_saved(tmp
     before = [files(tree, p) for p in pods]
     (tmp_path / "not-a-directory").write_text("")
     ex = executor(tree, str(tmp_path / "not-a-directory" / "ledger.json"))
-    outcome = ex.apply([a for p in pods for a in protect(p)], snapshot(pods))
-    assert outcome.refused and outcome.writes == 0 and ex.writes == 0
+    # a pod whose memory.high a previous pass set (its original in the ledger): putting it back needs no record
+    back = v2_pod(tree, 3)
+    tree.put(back.cgroup, V2Cgroup(memory_high=256 << 20))
+    ex.ledger.record(Touched(back.uid, back.cgroup, 204, None, 100_000, memory_high=True))
+    outcome = ex.apply([*(a for p in pods for a in protect(p)), Restore(back.uid, frozenset({"memory_high"}))],
+                       snapshot([*pods, back]))  # fmt: skip
+    assert outcome.refused and outcome.writes == ex.writes == 1
     assert [files(tree, p) for p in pods] == before
+    assert tree.read(back.cgroup, "memory.high").strip() == b"max"
     assert ex.errors == 1 and "ledger could not be saved" in (ex.last_error or "")
 
 
@@ -104,9 +111,9 @@ def test_originals_are_on_disk_and_what_holds_is_not_written_again(tmp_path: Pat
     again = ex.apply(protect(p), snapshot([p]))
     assert again.writes == 1
     # a pod quota within its tolerance holds, and its containers follow it: nothing written below it
-    nudged = [SetCpuQuota(p.cgroup, 10_050, 100_000, "quota", p.uid, tolerance=0.01),
-              SetCpuQuota(p.containers[0].cgroup, 10_050, 100_000, "quota", p.uid)]  # fmt: skip
-    assert ex.apply(nudged, snapshot([p])).writes == 0
+    nudged = SetCpuQuota(p.cgroup, 10_050, 100_000, "quota", p.uid, 0.01, {p.containers[0].cgroup: (10_050, 100_000)})
+    assert ex.apply([nudged], snapshot([p])).writes == 0
+    assert ex.apply([dataclasses.replace(nudged, tolerance=0.0)], snapshot([p])).writes == 2  # pod, then container
 
 
 class EveryOnlinePodsMemoryLimit:

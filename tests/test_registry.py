@@ -13,7 +13,7 @@ from agent.actions import SetOomScoreAdj as Oom
 from agent.config import AgentConfig, EnforcementConfig
 from agent.ledger import Touched
 from agent.node_state import NodeState, node_state
-from agent.recorders import held_parts
+from agent.recorders import KNOWN_PARTS, held_parts
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
 from agent.strategies import reconcile
 from agent.strategies.baseline import Baseline
@@ -90,11 +90,9 @@ def test_cfs_quota_suppresses_pod_then_containers_and_caps_a_tier_of_only_offlin
     quotas = plan.report["offline_cpu_quota_cores"]
     assert quotas == pytest.approx({"a": 0.09, "b": 0.01}) and plan.memo.released is False
     a_quota = int(quotas["a"] * 100_000)
-    assert plan.actions[:3] == (
-        SetCpuQuota(burst.cgroup, a_quota, 100_000, "quota", "a", tolerance=c.cpu_change_threshold),
-        SetCpuQuota(f"{burst.cgroup}/c0", a_quota, 100_000, "quota", "a"),
-        SetCpuQuota(f"{burst.cgroup}/c1", a_quota, 100_000, "quota", "a"),
-    )
+    containers = {f"{burst.cgroup}/c0": (a_quota, 100_000), f"{burst.cgroup}/c1": (a_quota, 100_000)}
+    assert plan.actions[0] == SetCpuQuota(burst.cgroup, a_quota, 100_000, "quota", "a", c.cpu_change_threshold,
+                                          containers)  # fmt: skip
     assert plan.actions[-1] == SetCpuQuota(TIER, 10_000, 100_000, "quota")  # the 0.1-core floor
     assert plan.report["besteffort_tier_cap_cores"] == pytest.approx(0.1)
 
@@ -158,7 +156,7 @@ def test_reconcile_restores_gone_online_and_switched_off_parts() -> None:
         "empty": Touched("empty", "/kubepods/podempty", 2, None, 100_000),
     }
     s = state([off, on, pod("empty", "online")])
-    actions = reconcile.plan(s, entries, {TIER: 0}, frozenset({"baseline", "quota"}), held_parts)
+    actions = reconcile.plan(s, entries, {TIER: 0}, frozenset({"baseline", "quota"}), held_parts, KNOWN_PARTS)
     assert actions == (
         Restore("off", frozenset({"memory_high"})),  # memory.high switched off
         Restore("on", frozenset({"baseline", "quota"})),  # no longer offline
@@ -166,11 +164,13 @@ def test_reconcile_restores_gone_online_and_switched_off_parts() -> None:
         Restore("empty", frozenset()),  # holds nothing: the entry goes
     )
     # without an active quota owner, every tier Colo may have capped is uncapped
-    uncapped = reconcile.plan(s, {}, {TIER: 0, "/kubepods/burstable": 50_000}, frozenset({"baseline"}), held_parts)
-    assert set(uncapped) == {
-        SetCpuQuota("/kubepods/burstable", None, 50_000, "quota"),
+    uncapped = reconcile.plan(
+        s, {}, {TIER: 0, "/kubepods/burstable": 50_000}, frozenset({"baseline"}), held_parts, KNOWN_PARTS
+    )
+    assert sorted(uncapped, key=repr) == [
         SetCpuQuota(TIER, None, 0, "quota"),
-    }
+        SetCpuQuota("/kubepods/burstable", None, 50_000, "quota"),
+    ]
 
 
 # -- the registry -----------------------------------------------------------------------------------------

@@ -119,24 +119,17 @@ def pod_actions(pod: PodSample, t: BatchTargets, entry: Touched | None) -> list[
     """The writes that give one pod (without problems) its batch values, leaving to suppression what it
     holds: the CFS quotas while `entry.quota`, the pod cgroup's weight while the pod has an entry."""
     uid, out = pod.uid, list[Action]()
-    quotas = entry is None or not entry.quota
+    running = [(c.cgroup, t.containers[c.id]) for c in pod.containers if c.id in t.containers]
     if t.cpu:
-        if quotas:
-            out.append(SetCpuQuota(pod.cgroup, t.pod.quota_us, t.pod.period_us, PART, uid))
+        if entry is None or not entry.quota:  # the pod's quota and its containers', in one safe-order batch
+            below = {cg: (v.quota_us, v.period_us) for cg, v in running}
+            out.append(SetCpuQuota(pod.cgroup, t.pod.quota_us, t.pod.period_us, PART, uid, containers=below))
         if entry is None:
             out.append(SetCpuShares(pod.cgroup, t.pod.shares, PART, uid, weight=t.pod.weight))
+        out += [SetCpuShares(cg, v.shares, PART, uid, weight=v.weight) for cg, v in running]
     if t.memory:
         out.append(SetMemoryLimit(pod.cgroup, t.pod.memory_limit, PART, uid))
-    for c in pod.containers:
-        v = t.containers.get(c.id)
-        if v is None:
-            continue
-        if t.cpu:
-            if quotas:
-                out.append(SetCpuQuota(c.cgroup, v.quota_us, v.period_us, PART, uid))
-            out.append(SetCpuShares(c.cgroup, v.shares, PART, uid, weight=v.weight))
-        if t.memory:
-            out.append(SetMemoryLimit(c.cgroup, v.memory_limit, PART, uid))
+        out += [SetMemoryLimit(cg, v.memory_limit, PART, uid) for cg, v in running]
     return out
 
 

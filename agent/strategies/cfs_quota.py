@@ -43,9 +43,8 @@ class CfsQuota:
         quotas, besteffort = cpu_quota.split(budget, offline, c)
         for p in offline:
             (pod, quota, period), *containers = cpu_quota.pod_targets(quotas[p.uid], recorded.entries[p.uid], c)
-            # a container follows its pod: within the tolerance neither is written
-            actions.append(SetCpuQuota(pod, quota, period, "quota", p.uid, tolerance=c.cpu_change_threshold))
-            actions += [SetCpuQuota(path, q, per, "quota", p.uid) for path, q, per in containers]
+            below = {path: (q, per) for path, q, per in containers}  # within the tolerance neither is written
+            actions.append(SetCpuQuota(pod, quota, period, "quota", p.uid, c.cpu_change_threshold, below))
         cap = cpu_quota.tier_cap(state, besteffort, c, quotas)
         actions += tier_actions(self.tier, cap, recorded, c.cpu_period_us)
         report = _report(budget, False, quotas, besteffort, None if cap is None else cap / c.cpu_period_us)

@@ -11,41 +11,44 @@ A strategy for online pods restores its own part on the pods it stops covering (
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from agent.actions import Action, Part, Restore, SetCpuQuota
 from agent.ledger import Touched
 from agent.node_state import NodeState
+
+Held = Callable[[Touched, "Iterable[Part] | None"], frozenset[Part]]
 
 #: What only offline pods carry: back as soon as a pod is no longer offline.
 OFFLINE_PARTS: frozenset[Part] = frozenset({"baseline", "quota", "cpuset", "memory_high"})
 
 
 def plan(state: NodeState, entries: Mapping[str, Touched], tiers: Mapping[str, int], active: frozenset[Part],
-         held: Callable[[Touched], frozenset[Part]]) -> tuple[Action, ...]:  # fmt: skip
-    """The Restore actions of a pass (before the strategies' own). `held(entry)`: what an entry holds;
-    `tiers`: tier cgroup -> the period it had before Colo's cap (0: not recorded, its own)."""
+         held: Held, known: frozenset[Part]) -> tuple[Action, ...]:  # fmt: skip
+    """The Restore actions of a pass (before the strategies' own). `held(entry, among)`: which of those
+    parts (all when None) an entry holds; `known`: every part that can be held; `tiers`: tier cgroup -> the
+    period it had before Colo's cap (0: not recorded, its own)."""
     offline = {p.uid for p in state.offline}
+    inactive = known - active
     actions: list[Action] = []
     for uid, entry in entries.items():
-        parts = held(entry)
-        if uid not in state.snapshot.pods:
-            back = parts
-        elif uid not in offline:
-            back = (parts & OFFLINE_PARTS) | (parts - active)
-        else:
-            back = parts - active
-        if back or (uid not in offline and not parts - back):  # an entry left holding nothing goes
+        if uid in offline:  # the common case, every pass: only what no strategy owns any more
+            back = held(entry, inactive) if inactive else frozenset()
+            if back:
+                actions.append(Restore(uid, back))
+            continue
+        parts = held(entry, None)
+        back = parts if uid not in state.snapshot.pods else (parts & OFFLINE_PARTS) | (parts - active)
+        if back or not parts - back:  # an entry left holding nothing goes
             actions.append(Restore(uid, back))
     if "quota" not in active:
         actions += uncap(tiers)
     return tuple(actions)
 
 
-def everything(entries: Mapping[str, Touched], tiers: Mapping[str, int],
-               held: Callable[[Touched], frozenset[Part]]) -> tuple[Action, ...]:  # fmt: skip
+def everything(entries: Mapping[str, Touched], tiers: Mapping[str, int], held: Held) -> tuple[Action, ...]:
     """All Colo changed: at shutdown, or with enforcement switched off."""
-    return (*(Restore(uid, held(e)) for uid, e in entries.items()), *uncap(tiers))
+    return (*(Restore(uid, held(e, None)) for uid, e in entries.items()), *uncap(tiers))
 
 
 def uncap(tiers: Mapping[str, int]) -> list[Action]:
