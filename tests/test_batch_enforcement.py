@@ -22,7 +22,7 @@ from cgroup import CgroupReader, CgroupWriter
 from cgroup.kubelet_rules import BatchResources
 from kube import Kube
 from tests.agentbuild import build_agent
-from testsupport.cgtree import V1Tree
+from testsupport.cgtree import V1Tree, quota_window
 from testsupport.k8sobjects import container_id_of, node, pod
 from testsupport.kubeapi.server import FakeKubeAPI
 from testsupport.waiting import wait_for
@@ -120,13 +120,13 @@ def test_a_batch_pod_gets_kubelets_values_in_one_pass_held_by_the_kernel_and_kep
     assert reader.cpu_settings(path).idle is True
     assert enf.ledger.entries[uid].shares == SHARES  # the batch shares are what the baseline put aside
     assert enf.section()["batch"]["pods"][uid]["cpu_quota_us"] == QUOTA
-    # the kernel holds the burner to its 0.3 CPU (well-margined: never measured above 0.5, busy or not)
+    # the kernel holds the burner to its 0.3 CPU (well-margined: never measured above 0.5, busy or not), and
+    # to its quota in every CFS period it ran in (SCHED_IDLE: other load on the machine may starve it)
     a, t0 = reader.cpu(ctr), time.monotonic()
-    time.sleep(2.5)
+    per_period, _ = quota_window(reader, ctr, 2.5)
     b, elapsed = reader.cpu(ctr), time.monotonic() - t0
     used = (b.usage_ns - a.usage_ns) / 1e9 / elapsed
-    # throttled, or other load kept it below its quota (then it never reached it)
-    assert used < 0.5 and (b.nr_throttled > a.nr_throttled or used < 0.25), (used, b.nr_throttled - a.nr_throttled)
+    assert used < 0.5 and per_period <= 0.3 + 0.03, (used, per_period)
     assert burner.poll() is None
     # a second pass writes nothing more: everything holds
     writes = enf.writes
