@@ -120,6 +120,8 @@ class CgroupExecutor:
             batch += [self._guarded(c, failed) for c in step.quotas]
             if isinstance(step.action, Restore):
                 self._restore_parts(step)
+            elif isinstance(step.action, SetCpuset) and step.write is not None:
+                step.write()  # a move through the union: each of its writes is counted (and guarded) on its own
             elif step.write is not None:
                 self.write(_describe(step.action), step.write)
         apply_in_safe_order(batch)

@@ -102,7 +102,8 @@ def test_originals_are_on_disk_and_what_holds_is_not_written_again(tmp_path: Pat
     ledger = tmp_path / "ledger.json"
     ex = executor(tree, str(ledger))
     first = ex.apply(protect(p), snapshot([p]))
-    assert not first.refused and first.writes >= 6 and ex.errors == 0
+    # weight, idle, oom_score_adj, pod and container quota, cpuset (pod to the union {3}, container), memory.high
+    assert not first.refused and first.writes == 8 and ex.errors == 0
     assert files(tree, p) == [b"1", b"1", b"10000 100000", b"3", b"268435456", b"10000 100000"]
     saved = json.loads(ledger.read_text())["pods"][p.uid]
     assert (saved["cpuset"], saved["memory_high_before"], saved["quota"], saved["baseline"]) == ("", None, True, True)
