@@ -10,6 +10,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agent import qos_report
 from agent.classify import Classifier
 from agent.config import AgentConfig
 from agent.enforcer import Enforcer
@@ -92,11 +93,12 @@ class ClusterLink:
 
     def node_sections(self) -> dict[str, Callable[[], dict[str, Any]]]:
         """The keys this link adds to /api/v1/node."""
-        return {"oversubscription": self.oversubscription.section, "enforcement": self.enforcement_section}
+        return {"oversubscription": self.oversubscription.section, "enforcement": self.enforcement_section,
+                "qos": lambda: qos_report.section(self.enforcer)}  # fmt: skip
 
     def metric_sources(self) -> dict[str, MetricSource]:
         return {"oversubscription": self.oversubscription.metrics, "enforcement": self.enforcer.metrics,
-                "eviction": self.evictor.metrics}  # fmt: skip
+                "eviction": self.evictor.metrics, "qos": lambda: qos_report.metrics(self.enforcer)}  # fmt: skip
 
     def enforcement_section(self) -> dict[str, Any]:
         return {**self.enforcer.section(), "eviction": self.evictor.section()}
@@ -116,7 +118,9 @@ class ClusterLink:
         runs whether or not the API server is reachable; each part on its own, so a failure of one never
         stops another."""
         node = self.node_object() or {}
-        state = self.states.build(snap, node_allocatable(node))
+        # what protection did up to this pass: online QoS gives nothing while the node evicts or suppresses
+        state = self.states.build(snap, node_allocatable(node), evicting=self.evictor.is_evicting(),
+                                  offline_suppressed=self.enforcer.suppressing)  # fmt: skip
         parts: list[tuple[str, Callable[[], None]]] = [
             ("capacity", lambda: self.oversubscription.on_state(state, node))
         ]

@@ -27,7 +27,12 @@ DEFAULTS: Mapping[str, Any] = {
     "offline_cpuset": None,  # cpuset
     "offline_memory_high_bytes": {},  # memory_high
     "batch": {"pods": {}, "problems": {}},  # batch_limits: each batch pod's values, and what is not written
+    # online QoS: in the `qos` section (agent/qos_report.py), not this one
+    "cpu_burst": {},  # cpu_burst
+    "quota_burst": {},  # quota_burst
+    "memory_qos": {},  # memory_qos
 }
+QOS_KEYS = ("cpu_burst", "quota_burst", "memory_qos")
 
 
 def merged(reports: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
@@ -42,6 +47,8 @@ def section(e: Enforcer) -> dict[str, Any]:
     head = {"dry_run": e.dry_run, "cpu_policy": e.config.cpu_policy}
     cpu = {k: r.pop(k) for k in list(DEFAULTS)[:6]}
     memory = {"memory": e.memory_status, "offline_memory_high_bytes": dict(r.pop("offline_memory_high_bytes"))}
+    for key in QOS_KEYS:
+        r.pop(key)
     cpu["offline_cpu_quota_cores"] = dict(cpu["offline_cpu_quota_cores"])
     tail = {"pods_touched": list(e.touched), "writes": e.writes, "write_errors": e.errors, "last_error": e.last_error}
     return {**head, **cpu, **memory, **r, **tail}

@@ -12,6 +12,7 @@ logged and exported, nothing written (the ledger, and its file, included).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
@@ -20,10 +21,10 @@ from typing import Any
 from prometheus_client.metrics_core import Metric
 
 from agent import enforcement_report
-from agent.actions import OWN_LIMITS, Action, Recorded
+from agent.actions import OWN_LIMITS, Action, Recorded, Restore
 from agent.config import AgentConfig, EnforcementConfig
 from agent.enforcement_inputs import EnforcementInputs
-from agent.executor import CgroupExecutor, DryRunExecutor
+from agent.executor import SHARED, CgroupExecutor, DryRunExecutor
 from agent.kubelet import kubelet_oom_score_adj, kubelet_quota, kubelet_shares
 from agent.ledger import Ledger
 from agent.node_state import NodeState, node_state
@@ -37,10 +38,13 @@ from cgroup import CgroupReader, Layout, PathModel
 
 __all__ = ["Enforcer", "kubelet_oom_score_adj", "kubelet_quota", "kubelet_shares"]
 
+log = logging.getLogger(__name__)
+
 
 def detect_facts(layout: Layout, model: PathModel, reader: CgroupReader) -> Facts:
     """What the registry's choice of strategies may depend on, asked of the host once at start."""
-    return Facts(layout.is_v2, model.tier("besteffort"), reader.supports_cpu_burst(model.kubepods()))
+    kubepods = model.kubepods()
+    return Facts(layout.is_v2, model.tier("besteffort"), reader.supports_cpu_burst(kubepods), kubepods)
 
 
 class Enforcer:
@@ -82,6 +86,7 @@ class Enforcer:
         self.inputs = EnforcementInputs(reader, config.cpu_manager_state, cpuset=config.cpu_policy == "cpuset",
                                         host_root=host_root, memory_high_watermark=memory_high_watermark)  # fmt: skip
         self._memos: dict[str, Any] = {}
+        self._warned: set[str] = set()
         # exported to the HTTP thread: only ever replaced, never changed in place
         self.reports: Mapping[str, Mapping[str, Any]] = {}
         self.touched: tuple[str, ...] = tuple(sorted(self.ledger.entries))
@@ -109,6 +114,11 @@ class Enforcer:
         return dict(self.report()["offline_memory_high_bytes"])
 
     @property
+    def suppressing(self) -> bool:
+        """Offline pods are held by a CPU budget (quotas or a cpuset) rather than released to their limits."""
+        return self.config.enabled and (bool(self.quotas) or self.report()["offline_cpuset"] is not None)
+
+    @property
     def writes(self) -> int:
         return self.executor.writes
 
@@ -127,7 +137,7 @@ class Enforcer:
 
     def on_state(self, state: NodeState) -> None:
         if not self.config.enabled:
-            if self.ledger.entries or self.ledger.tiers:
+            if self.ledger.entries or self.ledger.tiers or self.ledger.shared:
                 self.restore_all()
             self._own_limits(state)
             return
@@ -145,6 +155,7 @@ class Enforcer:
             plan = strategy.plan(state, recorded)
             actions += plan.actions
             memos[strategy.name], reports[strategy.name] = plan.memo, plan.report
+            self._log_warnings(plan.report)
         outcome = self.executor.apply(actions, snap)
         if not outcome.refused:  # refused: nothing happened, the next pass decides again from the same memos
             self._memos, self.reports = memos, reports
@@ -172,8 +183,19 @@ class Enforcer:
         lost), every one the ledger recorded, with the period it had before (0: its own)."""
         return {self.facts.besteffort_tier: 0, **self.ledger.tiers}
 
+    def _log_warnings(self, report: Mapping[str, Any]) -> None:
+        """A report's `warnings` (a pod's malformed annotation, ...): logged once per cause, not every pass."""
+        for section in report.values():
+            for warning in section.get("warnings", ()) if isinstance(section, Mapping) else ():
+                if warning not in self._warned:
+                    if len(self._warned) >= 1000:
+                        self._warned.clear()
+                    self._warned.add(warning)
+                    log.warning("enforcement: %s", warning)
+
     def restore_all(self) -> None:
-        self.executor.apply(reconcile.everything(self.ledger.entries, self._tiers(), held_parts))
+        shared = (Restore(SHARED, frozenset({"memory_qos"})),) if self.ledger.shared else ()
+        self.executor.apply((*reconcile.everything(self.ledger.entries, self._tiers(), held_parts), *shared))
         self.ledger.save()
         self._memos, self.reports = {}, {}
         self.touched = tuple(sorted(self.ledger.entries))

@@ -42,7 +42,7 @@ from agent.actions import (
 )
 from agent.ledger import Ledger, Touched
 from agent.originals import Originals
-from agent.recorders import RECORDERS, held_parts
+from agent.recorders import RECORDERS, held_parts, record_memory
 from agent.restore import Restorer
 from agent.snapshot import Snapshot
 from agent.strategies import cpu_quota
@@ -60,6 +60,7 @@ from cgroup import (
 from cgroup.files import format_cpuset
 
 log = logging.getLogger("agent.enforcer")
+SHARED = ""  # the uid of actions on cgroups no pod owns (QoS tiers, kubepods)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +104,12 @@ class CgroupExecutor:
         action may have to create (a part first written to a pod the ledger does not know yet)."""
         writes = self.writes
         steps: list[_Step] = []
-        for action in tightest_quotas(actions):
-            step = self._prepare(action)
+        actions = tightest_quotas(actions)  # one quota per cgroup: suppression on top of a pod's own limit
+        # a value a strategy asks for in this pass wins over putting back a recorded one on the same cgroup
+        asked = {a.cgroup for a in actions if isinstance(a, SetCpuQuota | SetMemoryProtection | SetMemoryHigh)}
+        asked.update(c for a in actions if isinstance(a, SetCpuQuota) for c in a.containers)
+        for action in actions:
+            step = self._prepare(action, asked)
             if step is not None:
                 steps.append(step)
         steps = [s for s in steps if self._record(s, snapshot)]
@@ -130,16 +135,21 @@ class CgroupExecutor:
         self.ledger.save()
         return Outcome(self.writes - writes, frozenset(failed), refused)
 
-    def _prepare(self, a: Action) -> _Step | None:
+    def _prepare(self, a: Action, asked: set[str]) -> _Step | None:
         """The step for an action; None when it holds already, or its cgroup cannot be read."""
         if isinstance(a, Restore):
+            if a.uid == SHARED:  # the cgroups above pods: those no action of this pass asks a value of
+                if "memory_qos" in a.parts:
+                    self.restorer.shared_memory(asked)
+                return None
             entry = self.ledger.entries.get(a.uid)
             if entry is None:
                 return None
             if not self.reader.exists(entry.cgroup):
                 self.ledger.drop(a.uid)  # the pod's cgroups are gone: nothing left to put back
                 return None
-            back = self.restorer.quota_changes(entry) if "quota" in a.parts and entry.quota else []
+            quotas = ("quota" in a.parts and entry.quota) or ("quota_burst" in a.parts and entry.quota_burst)
+            back = [c for c in self.restorer.quota_changes(entry) if c.cgroup not in asked] if quotas else []
             return _Step(a, entry=entry, quotas=back)
         try:
             if isinstance(a, SetCpuQuota):
@@ -222,9 +232,11 @@ class CgroupExecutor:
         a = step.action
         if isinstance(a, Restore) or a.part in OWN_LIMITS:
             return True
-        if a.uid == "":
+        if a.uid == SHARED:
             if isinstance(a, SetCpuQuota) and a.quota_us is not None:
                 self.ledger.record_tier(a.cgroup, step.current.period_us)
+            if a.part == "memory_qos" and record_memory(self.ledger.shared, a, step.current):
+                self.ledger.changed()
             return True
         entry = self.ledger.entries.get(a.uid)
         if entry is None:
@@ -256,6 +268,9 @@ class CgroupExecutor:
             entry = step.entry
             if "quota" in a.parts and entry.quota and not {c.cgroup for c in step.quotas} & failed:
                 entry.quota = False
+                self.ledger.changed()
+            if "quota_burst" in a.parts and entry.quota_burst and not {entry.cgroup, *entry.containers} & failed:
+                entry.quota_burst = False  # back to the recorded quotas, or to those this pass asked for
                 self.ledger.changed()
             if not held_parts(entry):
                 self.ledger.drop(entry.uid)

@@ -103,7 +103,8 @@ def build_agent(
         # the JSON contract has these keys everywhere
         standalone = {"enabled": False, "reason": "standalone: no cluster, nothing published or enforced"}
         view.install(node_sections={"oversubscription": lambda: dict(standalone),
-                                    "enforcement": lambda: dict(standalone)}, metric_sources=own)  # fmt: skip
+                                    "enforcement": lambda: dict(standalone), "qos": lambda: dict(standalone)},
+                     metric_sources=own)  # fmt: skip
     sampler = Sampler(
         host.layout, host.model, source, windows, host_root=config.host_root, reader=reader,
         container_stat_every=config.container_memory_detail_every,

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent.actions import Action, Part, SetCpuIdle, SetOomScoreAdj
+from agent.actions import Action, Part, SetCpuIdle, SetCpuQuota, SetMemoryHigh, SetMemoryProtection, SetOomScoreAdj
 from agent.ledger import Touched
 from agent.originals import Originals
 from cgroup import CgroupError
@@ -67,11 +67,73 @@ def _record_memory_high(originals: Originals, entry: Touched, action: Action, cu
     return True
 
 
+def _record_burst(originals: Originals, entry: Touched, action: Action, current: Any) -> bool:
+    """The burst each cgroup of the pod had before Colo's first burst there."""
+    assert hasattr(action, "cgroup")
+    if action.cgroup in entry.burst:
+        return False
+    entry.burst[action.cgroup] = int(current)
+    return True
+
+
+def _record_quota_burst(originals: Originals, entry: Touched, action: Action, current: Any) -> bool:
+    """At the first raise (again after each give-back) the pod's and its containers' quotas as they are
+    now, its own: an in-place resize since the entry was made is what goes back."""
+    assert isinstance(action, SetCpuQuota)
+    changed = False
+    if not entry.quota_burst:
+        entry.quota_burst, changed = True, True
+        for path in (entry.cgroup, *entry.containers):
+            try:
+                s = originals.reader.cpu_settings(path)
+            except CgroupError:
+                entry.containers.pop(path, None)
+                entry.container_periods.pop(path, None)
+                continue
+            if path == entry.cgroup:
+                entry.quota_us, entry.period_us = s.quota_us, s.period_us
+            else:
+                entry.containers[path], entry.container_periods[path] = s.quota_us, s.period_us
+    if action.cgroup != entry.cgroup and action.cgroup not in entry.containers:
+        entry.containers[action.cgroup], entry.container_periods[action.cgroup] = current.quota_us, current.period_us
+        changed = True
+    return changed
+
+
+def memory_file(action: Action) -> tuple[str, Any] | None:
+    """(the file's short name, how to read it from the executor's reading) of a memory QoS action."""
+    if isinstance(action, SetMemoryProtection):
+        return action.kind, (lambda cur: cur.min_bytes if action.kind == "min" else cur.low_bytes)
+    if isinstance(action, SetMemoryHigh):
+        return "high", (lambda cur: cur)
+    return None
+
+
+def record_memory(records: dict[str, dict[str, int | None]], action: Action, current: Any) -> bool:
+    """memory.min / low / high of a cgroup before Colo's first write of that file (pods, and the cgroups
+    above them in the ledger's `shared`)."""
+    found = memory_file(action)
+    assert found is not None and hasattr(action, "cgroup")
+    name, value = found
+    record = records.setdefault(action.cgroup, {})
+    if name in record:
+        return False
+    record[name] = value(current)
+    return True
+
+
+def _record_memory_qos(originals: Originals, entry: Touched, action: Action, current: Any) -> bool:
+    return record_memory(entry.memory_qos, action, current)
+
+
 RECORDERS: Mapping[Part, PartRecorder] = {
     "baseline": PartRecorder(lambda e: e.baseline, _record_baseline),
     "quota": PartRecorder(lambda e: e.quota, _record_quota),
     "cpuset": PartRecorder(lambda e: e.cpuset is not None, _record_cpuset),
     "memory_high": PartRecorder(lambda e: e.memory_high, _record_memory_high),
+    "burst": PartRecorder(lambda e: bool(e.burst), _record_burst),
+    "quota_burst": PartRecorder(lambda e: e.quota_burst, _record_quota_burst),
+    "memory_qos": PartRecorder(lambda e: bool(e.memory_qos), _record_memory_qos),
 }
 
 #: Every part a ledger entry can hold.

@@ -36,6 +36,14 @@ def _forget_memory_high(entry: Touched) -> None:
     entry.memory_high, entry.memory_high_before = False, None
 
 
+def _forget_burst(entry: Touched) -> None:
+    entry.burst = {}
+
+
+def _forget_memory_qos(entry: Touched) -> None:
+    entry.memory_qos = {}
+
+
 class Restorer:
     def __init__(
         self,
@@ -53,6 +61,8 @@ class Restorer:
             "baseline": (self.baseline, _forget_baseline),
             "cpuset": (self.cpuset, _forget_cpuset),
             "memory_high": (self.memory_high, _forget_memory_high),
+            "burst": (self.burst, _forget_burst),
+            "memory_qos": (lambda e: self.memory_qos(e.memory_qos), _forget_memory_qos),
         }
 
     def quota_changes(self, entry: Touched) -> list[LimitChange]:
@@ -113,6 +123,50 @@ class Restorer:
     def memory_high(self, entry: Touched) -> bool:
         cg, before, w = entry.cgroup, entry.memory_high_before, self.executor.writer
         return self.executor.write(f"restore memory.high of {cg}", partial(w.set_memory_high, cg, before))
+
+    def burst(self, entry: Touched) -> bool:
+        """Each cgroup's burst as it was (run before the CFS quota batch: a burst only ever goes down here)."""
+        ok, w = True, self.executor.writer
+        for cg, before in entry.burst.items():
+            try:
+                if self.reader.cpu_burst(cg) == before:
+                    continue
+            except CgroupGone:
+                continue
+            except CgroupError:
+                ok = False
+                continue
+            ok &= self.executor.write(f"restore the CFS burst of {cg}", partial(w.set_cpu_burst, cg, before))
+        return ok
+
+    def memory_qos(self, records: dict[str, dict[str, int | None]]) -> bool:
+        """memory.min / low / high of each recorded cgroup as they were."""
+        ok, w = True, self.executor.writer
+        for cg, record in records.items():
+            try:
+                now = self.reader.memory_protection(cg)
+            except CgroupGone:
+                continue
+            except CgroupError:
+                ok = False
+                continue
+            held = {"min": now.min_bytes, "low": now.low_bytes, "high": now.high_bytes}
+            for name, before in record.items():
+                if held.get(name) == before:
+                    continue
+                if name == "high":
+                    write = partial(w.set_memory_high, cg, before)
+                else:
+                    write = partial(w.set_memory_min if name == "min" else w.set_memory_low, cg, before or 0)
+                ok &= self.executor.write(f"restore memory.{name} of {cg}", write)
+        return ok
+
+    def shared_memory(self, asked: set[str]) -> None:
+        """The cgroups above pods whose protection online QoS changed and no action asks a value of now."""
+        for cg in [cg for cg in self.ledger.shared if cg not in asked]:
+            if self.memory_qos({cg: self.ledger.shared[cg]}):
+                del self.ledger.shared[cg]
+                self.ledger.changed()
 
     def restore_part(self, entry: Touched, part: Part) -> bool:
         """Put one part back (CFS quotas go through `quota_changes`, in the executor's safe-order batch);

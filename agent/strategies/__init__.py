@@ -7,9 +7,11 @@ The enforcement strategies (`registry.py`: the protocol and the one list the enf
 - `cpuset`: the cpuset policy;
 - `memory_high`: offline pods' memory.high under what the high watermark leaves (cgroup v2);
 - `batch_limits`: batch pods' own limits (kubelet's values from kubernetes.io/batch-*), never restored;
-- `reconcile`: what goes back (gone pods, pods no longer offline, parts no active strategy owns).
+- `reconcile`: what goes back (gone pods, pods no longer offline, parts no active strategy owns);
+- `cpu_burst`, `quota_burst`, `memory_qos`: online pods' CFS burst, dynamic quota burst and memory QoS
+  (`online` picks the online pods and the quotas their specs give them).
 
 Their arithmetic: `cpu_quota` (budget, split, targets, tier cap), `release` (hysteresis), the pure
 functions of `agent/cpu_budget.py`. `eviction_choice` decides which offline pods the evictor evicts; online
-pods' CFS burst and memory QoS are the pure decisions of `agent/qos/`.
+pods' CFS burst and memory QoS decide in `agent/qos/`.
 """

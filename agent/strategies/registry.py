@@ -19,8 +19,11 @@ from agent.node_state import NodeState
 from agent.strategies.baseline import Baseline
 from agent.strategies.batch_limits import BatchLimits
 from agent.strategies.cfs_quota import CfsQuota
+from agent.strategies.cpu_burst import CpuBurst
 from agent.strategies.cpuset import Cpuset
 from agent.strategies.memory_high import MemoryHigh
+from agent.strategies.memory_qos import MemoryQos
+from agent.strategies.quota_burst import QuotaBurst
 
 
 class Strategy(Protocol):
@@ -38,16 +41,21 @@ class Facts:
     is_v2: bool
     besteffort_tier: str  # the best-effort QoS tier's cgroup
     burst_supported: bool = False  # the kernel has CFS burst (cpu.cfs_burst_us / cpu.max.burst)
+    kubepods: str = "/kubepods"  # the cgroup above every pod (memory QoS protects up to it)
 
 
 def strategies(config: AgentConfig, facts: Facts) -> list[Strategy]:
     """The active strategies, in the order their actions are applied; one line each."""
-    e = config.enforcement
+    e, q = config.enforcement, config.qos
     registered: list[Strategy | None] = [
         Baseline(e),
         CfsQuota(e, facts.besteffort_tier) if e.cpu_policy == "cfsQuota" else None,
         Cpuset(e) if e.cpu_policy == "cpuset" else None,
         MemoryHigh(e) if facts.is_v2 and e.memory_high else None,
         BatchLimits(config.batch, e.cpu_period_us) if config.batch.enabled else None,  # after cfs_quota: see it
+        # online QoS: always registered (each plans its restores when off; a pod may opt in to the burst alone)
+        CpuBurst(q.cpu_burst, facts.burst_supported),
+        QuotaBurst(q.quota_burst),
+        MemoryQos(q.memory, facts.is_v2, facts.kubepods),
     ]
     return [s for s in registered if s is not None]
