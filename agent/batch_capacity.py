@@ -13,9 +13,9 @@ not what is left of it:
 
 Batch pods' usage is not online usage (they are offline pods, outside `online_peak` and outside system
 usage), so their own running does not shrink the capacity. What they hold is accounted by the scheduler
-through their requests, which is enough for CPU: it is compressible, and the batch pods share what the
-offline tier gets by weights from their batch-cpu requests, so a pod bursting above its request yields to a
-newly placed one. Memory above a pod's request cannot be taken back without killing the pod: it is taken
+through their requests, which is enough for CPU: it is compressible, and the offline CPU budget is split in
+proportion to the batch-cpu requests when the node is busy (agent/cpu_budget.py), so a pod bursting above
+its request yields to a newly placed one. Memory above a pod's request cannot be taken back without killing the pod: it is taken
 off the allocatable, so that free never invites a pod into memory another batch pod already holds.
 """
 
