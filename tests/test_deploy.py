@@ -1684,6 +1684,8 @@ def test_dashboard_queries_only_metrics_that_are_emitted(tmp_path: Path) -> None
         "colo_pod_memory_working_set_bytes",
         "colo_oversubscription_cpu_cores",  # oversubscribable capacity
         "colo_oversubscription_memory_bytes",
+        "colo_node_batch_allocated_cpu_cores",  # batch pods' requests against it (issue 11)
+        "colo_node_batch_free_memory_bytes",
         *CAPACITY_COMPUTATION,  # and the computation behind it
         "colo_offline_cpu_budget_cores",  # offline budget and quotas
         "colo_offline_pod_cpu_quota_cores",
