@@ -7,7 +7,7 @@ is a separate stage whose stop does nothing, so shutdown (last capacity round, r
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent.classify import Classifier
@@ -21,6 +21,7 @@ from agent.publisher import AnnotationOwner, ApiHealth, NodePublisher
 from agent.resources import node_allocatable
 from agent.runtime import Host
 from agent.snapshot import Snapshot
+from agent.strategies.registry import Strategy
 from agent.view import AgentView, MetricSource
 from cgroup import CgroupReader, CgroupWriter
 from kube import Informer, Kube
@@ -54,6 +55,7 @@ class ClusterLink:
         reader: CgroupReader,
         kube: Kube,
         *,
+        registered: Sequence[Strategy] | None = None,
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
     ) -> None:
@@ -78,7 +80,7 @@ class ClusterLink:
         self.enforcer = Enforcer(
             host.layout, host.model, reader, enf, lambda: node_allocatable(self.node_object() or {}),
             dry_run=cfg.dry_run, host_root=cfg.host_root,
-            memory_high_watermark=lambda: float(self.evictor.watermarks.high["memory"]),
+            memory_high_watermark=lambda: float(self.evictor.watermarks.high["memory"]), registered=registered,
         )  # fmt: skip
         if self.enforcer.ledger.problem:
             self.evictor.node_event("EnforcementLedgerCorrupt", self.enforcer.ledger.problem)

@@ -38,6 +38,7 @@ class Touched:
     oom_score_adj: dict[str, int] = field(default_factory=dict)  # cgroup with processes -> kubelet's value
     oom_default: int | None = None  # kubelet's formula for the pod: for processes seen only later
     idle: bool = False  # Colo set cpu.idle (informative: restore clears it whenever it is set)
+    baseline: bool = False  # Colo wrote the baseline (weight, SCHED_IDLE, oom_score_adj): restore puts it back
     from_spec: bool = False  # no trustworthy value in the cgroups: the originals are kubelet's, from the spec
 
 
@@ -45,9 +46,11 @@ _FIELDS = {f.name for f in dataclasses.fields(Touched)}
 
 
 def _entry(raw: dict[str, Any]) -> Touched:
-    """An entry from the file; one written by an older Colo (no `quota` flag) had its quotas changed."""
+    """An entry from the file; one written by an older Colo (no `quota` or `baseline` flag) had its quotas
+    and its baseline changed."""
     known = {k: v for k, v in raw.items() if k in _FIELDS}
     known.setdefault("quota", True)
+    known.setdefault("baseline", True)
     return Touched(**known)
 
 

@@ -72,6 +72,10 @@ class NodeState:
     # the node's usage in percent of allocatable, averaged over the last smoothing_seconds (eviction's
     # watermarks compare this); a resource not measured in this pass (CPU on the first) is absent
     smoothed_percent: Mapping[Resource, float] = field(default_factory=dict)
+    # read for the enforcement stage's strategies (agent/enforcement_inputs.py) before they plan:
+    memory_high_percent: float = 60.0  # the high memory watermark (eviction's, from the Node's annotations)
+    exclusive_cpus: frozenset[int] = frozenset()  # CPUs kubelet's CPU manager gave containers for themselves
+    parent_cpus: Mapping[str, frozenset[int]] = field(default_factory=dict)  # pod's parent cgroup -> effective CPUs
 
     def usage(self, resource: Resource) -> Usage:
         return self.cpu if resource == "cpu" else self.memory

@@ -218,8 +218,20 @@ class ContainerUsage(_Model):
     cpu_throttled_ratio: Ratio | None
 
 
+class PodBatchResources(_Model):
+    """A batch pod's `kubernetes.io/batch-*` totals as the scheduler accounts them (milli-cores, bytes;
+    null: not every container has that limit) and why the agent does not write them (empty: it does)."""
+
+    cpu_request_millicores: Annotated[int, Field(ge=0, le=int(MAX_CORES * 1000))]
+    cpu_limit_millicores: Annotated[int, Field(ge=0, le=int(MAX_CORES * 1000))] | None
+    memory_request_bytes: Bytes
+    memory_limit_bytes: Bytes | None
+    problems: list[str]
+
+
 class PodUsage(_Model):
-    """One entry of `GET /api/v1/pods` (the whole document is a list of them)."""
+    """One entry of `GET /api/v1/pods` (the whole document is a list of them). `batch` is null for a pod
+    without batch resources, and absent from an older agent's document."""
 
     model_config = ConfigDict(populate_by_name=True)
 
@@ -234,6 +246,7 @@ class PodUsage(_Model):
     cpu_throttled_ratio: Ratio | None
     containers: list[ContainerUsage]
     windows: dict[str, dict[str, PodWindow]]
+    batch: PodBatchResources | None = None
 
     @model_validator(mode="after")
     def _known_windows(self) -> PodUsage:

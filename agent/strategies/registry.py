@@ -1,0 +1,53 @@
+"""The strategy protocol and the one list of strategies the enforcement stage runs.
+
+A strategy is a small class built once with its configuration (no I/O, ever): `plan(state, recorded)`
+returns the cgroup actions it wants this pass, what to remember for the next one (its memo) and what it
+reports (merged into the `enforcement` section of /api/v1/node). `parts` are what it may write: a part
+the ledger holds that no active strategy owns is restored (agent/strategies/reconcile.py).
+
+Adding a strategy: one file under agent/strategies/, one line in `strategies` below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from agent.actions import Part, Plan, Recorded
+from agent.config import AgentConfig
+from agent.node_state import NodeState
+from agent.strategies.baseline import Baseline
+from agent.strategies.batch_limits import BatchLimits
+from agent.strategies.cfs_quota import CfsQuota
+from agent.strategies.cpuset import Cpuset
+from agent.strategies.memory_high import MemoryHigh
+
+
+class Strategy(Protocol):
+    name: str  # also the key of its memo and of its report
+    parts: frozenset[Part]  # what it may write; parts in the ledger no active strategy owns get restored
+
+    def plan(self, state: NodeState, recorded: Recorded) -> Plan: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What the cgroup layer knows at start, for the strategies' choice and construction (what changes per
+    pass, such as exclusive CPUs, is in the NodeState)."""
+
+    is_v2: bool
+    besteffort_tier: str  # the best-effort QoS tier's cgroup
+    burst_supported: bool = False  # the kernel has CFS burst (cpu.cfs_burst_us / cpu.max.burst)
+
+
+def strategies(config: AgentConfig, facts: Facts) -> list[Strategy]:
+    """The active strategies, in the order their actions are applied; one line each."""
+    e = config.enforcement
+    registered: list[Strategy | None] = [
+        Baseline(e),
+        CfsQuota(e, facts.besteffort_tier) if e.cpu_policy == "cfsQuota" else None,
+        Cpuset(e) if e.cpu_policy == "cpuset" else None,
+        MemoryHigh(e) if facts.is_v2 and e.memory_high else None,
+        BatchLimits(config.batch, e.cpu_period_us) if config.batch.enabled else None,  # after cfs_quota: see it
+    ]
+    return [s for s in registered if s is not None]
