@@ -15,8 +15,9 @@ Batch pods' usage is not online usage (they are offline pods, outside `online_pe
 usage), so their own running does not shrink the capacity. What they hold is accounted by the scheduler
 through their requests, which is enough for CPU: it is compressible, and the offline CPU budget is split in
 proportion to the batch-cpu requests when the node is busy (agent/cpu_budget.py), so a pod bursting above
-its request yields to a newly placed one. Memory above a pod's request cannot be taken back without killing the pod: it is taken
-off the allocatable, so that free never invites a pod into memory another batch pod already holds.
+its request yields to a newly placed one. Memory above a pod's request cannot be taken back without killing
+the pod: it is taken off the allocatable, so that free never invites a pod into memory another batch pod
+already holds.
 """
 
 from __future__ import annotations
