@@ -4,7 +4,7 @@ a colocation profile (colo-controller's webhook over HTTPS) converts a pod's cpu
 kubernetes.io/batch-* → the converted pod, as the JSON patch leaves it, bound to the node with its container
 statuses → the agent's informer lists it and classifies it offline (by its batch resources alone: the
 profile sets no other marker) → the node advertises batch capacity in status, with the pod's requests
-allocated → the agent writes the pod's batch limits into its cgroups."""
+allocated → the agent writes the pod's batch limits into its cgroups (agent/strategies/batch_limits.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from agent.cluster import ClusterLink
 from agent.config import AgentConfig
 from agent.main import build_agent
 from agent.runtime import Agent
-from cgroup import CgroupWriter
+from cgroup import CgroupReader, CgroupWriter
 from controller.admission.server import AdmissionWebhook
 from controller.admission.settings import AdmissionSettings
 from controller.metrics import ControllerMetrics
@@ -170,5 +170,11 @@ def test_profile_to_converted_pod_to_batch_capacity_to_enforced_limits(
     assert batch["cpu"]["allocated"] == 200 and batch["memory"]["allocated"] == 256 * MI
     assert batch["cpu"]["free"] == batch["cpu"]["allocatable"] - 200
 
-    # 5. the agent enforces the pod's batch limits on its cgroups
-    pytest.skip("pending: the batch-limits strategy (branch batch-agent) is not merged yet")
+    # 5. the agent writes the pod's own limits from its batch values, as kubelet would have for cpu 200m/300m and
+    #    memory 256Mi: quota 30000 per 100000 (suppression may hold the pod's lower), shares 204, memory limit
+    reader = CgroupReader(tree.layout)
+    wait_for(lambda: reader.memory_limit(ctr[0]) == 256 * MI and reader.cpu_settings(ctr[0]).quota_us is not None)
+    assert reader.cpu_settings(ctr[0]).shares == 204 and reader.memory_limit(pod_cgroup) == 256 * MI
+    assert 0 < (reader.cpu_settings(ctr[0]).quota_us or 0) <= 30_000
+    assert 0 < (reader.cpu_settings(pod_cgroup).quota_us or 0) <= 30_000
+    assert reader.memory_limit(web_ctr) is None and reader.cpu_settings(web_ctr).quota_us is None, "online untouched"
