@@ -59,7 +59,7 @@ class OversubscriptionConfig(Strict):
     update_fraction: float = Field(default=0.1, ge=0, le=1)
     update_interval_seconds: float = Field(default=60.0, gt=0)
     stall_intervals: int = Field(default=5, ge=1)
-    extended_resources: bool = False
+    extended_resources: bool = True  # kubernetes.io/batch-* in node status; false removes them (issue 11)
 
 
 class EvictionConfig(Strict):
