@@ -7,6 +7,9 @@ quota change of the pass; the kernel refuses a quota below the burst). What hold
 `RECHECK_SECONDS`; in between only changed targets are asked for, so a pass reads no burst file it need not.
 A pod that stops being online, opts out, loses its limit or goes away, and every pod when the feature is
 off, gets its recorded bursts back (a `Restore` of the part).
+
+A pod's bursts, their actions and its report entry depend on its spec alone: kept between passes and
+computed again when the pod's PodMeta object or its containers change (SpecCache in online.py).
 """
 
 from __future__ import annotations

@@ -6,6 +6,10 @@ memory.high. On cgroup v1 the plan is empty and the report says unsupported.
 Everything is asked for each pass (the executor skips what holds); a pod that stops being online or goes
 away gets its recorded values back (`Restore` of the part), and so does every pod when the feature is off.
 The cgroups above pods are shared: `Restore(uid="")` puts back those no online pod needs any more.
+
+A pod's own targets, their actions and its report entry depend on its spec alone: kept between passes and
+computed again when the pod's PodMeta object or its containers change (SpecCache in online.py); each pass
+sums the protection above pods and compares with the ledger's record.
 """
 
 from __future__ import annotations

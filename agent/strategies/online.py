@@ -6,7 +6,7 @@ the QoS strategies is the work that depends on the pass's samples, not a fresh d
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Generic, TypeVar
@@ -34,21 +34,13 @@ class OnlinePod:
 
 
 def online_pod(p: PodSample) -> OnlinePod | None:
-    """The pod with its quotas when it is classified online (unknown class is not: nothing is given to a pod
-    not known to be online); None otherwise."""
+    """The pod with its quotas when it is classified online, of the pass's `NodeState.online` (unknown class is
+    not: nothing is given to a pod not known to be online); None otherwise."""
     if p.meta.pod_class != "online":
         return None
     limits = p.meta.container_cpu_limits
     containers = tuple(LimitedContainer(c.id, c.cgroup, kubelet_quota(limits.get(c.id))) for c in p.containers)
     return OnlinePod(p, kubelet_quota(p.meta.cpu_limit_cores), containers)
-
-
-def online_pods(pods: Iterable[PodSample]) -> Iterator[OnlinePod]:
-    """Every pod classified online, of the pass's `NodeState.online`."""
-    for p in pods:
-        o = online_pod(p)
-        if o is not None:
-            yield o
 
 
 def cores(quota_us: int | None, period_us: int = PERIOD_US) -> float | None:

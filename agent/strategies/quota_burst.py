@@ -4,6 +4,10 @@ suppressed or the node is evicting (the decisions are agent/qos/quota_burst.py; 
 pass's NodeState). What a container holds is what this strategy asked for last (its memo), its own quota is
 what its current spec gives. A pod with a raise gets its pod and container quotas written together (the
 executor orders them as v1 accepts); a pod with none left gets its recorded own quotas back (`Restore`).
+
+Per pass the cost is the decisions: the own quotas a pod's spec gives are kept between passes (SpecCache in
+agent/strategies/online.py), the containers go to the planner as rows, and a container's action is last
+pass's object while it asks for the same quota (a raised pod is asked for every pass).
 """
 
 from __future__ import annotations
