@@ -108,7 +108,7 @@ def served_certificate(port: int) -> bytes:
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, ctx.wrap_socket(raw) as tls:
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as raw, ctx.wrap_socket(raw) as tls:
         der = tls.getpeercert(binary_form=True)
     assert der is not None
     return der
@@ -142,7 +142,9 @@ def tls_server(tmp_path: Path) -> Iterator[tuple[Server, Path, Path]]:
 def test_https_with_certificates_reloaded_when_they_change(tls_server: tuple[Server, Path, Path]) -> None:
     server, tmp_path, first_cert = tls_server
     port = server.bound_port
-    r = httpx.get(f"https://127.0.0.1:{port}/healthz", verify=ssl.create_default_context(cafile=str(first_cert)))
+    r = httpx.get(
+        f"https://127.0.0.1:{port}/healthz", verify=ssl.create_default_context(cafile=str(first_cert)), timeout=30
+    )
     assert r.status_code == 200 and r.text == "ok"
     with pytest.raises(httpx.TransportError):
         httpx.get(f"http://127.0.0.1:{port}/healthz")  # plain HTTP is not served
@@ -153,9 +155,9 @@ def test_https_with_certificates_reloaded_when_they_change(tls_server: tuple[Ser
     shutil.copy(second_cert, tmp_path / "tls.crt.new")
     (tmp_path / "tls.key.new").rename(tmp_path / "tls.key")
     (tmp_path / "tls.crt.new").rename(tmp_path / "tls.crt")
-    wait_for(lambda: served_certificate(port) == der_of(second_cert), timeout=10)
+    wait_for(lambda: served_certificate(port) == der_of(second_cert), timeout=60)  # generous: a busy machine
     ctx = ssl.create_default_context(cafile=str(second_cert))
-    assert httpx.get(f"https://127.0.0.1:{port}/healthz", verify=ctx).status_code == 200
+    assert httpx.get(f"https://127.0.0.1:{port}/healthz", verify=ctx, timeout=30).status_code == 200
 
 
 def test_a_bad_certificate_update_keeps_the_old_one(tls_server: tuple[Server, Path, Path]) -> None:
