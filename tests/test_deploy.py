@@ -56,7 +56,7 @@ from controller.main import main as controller_main
 from controller.metrics import ControllerMetrics
 from controller.policy import default_policy, load_policy
 from exporter.collector import POD_LABELS, ColoCollector
-from exporter.render import encode_families
+from exporter.encoding import encode_families
 from kube import ApiError, Kube
 from kube.permissions import Permission
 from serving.auth import User
