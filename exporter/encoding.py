@@ -8,7 +8,9 @@ same families, so text, OpenMetrics and gzip bodies of one render always agree. 
 Colo's own families) take a fast path whose sample lines are shared by both formats and are
 byte-identical to prometheus-client's output; other families (the stages' counters, histograms)
 go through prometheus-client's encoders. gzip uses level 1: a fifth larger than level 6 for a third
-of the CPU, on a body that crosses a node-local or cluster network once per scrape.
+of the CPU, on a body that crosses a node-local or cluster network once per scrape. A render keeps only the
+bodies asked for: the shared sample lines and a gzip body's uncompressed text are dropped once encoded
+(`Rendered.trim`), about 2 MiB each at 250 pods x 3 containers.
 """
 
 from __future__ import annotations
@@ -141,9 +143,15 @@ class Rendered:
         if body is not None:
             return body
         openmetrics, compressed = variant
-        if compressed:
-            body = gzip.compress(self._encode((openmetrics, False), gzip_level), compresslevel=gzip_level, mtime=0)
+        if compressed:  # the uncompressed body is kept only when it was asked for itself
+            plain = self._bodies.get((openmetrics, False)) or self.encode(openmetrics)
+            body = gzip.compress(plain, compresslevel=gzip_level, mtime=0)
         else:
             body = self.encode(openmetrics)
         self._bodies[variant] = body
         return body
+
+    def trim(self) -> None:
+        """Drop the sample lines shared by the formats once the asked-for bodies exist (they are as large as
+        an uncompressed body): a variant asked for later is encoded from the families again (worker thread)."""
+        self._gauges = None

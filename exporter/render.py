@@ -330,6 +330,7 @@ class RenderCache:
                 with self._cond:
                     missing = [v for v in sorted(job.variants) if rendered.body(v) is None]
                     if not missing:
+                        rendered.trim()
                         if self._current is None or rendered.seq >= self._current.seq:
                             self._current = rendered
                         self._running = None
@@ -352,6 +353,7 @@ class RenderCache:
         try:
             existed = rendered.body(variant) is not None
             body = rendered._encode(variant, self.gzip_level)
+            rendered.trim()
             self.encodes += not existed
         except Exception as exc:
             log.exception("encoding /metrics failed")
