@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -247,15 +248,22 @@ def test_the_pod_usage_parser_reads_the_real_agent_document() -> None:
     assert set(agent_pod("a", "b", 1.0, 1.0)) == set(json.loads(body)[0])
 
 
-def test_an_api_server_that_does_not_answer_stops_the_cycles_evictions(rig: Rig) -> None:
+def test_an_api_server_that_does_not_answer_stops_the_cycles_evictions(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
     api = rig.api
     c = rig.start()
     cycle(c)
     fault = api.inject("POST", r"/eviction$", status=503, times=None)
-    cycle(c)
-    assert fault.hits == 1 and len(api.objects("pods")) == len(HOT_PODS) + 1  # one try, then stop
-    doc = c.rebalance_document()
-    assert doc["stopped"] == "unavailable" and [m["result"] for m in doc["moves"]] == ["unavailable"]
+    with caplog.at_level(logging.WARNING, logger="controller.rebalance.actuator"):
+        cycle(c)
+        assert fault.hits == 1 and len(api.objects("pods")) == len(HOT_PODS) + 1  # one try, then stop
+        doc = c.rebalance_document()
+        assert doc["stopped"] == "unavailable" and [m["result"] for m in doc["moves"]] == ["unavailable"]
+        cycle(c)  # the same failure again within a minute: counted, not logged again
+    assert fault.hits == 2
+    failed = [r for r in caplog.records if "failed" in r.getMessage()]
+    assert len(failed) == 1 and "evicting default/" in failed[0].getMessage()
     api.clear_faults()
     cycle(c)  # nothing was evicted, so the node is still confirmed: the next cycle tries again
     assert {p["metadata"]["name"] for p in api.objects("pods")} == {"web-c", "web-d", "cold-web"}

@@ -19,6 +19,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from common.logs import Repeats
 from contract.classify import KOORD_QOS_LABEL, Classifier
 from controller.config import ClassifySettings
 from controller.httpget import http_get
@@ -69,6 +70,9 @@ class Rebalancer:
         self.kube = kube
         self.cfg = cfg
         self.metrics = RebalanceMetrics(registry)
+        # an API server that is away fails every eviction and event of a cycle alike: one line per kind of
+        # failure per minute, saying how many were held back
+        self._failures = Repeats(60.0)
         self.lease_time_left = lease_time_left
         self.poll_timeout = poll_timeout
         self.poll_concurrency = poll_concurrency
@@ -167,8 +171,8 @@ class Rebalancer:
         try:
             result: str = self.kube.evict_pod(c.facts.namespace, c.facts.name, timeout=timeout)
         except ApiError as err:
-            log.warning("rebalance: evicting %s from %s failed: %s", c.key, src.name, err)
             result = "unavailable" if err.status == 0 or err.status >= 500 else "error"
+            self._warn(("evict", err.status), f"evicting {c.key} from {src.name} failed: {err}")
         self.metrics.evictions.labels(reason, result).inc()
         if result == "evicted":
             pct = percent(src.usage, src.allocatable)
@@ -201,7 +205,13 @@ class Rebalancer:
                 component=COMPONENT,
             )
         except (ApiError, ValueError) as err:
-            log.warning("rebalance: event %s on %s %s failed: %s", reason, kind, name, err)
+            status = err.status if isinstance(err, ApiError) else -1
+            self._warn(("event", status), f"event {reason} on {kind} {name} failed: {err}")
+
+    def _warn(self, subject: tuple[str, int], message: str) -> None:
+        held = self._failures.occurred(subject)
+        if held is not None:
+            log.warning("rebalance: %s%s", message, f" ({held} more like it held back)" if held else "")
 
     def _record(self, out: CycleOutcome) -> None:
         a = out.assessment
