@@ -35,7 +35,11 @@ OWN_LIMITS: frozenset[Part] = frozenset({"batch"})
 
 @dataclass(frozen=True, slots=True)
 class SetCpuQuota:
-    """CFS quota (None: unlimited) at a period; `tolerance` skips a change smaller than that share."""
+    """CFS quota (None: unlimited) at a period; `tolerance` skips a change smaller than that share of the
+    current quota. `containers` (cgroup -> (quota, period)) change with it, in the same safe-order batch,
+    and are skipped with it. `period_us` 0 with `quota_us` None: unlimited at whatever period the cgroup
+    has. With `uid` "" the cgroup is a QoS tier: its period is recorded (`Recorded.tiers`) before a cap,
+    dropped once it is uncapped."""
 
     cgroup: str
     quota_us: int | None
@@ -43,6 +47,7 @@ class SetCpuQuota:
     part: Part
     uid: str = ""  # the pod the cgroup belongs to ("" for a QoS tier)
     tolerance: float = 0.0
+    containers: Mapping[str, tuple[int | None, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

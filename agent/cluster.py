@@ -7,9 +7,10 @@ is a separate stage whose stop does nothing, so shutdown (last capacity round, r
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from agent import qos_report
 from agent.classify import Classifier
 from agent.config import AgentConfig
 from agent.enforcer import Enforcer
@@ -21,6 +22,7 @@ from agent.publisher import AnnotationOwner, ApiHealth, NodePublisher
 from agent.resources import node_allocatable
 from agent.runtime import Host
 from agent.snapshot import Snapshot
+from agent.strategies.registry import Strategy
 from agent.view import AgentView, MetricSource
 from cgroup import CgroupReader, CgroupWriter
 from kube import Informer, Kube
@@ -54,6 +56,7 @@ class ClusterLink:
         reader: CgroupReader,
         kube: Kube,
         *,
+        registered: Sequence[Strategy] | None = None,
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
     ) -> None:
@@ -76,7 +79,7 @@ class ClusterLink:
         self.enforcer = Enforcer(
             host.layout, host.model, reader, enf, lambda: node_allocatable(self.node_object() or {}),
             dry_run=cfg.dry_run, host_root=cfg.host_root,
-            memory_high_watermark=lambda: float(self.evictor.watermarks.high["memory"]),
+            memory_high_watermark=lambda: float(self.evictor.watermarks.high["memory"]), registered=registered,
         )  # fmt: skip
         if self.enforcer.ledger.problem:
             self.evictor.node_event("EnforcementLedgerCorrupt", self.enforcer.ledger.problem)
@@ -90,11 +93,12 @@ class ClusterLink:
 
     def node_sections(self) -> dict[str, Callable[[], dict[str, Any]]]:
         """The keys this link adds to /api/v1/node."""
-        return {"oversubscription": self.oversubscription.section, "enforcement": self.enforcement_section}
+        return {"oversubscription": self.oversubscription.section, "enforcement": self.enforcement_section,
+                "qos": lambda: qos_report.section(self.enforcer)}  # fmt: skip
 
     def metric_sources(self) -> dict[str, MetricSource]:
         return {"oversubscription": self.oversubscription.metrics, "enforcement": self.enforcer.metrics,
-                "eviction": self.evictor.metrics}  # fmt: skip
+                "eviction": self.evictor.metrics, "qos": lambda: qos_report.metrics(self.enforcer)}  # fmt: skip
 
     def enforcement_section(self) -> dict[str, Any]:
         return {**self.enforcer.section(), "eviction": self.evictor.section()}
@@ -114,7 +118,9 @@ class ClusterLink:
         runs whether or not the API server is reachable; each part on its own, so a failure of one never
         stops another."""
         node = self.node_object() or {}
-        state = self.states.build(snap, node_allocatable(node))
+        # what protection did up to this pass: online QoS gives nothing while the node evicts or suppresses
+        state = self.states.build(snap, node_allocatable(node), evicting=self.evictor.is_evicting(),
+                                  offline_suppressed=self.enforcer.suppressing)  # fmt: skip
         parts: list[tuple[str, Callable[[], None]]] = [
             ("capacity", lambda: self.oversubscription.on_state(state, node))
         ]

@@ -1,58 +1,78 @@
 """What enforcement exposes: the `enforcement` section of /api/v1/node and its metric families, read from the
-enforcer's exported state (only ever replaced, never changed in place, so a reader sees one pass)."""
+strategies' reports of the last pass (only ever replaced, never changed in place, so a reader sees one pass).
+
+A strategy's report keys are fields of the section: `DEFAULTS` holds each key's value while its strategy
+is not active (the JSON has every key always); a new strategy adds its keys there (and, for a metric, a
+family in `metrics`), and documents them in README.md.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
-from cgroup.files import format_cpuset
-
 if TYPE_CHECKING:
     from agent.enforcer import Enforcer
 
+#: Report keys, in the section's order, and their values while no active strategy reports them.
+DEFAULTS: Mapping[str, Any] = {
+    "offline_cpu_budget_cores": None,  # cfs_quota, cpuset
+    "offline_cpu_released": False,  # cfs_quota, cpuset
+    "offline_cpu_quota_cores": {},  # cfs_quota
+    "besteffort_cpu_cores": 0.0,  # cfs_quota
+    "besteffort_tier_cap_cores": None,  # cfs_quota
+    "offline_cpuset": None,  # cpuset
+    "offline_memory_high_bytes": {},  # memory_high
+    # online QoS: in the `qos` section (agent/qos_report.py), not this one
+    "cpu_burst": {},  # cpu_burst
+    "quota_burst": {},  # quota_burst
+    "memory_qos": {},  # memory_qos
+}
+QOS_KEYS = ("cpu_burst", "quota_burst", "memory_qos")
+
+
+def merged(reports: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    out = dict(DEFAULTS)
+    for report in reports.values():
+        out.update(report)
+    return out
+
 
 def section(e: Enforcer) -> dict[str, Any]:
-    return {
-        "dry_run": e.dry_run,
-        "cpu_policy": e.config.cpu_policy,
-        "offline_cpu_budget_cores": e.budget_cores,
-        "offline_cpu_released": e.released,
-        "offline_cpu_quota_cores": dict(e.quotas),
-        "besteffort_cpu_cores": e.besteffort_cores,
-        "besteffort_tier_cap_cores": e.tier_cap_cores,
-        "offline_cpuset": None if e.cpuset is None else format_cpuset(e.cpuset),
-        "memory": e.memory_status,
-        "offline_memory_high_bytes": dict(e.memory_high),
-        "pods_touched": list(e.touched),
-        "writes": e.writes,
-        "write_errors": e.errors,
-        "last_error": e.last_error,
-    }
+    r = merged(e.reports)
+    head = {"dry_run": e.dry_run, "cpu_policy": e.config.cpu_policy}
+    cpu = {k: r.pop(k) for k in list(DEFAULTS)[:6]}
+    memory = {"memory": e.memory_status, "offline_memory_high_bytes": dict(r.pop("offline_memory_high_bytes"))}
+    for key in QOS_KEYS:
+        r.pop(key)
+    cpu["offline_cpu_quota_cores"] = dict(cpu["offline_cpu_quota_cores"])
+    tail = {"pods_touched": list(e.touched), "writes": e.writes, "write_errors": e.errors, "last_error": e.last_error}
+    return {**head, **cpu, **memory, **r, **tail}
 
 
 def metrics(e: Enforcer) -> Iterable[Metric]:
+    r = merged(e.reports)
     out: list[Metric] = []
-    if e.budget_cores is not None:
+    if r["offline_cpu_budget_cores"] is not None:
         g = GaugeMetricFamily("colo_offline_cpu_budget_cores", "CPU the offline pods may use together, cores")
-        g.add_metric([], e.budget_cores)
+        g.add_metric([], r["offline_cpu_budget_cores"])
         out.append(g)
-    r = GaugeMetricFamily(
+    rel = GaugeMetricFamily(
         "colo_offline_cpu_released", "1 while the node is quiet and offline pods run at their own CPU limits"
     )
-    r.add_metric([], 1.0 if e.released else 0.0)
-    out.append(r)
+    rel.add_metric([], 1.0 if r["offline_cpu_released"] else 0.0)
+    out.append(rel)
     q = GaugeMetricFamily(
         "colo_offline_pod_cpu_quota_cores", "CPU quota given to an offline pod, cores", labels=["uid"]
     )
-    for uid, cores in e.quotas.items():
+    for uid, cores in r["offline_cpu_quota_cores"].items():
         q.add_metric([uid], cores)
     out.append(q)
     m = GaugeMetricFamily("colo_offline_pod_memory_high_bytes", "memory.high given to an offline pod", labels=["uid"])
-    for uid, value in e.memory_high.items():
+    for uid, value in r["offline_memory_high_bytes"].items():
         m.add_metric([uid], float(value))
     out.append(m)
     w = CounterMetricFamily("colo_enforcement_writes", "cgroup writes made by enforcement", labels=["result"])

@@ -1,42 +1,271 @@
-"""The one place enforcement changes cgroups: every write of a pass goes through a `CgroupExecutor`, which
-counts it, contains a refusal (logged, the batch goes on), applies limit changes in the order cgroup v1
-accepts, and refuses to write at all while the ledger of originals cannot be saved. A dry run swaps in the
-`DryRunExecutor`, which logs what it would do: the decisions are the same, only the executor differs.
+"""The one place enforcement changes cgroups: the strategies' actions of a pass (agent/actions.py) go through
+`CgroupExecutor.apply`, which
+
+1. reads each cgroup's current value and skips what already holds (a `SetCpuQuota` within its tolerance,
+   and then the changes below that cgroup too);
+2. makes sure the ledger holds the original of each part of each pod it is about to change (the per-part
+   recorders of agent/recorders.py; `OWN_LIMITS` parts are neither recorded nor restored);
+3. saves the ledger, and refuses every write of the pass that changes a value when it cannot (an error is
+   counted and `last_error` says why): a value changed without its original on disk could never be put
+   back. Putting recorded originals back (`Restore`, a tier's uncap) needs no new record and still goes;
+4. writes: CFS quota changes (restores included) in one batch in the order cgroup v1 accepts, cpusets
+   through the union of old and new CPUs, everything else in the order the actions came. A refused write is
+   logged and counted and the pass goes on, so one stuck cgroup does not leave every other pod unprotected.
+
+A dry run swaps in `DryRunExecutor`: same reads and records (the ledger lives in memory), no write.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from agent.ledger import Ledger
+from agent.actions import (
+    OWN_LIMITS,
+    Action,
+    Restore,
+    SetCpuBurst,
+    SetCpuIdle,
+    SetCpuQuota,
+    SetCpuset,
+    SetCpuShares,
+    SetMemoryHigh,
+    SetMemoryLimit,
+    SetMemoryProtection,
+    SetOomScoreAdj,
+)
+from agent.ledger import Ledger, Touched
+from agent.originals import Originals
+from agent.recorders import RECORDERS, held_parts, record_memory
+from agent.restore import Restorer
+from agent.snapshot import Snapshot
 from agent.strategies import cpu_quota
-from cgroup import CgroupError, CgroupGone, CgroupReader, CgroupWriter, Layout, LimitChange, apply_in_safe_order
+from cgroup import (
+    CgroupError,
+    CgroupGone,
+    CgroupReader,
+    CgroupWriter,
+    CpuSettings,
+    Layout,
+    LimitChange,
+    apply_in_safe_order,
+    shares_to_weight,
+)
 from cgroup.files import format_cpuset
 
 log = logging.getLogger("agent.enforcer")
+SHARED = ""  # the uid of actions on cgroups no pod owns (QoS tiers, kubepods)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a pass's `apply` did: writes made, cgroups whose write was refused, and whether its changes were
+    refused because the ledger could not be saved (only restores went)."""
+
+    writes: int = 0
+    failed: frozenset[str] = frozenset()
+    refused: bool = False
+
+
+@dataclass(slots=True)
+class _Step:
+    """One action that does not hold yet: what it found there, and how to write it."""
+
+    action: Action
+    current: Any = None
+    write: Callable[[], Any] | None = None  # a plain write
+    change: LimitChange | None = None  # a quota change, for the safe-order batch
+    entry: Touched | None = None  # Restore: the entry put back
+    quotas: list[LimitChange] = field(default_factory=list)  # a pod's containers' quotas; Restore: all
 
 
 class CgroupExecutor:
     """Writes through a CgroupWriter; `writes`, `errors` and `last_error` are exported as they are."""
 
-    def __init__(self, layout: Layout, reader: CgroupReader, ledger: Ledger) -> None:
-        self.reader, self.ledger = reader, ledger
+    def __init__(self, layout: Layout, reader: CgroupReader, ledger: Ledger, originals: Originals,
+                 host_root: str = "/") -> None:  # fmt: skip
+        self.layout, self.reader, self.ledger, self.originals = layout, reader, ledger, originals
         self.writer = CgroupWriter(layout, reader)
+        self.restorer = Restorer(layout, reader, ledger, self, originals, host_root)
+        self.proc_root = os.path.join(host_root, "proc")
         self.writes = 0
         self.errors = 0
         self.last_error: str | None = None
 
+    # -- the pass --------------------------------------------------------------------------------------
+    def apply(self, actions: Sequence[Action], snapshot: Snapshot | None = None) -> Outcome:
+        """Carry out one pass's actions (see the module). `snapshot` gives the pods whose ledger entry an
+        action may have to create (a part first written to a pod the ledger does not know yet)."""
+        writes = self.writes
+        steps: list[_Step] = []
+        # a value a strategy asks for in this pass wins over putting back a recorded one on the same cgroup
+        asked = {a.cgroup for a in actions if isinstance(a, SetCpuQuota | SetMemoryProtection | SetMemoryHigh)}
+        asked.update(c for a in actions if isinstance(a, SetCpuQuota) for c in a.containers)
+        for action in actions:
+            step = self._prepare(action, asked)
+            if step is not None:
+                steps.append(step)
+        steps = [s for s in steps if self._record(s, snapshot)]
+        # putting back what is on record needs no new record on disk: only those writes go on without it
+        refused = not all(map(_puts_back, steps)) and not self.recorded("protect pods")
+        if refused:
+            steps = [s for s in steps if _puts_back(s)]
+        failed: set[str] = set()
+        batch: list[LimitChange] = []
+        for step in steps:
+            if step.change is not None:
+                batch.append(self._guarded(step.change, failed))
+            batch += [self._guarded(c, failed) for c in step.quotas]
+            if isinstance(step.action, Restore):
+                self._restore_parts(step)
+            elif isinstance(step.action, SetCpuset) and step.write is not None:
+                step.write()  # a move through the union: each of its writes is counted (and guarded) on its own
+            elif step.write is not None:
+                self.write(_describe(step.action), step.write)
+        apply_in_safe_order(batch)
+        for step in steps:
+            self._settle(step, failed)
+        self.ledger.save()
+        return Outcome(self.writes - writes, frozenset(failed), refused)
+
+    def _prepare(self, a: Action, asked: set[str]) -> _Step | None:
+        """The step for an action; None when it holds already, or its cgroup cannot be read."""
+        if isinstance(a, Restore):
+            if a.uid == SHARED:  # the cgroups above pods: those no action of this pass asks a value of
+                if "memory_qos" in a.parts:
+                    self.restorer.shared_memory(asked)
+                return None
+            entry = self.ledger.entries.get(a.uid)
+            if entry is None:
+                return None
+            if not self.reader.exists(entry.cgroup):
+                self.ledger.drop(a.uid)  # the pod's cgroups are gone: nothing left to put back
+                return None
+            quotas = ("quota" in a.parts and entry.quota) or ("quota_burst" in a.parts and entry.quota_burst)
+            back = [c for c in self.restorer.quota_changes(entry) if c.cgroup not in asked] if quotas else []
+            return _Step(a, entry=entry, quotas=back)
+        try:
+            if isinstance(a, SetCpuQuota):
+                cur = self.reader.cpu_settings(a.cgroup)
+                change = self._quota_change(a.cgroup, cur, a.quota_us, a.period_us or cur.period_us, a.tolerance)
+                if change is None:
+                    if a.uid == "" and a.quota_us is None:
+                        self.ledger.drop_tier(a.cgroup)  # uncapped already: nothing left to put back
+                    return None  # the containers follow their pod: within its tolerance, none is written
+                below = [self.quota_change(path, quota, period) for path, (quota, period) in a.containers.items()]
+                return _Step(a, cur, change=change, quotas=[c for c in below if c is not None])
+            probe = self._probe(a)
+        except CgroupError:
+            return None  # unreadable (gone, or no such controller): nothing to compare with, nothing written
+        if probe is None:
+            return None
+        current, holds, write = probe
+        return None if holds else _Step(a, current, write)
+
+    def _probe(self, a: Action) -> tuple[Any, bool, Callable[[], Any]] | None:
+        """(what the cgroup holds, whether that is what the action wants, the write) of a plain action;
+        None when it cannot be written now."""
+        assert not isinstance(a, Restore | SetCpuQuota)
+        r, w, cg = self.reader, self.writer, a.cgroup
+        if isinstance(a, SetCpuShares):
+            cur = r.cpu_settings(cg)
+            if cur.idle:  # a SCHED_IDLE group refuses weight changes (and reports the kernel's idle weight)
+                return None
+            if self.layout.is_v2:
+                weight = a.weight or shares_to_weight(a.shares)
+                return cur, cur.weight == weight, partial(w.set_cpu_weight, cg, weight)
+            return cur, cur.shares == a.shares, partial(w.set_cpu_shares, cg, a.shares)
+        if isinstance(a, SetCpuIdle):
+            idle = r.cpu_settings(cg).idle  # None: this kernel has no cpu.idle
+            return idle, idle is None or idle == a.idle, partial(w.set_cpu_idle, cg, a.idle)
+        if isinstance(a, SetOomScoreAdj):  # per process, and new processes come: written every time
+            return None, False, partial(w.set_oom_score_adj, cg, a.score, proc_root=self.proc_root)
+        if isinstance(a, SetCpuset):
+            cpus = r.cpuset(cg)
+            return cpus, cpus == a.cpus, partial(self.move_cpuset, cg, cpus, a.cpus, dict(a.containers))
+        if isinstance(a, SetMemoryHigh):
+            high = r.memory_high(cg)
+            return high, high == a.limit, partial(w.set_memory_high, cg, a.limit)
+        if isinstance(a, SetMemoryLimit):
+            limit = r.memory_limit(cg)
+            return limit, limit == a.limit, partial(w.set_memory_limit, cg, a.limit)
+        if isinstance(a, SetMemoryProtection):
+            prot = r.memory_protection(cg)
+            setter = w.set_memory_min if a.kind == "min" else w.set_memory_low
+            return (
+                prot,
+                (prot.min_bytes if a.kind == "min" else prot.low_bytes) == a.value,
+                partial(setter, cg, a.value),
+            )
+        if isinstance(a, SetCpuBurst):
+            burst = r.cpu_burst(cg)
+            return burst, burst == a.burst_us, partial(w.set_cpu_burst, cg, a.burst_us)
+        raise TypeError(f"not an action the executor knows: {a!r}")
+
+    def _record(self, step: _Step, snapshot: Snapshot | None) -> bool:
+        """The original of the step's part in the ledger (in memory; saved before any write); False when it
+        cannot be had, and the step is dropped."""
+        a = step.action
+        if isinstance(a, Restore) or a.part in OWN_LIMITS:
+            return True
+        if a.uid == SHARED:
+            if isinstance(a, SetCpuQuota) and a.quota_us is not None:
+                self.ledger.record_tier(a.cgroup, step.current.period_us)
+            if a.part == "memory_qos" and record_memory(self.ledger.shared, a, step.current):
+                self.ledger.changed()
+            return True
+        entry = self.ledger.entries.get(a.uid)
+        if entry is None:
+            pod = snapshot.pods.get(a.uid) if snapshot is not None else None
+            entry = self.originals.entry(pod, snapshot) if pod is not None and snapshot is not None else None
+        recorder = RECORDERS.get(a.part)
+        if entry is None or recorder is None:
+            self.errors += 1
+            self.last_error = f"{_describe(a)}: refused, no original of its {a.part} can be recorded"
+            log.warning("enforcement: %s", self.last_error)
+            return False
+        if recorder.record(self.originals, entry, a, step.current):
+            self.ledger.changed()
+        return True
+
+    def _restore_parts(self, step: _Step) -> None:
+        """A Restore's parts other than the CFS quotas (those are in the batch)."""
+        assert isinstance(step.action, Restore) and step.entry is not None
+        held = held_parts(step.entry)
+        for part in RECORDERS:  # baseline first: a SCHED_IDLE group refuses weight changes
+            if part != "quota" and part in step.action.parts and part in held:
+                self.restorer.restore_part(step.entry, part)
+
+    def _settle(self, step: _Step, failed: set[str]) -> None:
+        """After the writes: a restored quota is forgotten, an entry holding nothing more goes, a tier whose
+        cap was lifted is dropped."""
+        a = step.action
+        if isinstance(a, Restore) and step.entry is not None:
+            entry = step.entry
+            if "quota" in a.parts and entry.quota and not {c.cgroup for c in step.quotas} & failed:
+                entry.quota = False
+                self.ledger.changed()
+            if "quota_burst" in a.parts and entry.quota_burst and not {entry.cgroup, *entry.containers} & failed:
+                entry.quota_burst = False  # back to the recorded quotas, or to those this pass asked for
+                self.ledger.changed()
+            if not held_parts(entry):
+                self.ledger.drop(entry.uid)
+        elif isinstance(a, SetCpuQuota) and a.uid == "" and a.quota_us is None and a.cgroup not in failed:
+            self.ledger.drop_tier(a.cgroup)
+
+    # -- the writes ------------------------------------------------------------------------------------
     def failed(self, what: str, exc: CgroupError) -> None:
         self.errors += 1
         self.last_error = f"{what}: {exc}"
         log.warning("enforcement: %s failed: %s", what, exc)
 
     def recorded(self, what: str) -> bool:
-        """Save the ledger; False (and nothing may be written) when it could not be: a value changed without
-        its original on disk could never be put back after a crash."""
+        """Save the ledger; False (and nothing may be written) when it could not be."""
         if self.ledger.save():
             return True
         self.errors += 1
@@ -55,30 +284,21 @@ class CgroupExecutor:
         self.writes += 1
         return True
 
-    def apply(self, what: str, changes: list[LimitChange]) -> set[str]:
-        """Limit changes in the safe order (loosen parents first, tighten children first), each on its own:
-        a refused change is logged and the batch goes on, so one stuck cgroup does not leave every other
-        offline pod unlimited. Returns the cgroups whose change was refused."""
-        failed: set[str] = set()
-        if not changes:
-            return failed
+    def _guarded(self, change: LimitChange, failed: set[str]) -> LimitChange:
+        """A change whose refusal is logged and counted, and the batch goes on."""
 
-        def guarded(change: LimitChange) -> LimitChange:
-            def run() -> None:
-                try:
-                    change.apply()
-                except CgroupGone:
-                    return
-                except CgroupError as exc:
-                    failed.add(change.cgroup)
-                    self.failed(f"{what} ({change.cgroup})", exc)
-                    return
-                self.writes += 1
+        def run() -> None:
+            try:
+                change.apply()
+            except CgroupGone:
+                return
+            except CgroupError as exc:
+                failed.add(change.cgroup)
+                self.failed(f"set the CFS quota of {change.cgroup}", exc)
+                return
+            self.writes += 1
 
-            return LimitChange(change.cgroup, change.loosens, run)
-
-        apply_in_safe_order([guarded(c) for c in changes])
-        return failed
+        return LimitChange(change.cgroup, change.loosens, run)
 
     def quota_change(self, path: str, quota: int | None, period: int, threshold: float = 0.0) -> LimitChange | None:
         """The change giving `path` this CFS quota; None when it has it (within `threshold`) or is unreadable."""
@@ -86,6 +306,10 @@ class CgroupExecutor:
             cur = self.reader.cpu_settings(path)
         except CgroupError:
             return None
+        return self._quota_change(path, cur, quota, period, threshold)
+
+    def _quota_change(self, path: str, cur: CpuSettings, quota: int | None, period: int,
+                      threshold: float) -> LimitChange | None:  # fmt: skip
         if cur.quota_us == quota and cur.period_us == period:
             return None
         if (
@@ -117,6 +341,17 @@ class CgroupExecutor:
         return ok
 
 
+def _puts_back(step: _Step) -> bool:
+    a = step.action
+    return isinstance(a, Restore) or (isinstance(a, SetCpuQuota) and a.uid == "" and a.quota_us is None)
+
+
+def _describe(a: Action) -> str:
+    """The action in a log line or `last_error`."""
+    values = (f"{f.name}={getattr(a, f.name)}" for f in dataclasses.fields(a) if f.name not in ("part", "uid"))
+    return f"{type(a).__name__} {' '.join(values)}"
+
+
 class DryRunExecutor(CgroupExecutor):
     """Decides nothing differently and writes nothing: each write is logged and counts as done."""
 
@@ -127,7 +362,8 @@ class DryRunExecutor(CgroupExecutor):
         log.debug("dry-run: would %s", what)
         return True
 
-    def apply(self, what: str, changes: list[LimitChange]) -> set[str]:
-        if changes:
-            log.debug("dry-run: would %s (%d cgroups)", what, len(changes))
-        return set()
+    def _guarded(self, change: LimitChange, failed: set[str]) -> LimitChange:
+        def log_only() -> None:
+            log.debug("dry-run: would set the CFS quota of %s", change.cgroup)
+
+        return LimitChange(change.cgroup, change.loosens, log_only)

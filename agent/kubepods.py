@@ -13,6 +13,7 @@ from agent.snapshot import ContainerBatch, PodBatch, PodMeta
 from cgroup import ContainerID, Layout, PathModel, PodCgroup, normalize_qos, parse_container_id, resolve_pod
 from cgroup.kubelet_rules import BatchResources
 from cgroup.paths import QoS
+from contract.annotations import AGENT_POD_ANNOTATIONS
 from contract.classify import has_batch_resources
 
 log = logging.getLogger(__name__)
@@ -26,6 +27,36 @@ def _timestamp(value: object) -> float | None:
         return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
+
+
+def _running_ids(pod: dict[str, Any]) -> dict[str, str]:
+    """Container name -> the ID it runs under (containerStatuses)."""
+    out: dict[str, str] = {}
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        raw = cs.get("containerID")
+        if raw and cs.get("name"):
+            try:
+                out[str(cs["name"])] = parse_container_id(raw).id
+            except ValueError:
+                continue
+    return out
+
+
+def _container_memory(pod: dict[str, Any]) -> dict[str, tuple[int, int | None]]:
+    """Memory request and limit (bytes) of each running container by container ID (memory QoS)."""
+    ids = _running_ids(pod)
+    out: dict[str, tuple[int, int | None]] = {}
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        cid = ids.get(str(c.get("name")))
+        if cid is None:
+            continue
+        res = c.get("resources") or {}
+        req = quantity((res.get("requests") or {}).get("memory"))
+        lim = quantity((res.get("limits") or {}).get("memory"))
+        if req is None:
+            req = lim  # kubelet's rule: a limit without a request requests the limit
+        out[cid] = (0 if req is None else int(req), None if lim is None else int(lim))
+    return out
 
 
 def _container_cpu_limits(pod: dict[str, Any]) -> dict[str, float | None]:
@@ -95,6 +126,8 @@ def pod_meta(pod: dict[str, Any], classifier: Classifier) -> PodMeta:
         creation_timestamp=_timestamp(meta.get("creationTimestamp")),
         container_cpu_limits=_container_cpu_limits(pod),
         batch=_batch(pod),
+        annotations={k: str(v) for k, v in (meta.get("annotations") or {}).items() if k in AGENT_POD_ANNOTATIONS},
+        container_memory=_container_memory(pod),
     )
 
 

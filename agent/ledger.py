@@ -38,21 +38,29 @@ class Touched:
     oom_score_adj: dict[str, int] = field(default_factory=dict)  # cgroup with processes -> kubelet's value
     oom_default: int | None = None  # kubelet's formula for the pod: for processes seen only later
     idle: bool = False  # Colo set cpu.idle (informative: restore clears it whenever it is set)
+    baseline: bool = False  # Colo wrote the baseline (weight, SCHED_IDLE, oom_score_adj): restore puts it back
     from_spec: bool = False  # no trustworthy value in the cgroups: the originals are kubelet's, from the spec
+    # online QoS (agent/qos_executor.py), each recorded before Colo's first write of that file:
+    burst: dict[str, int] = field(default_factory=dict)  # pod/container cgroup -> its CFS burst (µs)
+    quota_burst: bool = False  # Colo raised CFS quotas above the pod's own (quota_us / containers hold those)
+    memory_qos: dict[str, dict[str, int | None]] = field(default_factory=dict)  # cgroup -> {min, low, high}
 
 
 _FIELDS = {f.name for f in dataclasses.fields(Touched)}
 
 
 def _entry(raw: dict[str, Any]) -> Touched:
-    """An entry from the file; one written by an older Colo (no `quota` flag) had its quotas changed."""
+    """An entry from the file; one written by an older Colo (no `quota` or `baseline` flag) had its quotas
+    and its baseline changed."""
     known = {k: v for k, v in raw.items() if k in _FIELDS}
     known.setdefault("quota", True)
+    known.setdefault("baseline", True)
     return Touched(**known)
 
 
 class Ledger:
-    """Pod entries plus the QoS tiers Colo capped (tier cgroup -> its CFS period before the cap).
+    """Pod entries plus the QoS tiers Colo capped (tier cgroup -> its CFS period before the cap) and the
+    cgroups above pods whose memory protection online QoS changed (`shared`: cgroup -> {min, low} before).
 
     The file is replaced atomically and the previous version kept as `<file>.bak`, so a crash between the
     two renames, or a file damaged on disk, still leaves a readable record. A file that cannot be read is
@@ -65,6 +73,7 @@ class Ledger:
         self.path = path
         self.entries: dict[str, Touched] = {}
         self.tiers: dict[str, int] = {}
+        self.shared: dict[str, dict[str, int | None]] = {}
         self.trusted = True
         self.problem: str | None = None
         self.save_failed = False  # the last save did not reach the disk: nothing may be written over originals
@@ -74,14 +83,16 @@ class Ledger:
     def backup(self) -> str:
         return self.path + ".bak"
 
-    def _read(self, path: str) -> tuple[dict[str, Touched], dict[str, int]]:
+    def _read(self, path: str) -> tuple[dict[str, Touched], dict[str, int], dict[str, dict[str, int | None]]]:
         with open(path) as f:
             raw = json.load(f)
         if not isinstance(raw, dict) or raw.get("format", "colo-enforcement-ledger") != "colo-enforcement-ledger":
             raise ValueError("not a Colo enforcement ledger")
         entries = {str(uid): _entry(e) for uid, e in (raw.get("pods") or {}).items()}
         tiers = {str(k): int(v) for k, v in (raw.get("tiers") or {}).items()}
-        return entries, tiers
+        shared = {str(k): {str(f): None if n is None else int(n) for f, n in v.items()}
+                  for k, v in (raw.get("shared") or {}).items()}  # fmt: skip
+        return entries, tiers, shared
 
     def load(self) -> None:
         """The file, else its backup (a crash between the renames of a save); a damaged file is kept aside."""
@@ -90,7 +101,7 @@ class Ledger:
         problems: list[str] = []
         for path in (self.path, self.backup):
             try:
-                self.entries, self.tiers = self._read(path)
+                self.entries, self.tiers, self.shared = self._read(path)
             except FileNotFoundError:
                 continue
             except (OSError, ValueError, TypeError, AttributeError) as exc:
@@ -98,7 +109,7 @@ class Ledger:
                 with contextlib.suppress(OSError):
                     os.replace(path, aside)
                 problems.append(f"{path} unreadable ({exc}), kept as {aside}")
-                self.entries, self.tiers = {}, {}
+                self.entries, self.tiers, self.shared = {}, {}, {}
                 continue
             if path == self.backup and not problems:
                 log.warning("enforcement ledger %s missing: using its backup %s", self.path, path)
@@ -142,6 +153,7 @@ class Ledger:
                 "format": "colo-enforcement-ledger",
                 "pods": {u: asdict(e) for u, e in self.entries.items()},
                 "tiers": self.tiers,
+                "shared": self.shared,
             }
         )
         directory = os.path.dirname(self.path) or "."

@@ -71,8 +71,12 @@ def build_agent(
     source: PodSource
     if kube is not None:
         from agent.cluster import ClusterLink
+        from agent.enforcer import detect_facts
+        from agent.strategies.registry import strategies
 
-        link = ClusterLink(config, host, view, reader, kube, backoff_initial=backoff_initial, backoff_max=backoff_max)
+        registered = strategies(config, detect_facts(host.layout, host.model, reader))  # one list, built once
+        link = ClusterLink(config, host, view, reader, kube, registered=registered, backoff_initial=backoff_initial,
+                           backoff_max=backoff_max)  # fmt: skip
         source, stages, services = link.source, [link.stage], [link]
         view.install(node_sections=link.node_sections(), metric_sources={**link.metric_sources(), **own},
                      cluster_synced=link.pods.synced.is_set)  # fmt: skip
@@ -81,7 +85,8 @@ def build_agent(
         # the JSON contract has these keys everywhere
         standalone = {"enabled": False, "reason": "standalone: no cluster, nothing published or enforced"}
         view.install(node_sections={"oversubscription": lambda: dict(standalone),
-                                    "enforcement": lambda: dict(standalone)}, metric_sources=own)  # fmt: skip
+                                    "enforcement": lambda: dict(standalone), "qos": lambda: dict(standalone)},
+                     metric_sources=own)  # fmt: skip
     sampler = Sampler(
         host.layout, host.model, source, windows, host_root=config.host_root, reader=reader,
         container_stat_every=config.container_memory_detail_every,

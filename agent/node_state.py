@@ -72,6 +72,14 @@ class NodeState:
     # the node's usage in percent of allocatable, averaged over the last smoothing_seconds (eviction's
     # watermarks compare this); a resource not measured in this pass (CPU on the first) is absent
     smoothed_percent: Mapping[Resource, float] = field(default_factory=dict)
+    # what protection did as this pass began (the previous pass's outcome): the node is evicting offline pods,
+    # and enforcement holds offline pods below their own limits (quota or cpuset); online QoS gives nothing then
+    evicting: bool = False
+    offline_suppressed: bool = False
+    # read for the enforcement stage's strategies (agent/enforcement_inputs.py) before they plan:
+    memory_high_percent: float = 60.0  # the high memory watermark (eviction's, from the Node's annotations)
+    exclusive_cpus: frozenset[int] = frozenset()  # CPUs kubelet's CPU manager gave containers for themselves
+    parent_cpus: Mapping[str, frozenset[int]] = field(default_factory=dict)  # pod's parent cgroup -> effective CPUs
 
     def usage(self, resource: Resource) -> Usage:
         return self.cpu if resource == "cpu" else self.memory
@@ -116,11 +124,20 @@ class StateBuilder:
     def __init__(self, smoothing_seconds: float) -> None:
         self._smoothers: dict[Resource, Smoother] = {r: Smoother(smoothing_seconds) for r in ("cpu", "memory")}
 
-    def build(self, snap: Snapshot, allocatable: tuple[float | None, float | None]) -> NodeState:
+    def build(
+        self,
+        snap: Snapshot,
+        allocatable: tuple[float | None, float | None],
+        *,
+        evicting: bool = False,
+        offline_suppressed: bool = False,
+    ) -> NodeState:
         state = node_state(snap, allocatable)
         smoothed: dict[Resource, float] = {}
         for resource, smoother in self._smoothers.items():
             raw = state.usage(resource).percent()
             if raw is not None:
                 smoothed[resource] = smoother.add(snap.mono, raw)
-        return dataclasses.replace(state, smoothed_percent=smoothed)
+        return dataclasses.replace(
+            state, smoothed_percent=smoothed, evicting=evicting, offline_suppressed=offline_suppressed
+        )

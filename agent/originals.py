@@ -10,9 +10,8 @@ from agent.config import EnforcementConfig
 from agent.kubelet import KUBELET_CFS_PERIOD_US, kubelet_oom_score_adj, kubelet_quota, kubelet_shares
 from agent.ledger import Ledger, Touched
 from agent.snapshot import PodSample, Snapshot
+from agent.strategies.baseline import OFFLINE_SHARES
 from cgroup import CgroupError, CgroupReader, Layout, shares_to_weight, weight_to_shares
-
-OFFLINE_SHARES = 2  # Colo's weight for offline pods (v2: weight 1)
 
 
 class Originals:

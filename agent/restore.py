@@ -1,41 +1,69 @@
 """Putting back what Colo changed on a pod, part by part (baseline, CFS quotas, cpuset, memory.high), from
-its ledger entry; and the best-effort tier it capped."""
+its ledger entry. The executor runs these steps for `Restore` actions: CFS quotas as limit changes in its
+safe-order batch, every other part through `restore_part`. Adding a part: one step in `_steps`."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from functools import partial
+from typing import TYPE_CHECKING
 
-from agent.executor import CgroupExecutor
+from agent.actions import Part
 from agent.ledger import Ledger, Touched
 from agent.originals import Originals
-from cgroup import CgroupError, CgroupGone, CgroupReader, Layout, LimitChange, PathModel
+from agent.strategies.cpuset import parent_cgroup
+from cgroup import CgroupError, CgroupGone, CgroupReader, Layout, LimitChange
 from cgroup.files import parse_cpuset
 
-ALL_PARTS = frozenset({"baseline", "quota", "cpuset", "memory"})
+if TYPE_CHECKING:
+    from agent.executor import CgroupExecutor
 
 
 def _depth(cgroup: str) -> int:
     return cgroup.rstrip("/").count("/")
 
 
-def parent_cgroup(cgroup: str) -> str:
-    return cgroup.rsplit("/", 1)[0] or "/"
+def _forget_baseline(entry: Touched) -> None:
+    entry.baseline = False  # cpu.idle is cleared whatever the entry says: nothing else to forget
+
+
+def _forget_cpuset(entry: Touched) -> None:
+    entry.cpuset, entry.container_cpusets = None, {}
+
+
+def _forget_memory_high(entry: Touched) -> None:
+    entry.memory_high, entry.memory_high_before = False, None
+
+
+def _forget_burst(entry: Touched) -> None:
+    entry.burst = {}
+
+
+def _forget_memory_qos(entry: Touched) -> None:
+    entry.memory_qos = {}
 
 
 class Restorer:
     def __init__(
         self,
         layout: Layout,
-        model: PathModel,
         reader: CgroupReader,
         ledger: Ledger,
         executor: CgroupExecutor,
         originals: Originals,
         host_root: str,
     ) -> None:
-        self.layout, self.model, self.reader, self.ledger = layout, model, reader, ledger
+        self.layout, self.reader, self.ledger = layout, reader, ledger
         self.executor, self.originals, self.host_root = executor, originals, host_root
+        # part -> (put it back, then make the entry forget it)
+        self._steps: dict[str, tuple[Callable[[Touched], bool], Callable[[Touched], None]]] = {
+            "baseline": (self.baseline, _forget_baseline),
+            "cpuset": (self.cpuset, _forget_cpuset),
+            "memory_high": (self.memory_high, _forget_memory_high),
+            "burst": (self.burst, _forget_burst),
+            "memory_qos": (lambda e: self.memory_qos(e.memory_qos), _forget_memory_qos),
+        }
 
     def quota_changes(self, entry: Touched) -> list[LimitChange]:
         """Back to the recorded quotas; a container that is gone has nothing to restore."""
@@ -92,54 +120,69 @@ class Restorer:
         }
         return self.executor.move_cpuset(entry.cgroup, current, pod_cpus, containers)
 
-    def restore(self, entry: Touched, parts: frozenset[str] = ALL_PARTS) -> bool:
-        """Put back what Colo changed on one pod, for the given parts: baseline (idle off first, weight,
-        oom_score_adj), CFS quotas, cpuset, memory.high. The entry goes when all is back or the pod is gone."""
-        cg = entry.cgroup
-        if not self.reader.exists(cg):
-            self.ledger.drop(entry.uid)
-            return True
-        ok = True
-        if "baseline" in parts:
-            ok &= self.baseline(entry)
-        if "quota" in parts and entry.quota:
-            if self.executor.apply(f"restore CFS quotas of {cg}", self.quota_changes(entry)):
+    def memory_high(self, entry: Touched) -> bool:
+        cg, before, w = entry.cgroup, entry.memory_high_before, self.executor.writer
+        return self.executor.write(f"restore memory.high of {cg}", partial(w.set_memory_high, cg, before))
+
+    def burst(self, entry: Touched) -> bool:
+        """Each cgroup's burst as it was (run before the CFS quota batch: a burst only ever goes down here)."""
+        ok, w = True, self.executor.writer
+        for cg, before in entry.burst.items():
+            try:
+                if self.reader.cpu_burst(cg) == before:
+                    continue
+            except CgroupGone:
+                continue
+            except CgroupError:
                 ok = False
-            else:
-                entry.quota = False
-                self.ledger.changed()
-        if "cpuset" in parts and entry.cpuset is not None:
-            if self.cpuset(entry):
-                entry.cpuset, entry.container_cpusets = None, {}
-                self.ledger.changed()
-            else:
-                ok = False
-        if "memory" in parts and entry.memory_high:
-            before = entry.memory_high_before
-            if self.executor.write(
-                f"restore memory.high of {cg}", partial(self.executor.writer.set_memory_high, cg, before)
-            ):
-                entry.memory_high, entry.memory_high_before = False, None
-                self.ledger.changed()
-            else:
-                ok = False
-        if ok and parts == ALL_PARTS:
-            self.ledger.drop(entry.uid)
+                continue
+            ok &= self.executor.write(f"restore the CFS burst of {cg}", partial(w.set_cpu_burst, cg, before))
         return ok
+
+    def memory_qos(self, records: dict[str, dict[str, int | None]]) -> bool:
+        """memory.min / low / high of each recorded cgroup as they were."""
+        ok, w = True, self.executor.writer
+        for cg, record in records.items():
+            try:
+                now = self.reader.memory_protection(cg)
+            except CgroupGone:
+                continue
+            except CgroupError:
+                ok = False
+                continue
+            held = {"min": now.min_bytes, "low": now.low_bytes, "high": now.high_bytes}
+            for name, before in record.items():
+                if held.get(name) == before:
+                    continue
+                if name == "high":
+                    write = partial(w.set_memory_high, cg, before)
+                else:
+                    write = partial(w.set_memory_min if name == "min" else w.set_memory_low, cg, before or 0)
+                ok &= self.executor.write(f"restore memory.{name} of {cg}", write)
+        return ok
+
+    def shared_memory(self, asked: set[str]) -> None:
+        """The cgroups above pods whose protection online QoS changed and no action asks a value of now."""
+        for cg in [cg for cg in self.ledger.shared if cg not in asked]:
+            if self.memory_qos({cg: self.ledger.shared[cg]}):
+                del self.ledger.shared[cg]
+                self.ledger.changed()
+
+    def restore_part(self, entry: Touched, part: Part) -> bool:
+        """Put one part back (CFS quotas go through `quota_changes`, in the executor's safe-order batch);
+        the entry forgets the part once it is back."""
+        step = self._steps.get(part)
+        if step is None:
+            return True  # nothing recorded to put back
+        restore, forget = step
+        if not restore(entry):
+            return False
+        forget(entry)
+        self.ledger.changed()
+        return True
 
     def forget(self, entry: Touched) -> None:
         """Close the descriptors restore opened on a pod the sampler no longer reads (it left the API before
         its cgroup went, kubelet's usual order): each one would keep the removed cgroup alive in the kernel."""
         for path in (entry.cgroup, *entry.containers):
             self.reader.forget(path)
-
-    def uncap_tier(self) -> None:
-        tier = self.model.tier("besteffort")
-        try:
-            cur = self.reader.cpu_settings(tier)
-        except CgroupError:
-            return
-        if tier in self.ledger.tiers or cur.quota_us is not None:  # kubelet never sets a quota on a QoS tier
-            period = self.ledger.tiers.get(tier, cur.period_us)
-            if self.executor.write(f"uncap {tier}", partial(self.executor.writer.set_cpu_quota, tier, None, period)):
-                self.ledger.drop_tier(tier)

@@ -96,6 +96,10 @@ class PodMeta:
     creation_timestamp: float | None = None  # wall-clock seconds
     container_cpu_limits: dict[str, float | None] = field(default_factory=dict)  # by container ID
     batch: PodBatch | None = None  # the pod requests or limits kubernetes.io/batch-* (then it is offline)
+    # the few annotations the agent acts on (contract.annotations.AGENT_POD_ANNOTATIONS), not all of them
+    annotations: dict[str, str] = field(default_factory=dict)
+    # memory request and limit (bytes; None: no limit) of each running container, by container ID
+    container_memory: dict[str, tuple[int, int | None]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

@@ -19,9 +19,12 @@ import statistics
 import time
 
 from agent.config import QuotaBurstConfig
+from agent.enforcer import Enforcer
 from agent.qos.quota_burst import ContainerCpu, NodeCpu, QuietSince, plan_quota_burst
 from cgroup import CgroupReader, CgroupWriter
+from contract.annotations import ENABLE_QUOTA_BURST as ENABLE
 from testsupport.cgtree import V1Tree
+from testsupport.qos import Ctr, online_pod, qos_stage, qos_state
 from testsupport.spiky import QUOTA_US, Throttling, make_spiky_pair, run_spikes
 
 
@@ -34,7 +37,12 @@ def _summary(name: str, rounds: list[Throttling], spikes: int) -> str:
     )
 
 
-def quota_burst(tree: V1Tree, passes: int) -> None:
+def _pod_of(cg: str) -> tuple[str, str]:
+    pod = cg.rsplit("/", 1)[0]
+    return pod.rsplit("/", 1)[1].removeprefix("pod"), pod
+
+
+def quota_burst(tree: V1Tree, passes: int, stage: Enforcer | None = None) -> None:
     _, pod, (ctr,) = tree.pod("burstable")
     reader, writer = CgroupReader(tree.layout), CgroupWriter(tree.layout)
     for cg in (pod, ctr):
@@ -57,6 +65,10 @@ def quota_burst(tree: V1Tree, passes: int) -> None:
         hold = i < passes // 3  # the first third at its own quota: the "without" figure
         if hold:
             continue
+        if stage is not None:
+            uid, _ = _pod_of(ctr)
+            stage.on_state(qos_state([online_pod(uid, pod, [Ctr(ctr, 0.5, throttled=ratio, usage=usage)])], 0.1))
+            continue
         c = ContainerCpu(ctr, pod, QUOTA_US, quota, 100_000, ratio, usage)
         plan = plan_quota_burst(cfg, idle, [c], quiet, {pod: QUOTA_US}, now)
         quiet = plan.quiet
@@ -77,6 +89,7 @@ def main() -> None:
     ap.add_argument("--spikes", type=int, default=5)
     ap.add_argument("--burst-percent", type=int, default=100, help="burst as a percent of the quota (1-100)")
     ap.add_argument("--passes", type=int, default=30, help="dynamic quota burst passes (0.5 s each)")
+    ap.add_argument("--through-agent", action="store_true", help="the agent's enforcement stage writes the values")
     args = ap.parse_args()
     tree = V1Tree("cgroupfs")
     try:
@@ -85,19 +98,35 @@ def main() -> None:
         if not CgroupReader(tree.layout).supports_cpu_burst(a):
             print("   skipped: this kernel has no CFS burst")
             return
+        stage = None
+        if args.through_agent:
+            stage = qos_stage(tree.layout, tree.model, "", cpu_burst={"burst_percent": args.burst_percent},
+                              quota_burst={"enabled": True, "step_percent": 25})  # fmt: skip
         with_burst: list[Throttling] = []
         without: list[Throttling] = []
         for rnd in range(args.rounds):
             burst, plain = (a, b) if rnd % 2 == 0 else (b, a)
-            writer.set_cpu_burst(burst, QUOTA_US * args.burst_percent // 100)
-            writer.set_cpu_burst(plain, 0)
+            if stage is None:
+                writer.set_cpu_burst(burst, QUOTA_US * args.burst_percent // 100)
+                writer.set_cpu_burst(plain, 0)
+            else:
+                pods = [online_pod(*_pod_of(cg), [Ctr(cg, 0.5)], annotations={ENABLE: str(cg == burst).lower()})
+                        for cg in (a, b)]  # fmt: skip
+                stage.on_state(qos_state(pods))
+                assert CgroupReader(tree.layout).cpu_burst(burst) == QUOTA_US * args.burst_percent // 100
             got = run_spikes(tree, (burst, plain), count=args.spikes)
             with_burst.append(got[burst])
             without.append(got[plain])
-        print(f"0.5 CPU, 150 ms spikes every 600 ms, {args.spikes} spikes x {args.rounds} rounds")
+        how = "the agent's enforcement stage" if stage else "direct writes"
+        print(f"0.5 CPU, 150 ms spikes every 600 ms, {args.spikes} spikes x {args.rounds} rounds ({how})")
         print(_summary("without burst", without, args.spikes))
         print(_summary(f"burst {args.burst_percent}%", with_burst, args.spikes))
-        quota_burst(tree, args.passes)
+        if stage is not None:
+            stage.stop()
+        if args.passes > 0:
+            quota_burst(tree, args.passes, stage)
+        if stage is not None:
+            stage.stop()
     finally:
         tree.cleanup()
 

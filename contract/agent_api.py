@@ -161,6 +161,8 @@ class NodeDocument(_Model):
     seq: Bytes
     oversubscription: Oversubscription
     enforcement: dict[str, Any]  # the agent's enforcement and eviction state: diagnostics, read by nobody
+    # online QoS (CPU burst, quota burst, memory QoS): diagnostics; {} from an agent older than the section
+    qos: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _consistent(self) -> NodeDocument:

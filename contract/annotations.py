@@ -18,6 +18,11 @@ OVERSUBSCRIPTION_CPU = "volcano.sh/oversubscription-cpu"
 OVERSUBSCRIPTION_MEMORY = "volcano.sh/oversubscription-memory"
 #: Node annotation (`"true"`) and taint key while the node evicts offline pods.
 OFFLINE_JOB_EVICTING = "volcano.sh/offline-job-evicting"
+#: Pod annotations (Volcano agent's CPU burst): opt in or out of CFS burst, and the burst in µs per container.
+ENABLE_QUOTA_BURST = "volcano.sh/enable-quota-burst"
+QUOTA_BURST_TIME = "volcano.sh/quota-burst-time"
+#: The pod annotations the agent keeps in its pod records (everything else is dropped at the informer).
+AGENT_POD_ANNOTATIONS = (ENABLE_QUOTA_BURST, QUOTA_BURST_TIME)
 
 
 def evicting_watermark(resource: str, level: str) -> str:

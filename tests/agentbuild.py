@@ -17,9 +17,17 @@ from testsupport.k8sobjects import NODE
 
 
 def build_agent(
-    layout: Layout, model: PathModel, kube: Kube, ledger_file: str, *, interval: float, **enforcement: Any
+    layout: Layout,
+    model: PathModel,
+    kube: Kube,
+    ledger_file: str,
+    *,
+    interval: float,
+    qos: dict[str, Any] | None = None,
+    **enforcement: Any,
 ) -> tuple[Agent, ClusterLink]:
-    """An in-cluster agent on `layout` with eviction off; `dry_run` and any enforcement key may be given."""
+    """An in-cluster agent on `layout` with eviction off; `dry_run`, the `qos` section and any enforcement
+    key may be given."""
     cfg = AgentConfig.model_validate(
         {
             "interval": interval,
@@ -34,6 +42,7 @@ def build_agent(
                 "eviction": {"enabled": False},
                 **enforcement,
             },
+            "qos": qos or {},
         }
     )
     agent = main.build_agent(cfg, kube=kube, layout=layout, backoff_initial=0.05, backoff_max=0.5)

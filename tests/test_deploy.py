@@ -1663,7 +1663,10 @@ def agent_metric_names(tmp_path: Path) -> set[str]:
     layout = Layout("v2", {}, Mount(str(tmp_path)))
     enforcer = Enforcer(layout, PathModel("systemd", "/"), CgroupReader(layout), EnforcementConfig(ledger_file=""),
                         lambda: (8.0, 16 << 30))  # fmt: skip
-    enforcer.budget_cores, enforcer.quotas, enforcer.memory_high = 1.5, {"u2": 1.5}, {"u2": 1 << 30}
+    enforcer.reports = {
+        "cfs_quota": {"offline_cpu_budget_cores": 1.5, "offline_cpu_quota_cores": {"u2": 1.5}},
+        "memory_high": {"offline_memory_high_bytes": {"u2": 1 << 30}},
+    }  # a pass's reports
     evictor = Evictor(cast(Kube, None), "node-a", lambda: node, CgroupWriter(layout), EvictionConfig())
     evictor.on_snapshot(snap)
     names: set[str] = set()

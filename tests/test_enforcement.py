@@ -285,8 +285,9 @@ def test_restore_clears_sched_idle_the_ledger_does_not_know_about(v1tree_cgroupf
 
 @V1
 def test_the_entry_is_on_disk_before_the_first_write(v1tree_cgroupfs: V1Tree, tmp_path: Path) -> None:
-    """A pass that fails half-way (here: the memory watermark cannot be had, after the CPU writes) has
-    already written the baseline; what a restart needs to undo it must be on disk by then."""
+    """A pass whose inputs cannot be had (here: the memory watermark) fails before anything is decided or
+    written; the next run starts from a consistent record (the executor saves originals before any write:
+    see test_executor.py)."""
     tree = v1tree_cgroupfs
     uid, pod_path, (ctr,) = tree.pod("burstable")
     reader = CgroupReader(tree.layout)
@@ -299,7 +300,7 @@ def test_the_entry_is_on_disk_before_the_first_write(v1tree_cgroupfs: V1Tree, tm
     crashing = build_enforcer(tree.layout, tree.model, ledger, memory_high_watermark=watermark)
     with pytest.raises(RuntimeError):
         crashing.on_snapshot(_snapshot([_pod(uid, "offline", pod_path, [ctr], None)]))
-    assert reader.cpu_settings(pod_path).idle is True  # the baseline was written
+    assert reader.cpu_settings(pod_path).idle is False  # read before any write: nothing was written
     restarted = _enforcer(tree, ledger)
     restarted.on_snapshot(_snapshot([_pod(uid, "online", pod_path, [ctr], None)]))
     s = reader.cpu_settings(pod_path)

@@ -69,3 +69,13 @@ def test_the_builder_smooths_usage_over_passes_and_keeps_unknown_out() -> None:
     unknown = type(snap)(snap.seq, snap.mono, snap.wall, type(snap.node)(8.0, None, 32 * GI, 8 * GI, 0), {},
                          snap.pods, (), 0.0)  # fmt: skip
     assert "cpu" not in builder.build(unknown, (8.0, 32 * GI)).smoothed_percent
+
+
+def test_the_builder_carries_what_protection_did() -> None:
+    """Evicting and offline suppression (the previous pass's) are in the record: online QoS reads them there."""
+    builder = StateBuilder(smoothing_seconds=5.0)
+    snap = snapshot([sample("a", "online", 1, GI, 0.5, GI)], 1.0, 4 * GI, 100.0)
+    plain = builder.build(snap, (8.0, 32 * GI))
+    assert (plain.evicting, plain.offline_suppressed) == (False, False)
+    state = builder.build(snap, (8.0, 32 * GI), evicting=True, offline_suppressed=True)
+    assert (state.evicting, state.offline_suppressed) == (True, True)

@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Mapping
 from typing import Any, cast
 
+from agent import qos_report
 from agent.config import EnforcementConfig, EvictionConfig, OversubscriptionConfig
 from agent.enforcer import Enforcer
 from agent.eviction import Evictor
@@ -116,6 +117,7 @@ def _attach_cluster_sections(view: AgentView, name: str, oversubscribed: bool) -
                       api_healthy=lambda: True, dry_run=True)  # fmt: skip
     view.node_sections["oversubscription"] = owner.section
     view.node_sections["enforcement"] = lambda: {**enforcer.section(), "eviction": evictor.section()}
+    view.node_sections["qos"] = lambda: qos_report.section(enforcer)
 
 
 @functools.cache

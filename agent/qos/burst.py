@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agent.config import CpuBurstConfig
-
-ENABLE_ANNOTATION = "volcano.sh/enable-quota-burst"
-BURST_TIME_ANNOTATION = "volcano.sh/quota-burst-time"
+from contract.annotations import ENABLE_QUOTA_BURST as ENABLE_ANNOTATION
+from contract.annotations import QUOTA_BURST_TIME as BURST_TIME_ANNOTATION
 
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})

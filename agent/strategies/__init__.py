@@ -1,12 +1,16 @@
 """Decisions as pure functions of the pass's state (koordlet's qosmanager keeps one strategy per file the
-same way): no I/O, no clock, so each is table-tested on its own. The enforcer and the evictor call them and
-carry out what they decide through their executors.
+same way): no I/O, no clock, so each is table-tested on its own.
 
-- `cpu_quota`: the offline CPU budget, its split, each pod's and container's quota, the best-effort tier cap;
-- `release`: offline pods released to their own limits while the node is quiet (with hysteresis);
-- `memory_high`: offline pods' memory.high under what the high watermark leaves;
-- `eviction_choice`: which offline pods to evict, in which order, and the usage that leaves.
+The enforcement strategies (`registry.py`: the protocol and the one list the enforcement stage runs):
+- `baseline`: offline pods' minimum weight, SCHED_IDLE and oom_score_adj, re-applied on a period;
+- `cfs_quota`: the cfsQuota policy (budget, release, pod and container quotas, the best-effort tier cap);
+- `cpuset`: the cpuset policy;
+- `memory_high`: offline pods' memory.high under what the high watermark leaves (cgroup v2);
+- `reconcile`: what goes back (gone pods, pods no longer offline, parts no active strategy owns);
+- `cpu_burst`, `quota_burst`, `memory_qos`: online pods' CFS burst, dynamic quota burst and memory QoS
+  (`online` picks the online pods and the quotas their specs give them).
 
-The budget arithmetic and the cpuset choice are the pure functions of `agent/cpu_budget.py`; online pods'
-CFS burst and memory QoS are the pure decisions of `agent/qos/`.
+Their arithmetic: `cpu_quota` (budget, split, targets, tier cap), `release` (hysteresis), the pure
+functions of `agent/cpu_budget.py`. `eviction_choice` decides which offline pods the evictor evicts; online
+pods' CFS burst and memory QoS decide in `agent/qos/`.
 """

@@ -9,15 +9,46 @@ agent/cpu_budget.py). A CPU rate not known yet gives no budget: the caller keeps
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from agent.config import EnforcementConfig
 from agent.cpu_budget import OfflineCpu, offline_budget, split_budget
 from agent.ledger import Touched
 from agent.node_state import NodeState
 from agent.snapshot import PodSample
+from agent.strategies import release
+
+log = logging.getLogger("agent.enforcer")
 
 MIN_QUOTA_US = 1000  # the kernel's smallest CFS quota
+
+
+@dataclass(frozen=True, slots=True)
+class CpuMemo:
+    """What a CPU policy (cfsQuota, cpuset) remembers between passes: the budget (its growth is capped from
+    it), whether offline pods are released, and the report of the last pass that had a budget."""
+
+    budget: float | None = None
+    released: bool = False
+    report: Mapping[str, Any] = field(default_factory=dict)
+
+
+def budget_and_release(state: NodeState, memo: CpuMemo, config: EnforcementConfig) -> tuple[float, bool] | None:
+    """This pass's budget and whether offline pods are released; None while the CPU rate is unknown (the
+    first pass after a start: unknown is not idle, so nothing is released or re-budgeted)."""
+    total = budget(state, memo.budget, config)
+    if total is None:
+        return None
+    load = state.cpu.online_and_system_ratio()
+    load = 1.0 if load is None else load  # no allocatable: never quiet
+    released = release.plan(load, memo.released, config.cpu_release_below)
+    if released != memo.released and config.cpu_release_below > 0:
+        what = "released" if released else "suppressed again"
+        log.info("online and system CPU at %.0f%% of allocatable: offline pods %s", 100 * load, what)
+    return total, released
 
 
 def budget(state: NodeState, previous: float | None, config: EnforcementConfig) -> float | None:

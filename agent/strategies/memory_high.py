@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agent.node_state import Usage
+from agent.actions import Part, Plan, Recorded, SetMemoryHigh
+from agent.config import EnforcementConfig
+from agent.node_state import NodeState, Usage
 from agent.snapshot import PodSample
 
 
@@ -14,3 +16,22 @@ def plan(memory: Usage, offline: Sequence[PodSample], high_percent: float, min_b
     allowance = max(0, int(memory.allocatable * high_percent / 100.0) - int(memory.online) - int(memory.system or 0))
     total = sum(p.memory_working_set_bytes for p in offline) or 1
     return {p.uid: max(min_bytes, allowance * p.memory_working_set_bytes // total) for p in offline}
+
+
+class MemoryHigh:
+    """cgroup v2 only (registered there): memory.high of each offline pod, from `plan`'s split of what the
+    high watermark (read into the NodeState) leaves."""
+
+    name = "memory_high"
+    parts: frozenset[Part] = frozenset({"memory_high"})
+
+    def __init__(self, config: EnforcementConfig) -> None:
+        self.min_bytes = config.memory_high_min_bytes
+
+    def plan(self, state: NodeState, recorded: Recorded) -> Plan:
+        offline = [p for p in state.offline if p.uid in recorded.entries]
+        if not offline:
+            return Plan(report={"offline_memory_high_bytes": {}})
+        shares = plan(state.memory, offline, state.memory_high_percent, self.min_bytes)
+        actions = tuple(SetMemoryHigh(p.cgroup, shares[p.uid], "memory_high", p.uid) for p in offline)
+        return Plan(actions, report={"offline_memory_high_bytes": shares})

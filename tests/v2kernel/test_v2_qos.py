@@ -4,12 +4,14 @@ container's throttling, and memory.min/low/high land as the decisions say and ar
 from __future__ import annotations
 
 import errno
+from pathlib import Path
 
 import pytest
 
 from agent.config import MemoryQosConfig
 from agent.qos.memory_qos import ContainerMemory, PodMemory, plan_memory_qos
 from cgroup import CgroupReader, CgroupValueError, CgroupWriteError, CgroupWriter, MemoryProtection
+from testsupport.qos import Ctr, online_pod, qos_stage, qos_state, section
 from testsupport.spiky import PERIOD_US, QUOTA_US, Throttling, run_spikes
 
 # the cgroup v2 tier (a user-mode Linux kernel booted by pytest) lands from branch v2kernel; until it does,
@@ -95,3 +97,46 @@ def test_memory_qos_lands_and_is_restored(v2tree: V2Tree) -> None:
         writer.set_memory_low(cg, p.low_bytes)
         writer.set_memory_high(cg, p.high_bytes)
     assert {cg: reader.memory_protection(cg) for cg in cgroups} == own
+
+
+def test_memory_qos_and_burst_through_the_stage_land_and_are_restored(v2tree: V2Tree, tmp_path: Path) -> None:
+    """The QoS stage on v2: memory.low (request) and memory.high (80% of the limit) on the containers, the
+    pod and every cgroup up to kubepods, cpu.max.burst per container and pod; a pod that turns offline gets
+    its values back (and the shared cgroups theirs, no online pod needing them), shutdown puts back the rest."""
+    uid, pod, (c1, c2) = v2tree.pod("burstable", containers=2)
+    reader, writer = CgroupReader(v2tree.layout), CgroupWriter(v2tree.layout)
+    writer.set_memory_limit(c1, 256 * MIB)
+    writer.set_memory_limit(c2, 128 * MIB)
+    writer.set_cpu_quota(pod, 150_000)
+    writer.set_cpu_quota(c1, 50_000)
+    writer.set_cpu_quota(c2, 100_000)
+    tier, kubepods = v2tree.model.tier("burstable"), v2tree.model.kubepods()
+    cgroups = (c1, c2, pod, tier, kubepods)
+    own = {cg: reader.memory_protection(cg) for cg in cgroups}
+    ctrs = [Ctr(c1, 0.5, memory=(64 * MIB, 256 * MIB)), Ctr(c2, 1.0, memory=(32 * MIB, 128 * MIB))]
+    online, offline = online_pod(uid, pod, ctrs), online_pod(uid, pod, ctrs, cls="offline")
+    stage = qos_stage(v2tree.layout, v2tree.model, str(tmp_path / "qos.json"), cpu_burst={"enabled": True},
+                      memory={"enabled": True, "protection": "low", "high_percent": 80})  # fmt: skip
+    stage.on_state(qos_state([online]))
+    assert stage.executor.errors == 0, stage.executor.last_error
+
+    def high(limit: int) -> int:
+        return limit * 8 // 10 // 4096 * 4096
+
+    got = {cg: reader.memory_protection(cg) for cg in cgroups}
+    assert got[c1] == MemoryProtection(0, 64 * MIB, high(256 * MIB))
+    assert got[c2] == MemoryProtection(0, 32 * MIB, high(128 * MIB))
+    assert got[pod] == MemoryProtection(0, 96 * MIB, high(384 * MIB))
+    for shared in (tier, kubepods):  # protection only: memory.high of the tiers is left alone
+        assert got[shared] == MemoryProtection(own[shared].min_bytes, 96 * MIB, own[shared].high_bytes)
+    assert [v2tree.read(cg, "cpu.max.burst") for cg in (c1, c2, pod)] == ["50000", "100000", "150000"]
+    assert section(stage)["memory"]["pods"][uid] == {"protected_bytes": 96 * MIB, "high_bytes": high(384 * MIB)}
+    stage.on_state(qos_state([offline]))
+    assert {cg: reader.memory_protection(cg) for cg in cgroups} == own
+    assert [v2tree.read(cg, "cpu.max.burst") for cg in (c1, c2, pod)] == ["0", "0", "0"]
+    stage.on_state(qos_state([online]))
+    assert reader.memory_protection(kubepods).low_bytes == 96 * MIB
+    stage.stop()
+    assert {cg: reader.memory_protection(cg) for cg in cgroups} == own
+    assert [v2tree.read(cg, "cpu.max.burst") for cg in (c1, c2, pod)] == ["0", "0", "0"]
+    assert stage.ledger.entries == {} and stage.ledger.shared == {}

@@ -1,0 +1,41 @@
+"""What the enforcement strategies need beyond the snapshot, read once per pass into the NodeState before
+they plan (they read no file themselves): eviction's high memory watermark and, for the cpuset policy, the
+CPUs kubelet's CPU manager gave containers exclusively and the effective CPUs of offline pods' parents."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+
+from agent.cpu_budget import exclusive_cpus
+from agent.node_state import NodeState
+from agent.strategies.cpuset import parent_cgroup
+from cgroup import CgroupError, CgroupReader
+
+
+class EnforcementInputs:
+    def __init__(self, reader: CgroupReader, cpu_manager_state: str, *, cpuset: bool, host_root: str = "/",
+                 memory_high_watermark: Callable[[], float] = lambda: 60.0) -> None:  # fmt: skip
+        self.reader, self.cpuset, self.watermark = reader, cpuset, memory_high_watermark
+        self.cpu_manager_state = os.path.join(host_root, cpu_manager_state.lstrip("/"))
+
+    def collect(self, state: NodeState) -> NodeState:
+        watermark = float(self.watermark())
+        if not self.cpuset:  # only the cpuset policy reads CPUs: no file read for nothing every pass
+            return dataclasses.replace(state, memory_high_percent=watermark)
+        try:
+            with open(self.cpu_manager_state) as f:
+                exclusive = exclusive_cpus(f.read())
+        except OSError:
+            exclusive = frozenset()
+        parents: dict[str, frozenset[int]] = {}
+        for pod in state.offline:
+            parent = parent_cgroup(pod.cgroup)
+            if parent not in parents:
+                try:
+                    parents[parent] = self.reader.cpuset(parent, effective=True)
+                except CgroupError:
+                    continue
+        return dataclasses.replace(state, memory_high_percent=watermark, exclusive_cpus=exclusive,
+                                   parent_cpus=parents)  # fmt: skip

@@ -1,0 +1,43 @@
+"""The isolation baseline of offline pods: the smallest CPU weight, SCHED_IDLE and an OOM preference
+(`oom_score_adj`), re-applied every `oom_reapply_seconds` (processes started since get kubelet's value);
+when each pod was last done is the strategy's memo."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from agent.actions import Part, Plan, Recorded, SetCpuIdle, SetCpuShares, SetOomScoreAdj
+from agent.config import EnforcementConfig
+from agent.node_state import NodeState
+
+OFFLINE_SHARES = 2  # Colo's weight for offline pods (v2: weight 1)
+OFFLINE_WEIGHT = 1
+
+
+class Baseline:
+    name = "baseline"
+    parts: frozenset[Part] = frozenset({"baseline"})
+
+    def __init__(self, config: EnforcementConfig) -> None:
+        self.reapply, self.score = config.oom_reapply_seconds, config.oom_score_adj
+
+    def plan(self, state: NodeState, recorded: Recorded) -> Plan:
+        """Weight first, then idle (a SCHED_IDLE group refuses weight changes), then oom_score_adj, for each
+        offline pod whose last baseline is `oom_reapply_seconds` old."""
+        last: Mapping[str, float] = recorded.memo or {}
+        memo: dict[str, float] = {}
+        actions: list[SetCpuShares | SetCpuIdle | SetOomScoreAdj] = []
+        for p in state.offline:
+            if p.uid not in recorded.entries:
+                continue
+            at = last.get(p.uid)
+            if at is not None and recorded.now - at < self.reapply:
+                memo[p.uid] = at
+                continue
+            memo[p.uid] = recorded.now
+            actions += [
+                SetCpuShares(p.cgroup, OFFLINE_SHARES, "baseline", p.uid, weight=OFFLINE_WEIGHT),
+                SetCpuIdle(p.cgroup, True, "baseline", p.uid),
+                SetOomScoreAdj(p.cgroup, self.score, "baseline", p.uid),
+            ]
+        return Plan(tuple(actions), memo)
