@@ -12,7 +12,7 @@ a part in `OWN_LIMITS` is the pod's own limit (batch resources) and is never res
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -151,6 +151,21 @@ Action = (
     | SetCpuBurst
     | Restore
 )
+
+
+def tightest_quotas(actions: Sequence[Action]) -> list[Action]:
+    """The actions with one SetCpuQuota per cgroup, the tightest (the first on a tie): a pod's own limit
+    (batch) and suppression may both ask for one in a pass, and suppression works on top of the pod's own
+    limit, never looser; two writes pulling one file two ways in a pass would be a fight."""
+
+    def cpus(a: SetCpuQuota) -> float:
+        return float("inf") if a.quota_us is None or a.period_us <= 0 else a.quota_us / a.period_us
+
+    best: dict[str, SetCpuQuota] = {}
+    for a in actions:
+        if isinstance(a, SetCpuQuota) and (a.cgroup not in best or cpus(a) < cpus(best[a.cgroup])):
+            best[a.cgroup] = a
+    return [a for a in actions if not isinstance(a, SetCpuQuota) or best[a.cgroup] is a]
 
 
 @dataclass(frozen=True, slots=True)

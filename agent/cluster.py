@@ -70,7 +70,9 @@ class ClusterLink:
         self.source = KubePodSource(self.pods.items, host.layout, host.model, self.classifier)
         enf = cfg.enforcement
         self.health = ApiHealth()
-        self.oversubscription = OversubscriptionOwner(view, cfg.oversubscription, evicting=self.is_evicting)
+        self.oversubscription = OversubscriptionOwner(
+            view, cfg.oversubscription, evicting=self.is_evicting, batch_requests=lambda: self.source.batch_requests
+        )
         self.evictor = Evictor(
             kube, node, self.node_object, CgroupWriter(host.layout, reader), enf.eviction,
             api_healthy=self.api_healthy, health=self.health, oversubscribed=self.oversubscription.enabled,

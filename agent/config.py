@@ -59,7 +59,7 @@ class OversubscriptionConfig(Strict):
     update_fraction: float = Field(default=0.1, ge=0, le=1)
     update_interval_seconds: float = Field(default=60.0, gt=0)
     stall_intervals: int = Field(default=5, ge=1)
-    extended_resources: bool = False
+    extended_resources: bool = True  # kubernetes.io/batch-* in node status; false removes them (issue 11)
 
 
 class EvictionConfig(Strict):
@@ -144,6 +144,18 @@ class QosConfig(Strict):
     memory: MemoryQosConfig = MemoryQosConfig()
 
 
+class BatchConfig(Strict):
+    """Batch pods' own limits from kubernetes.io/batch-cpu / batch-memory (agent/strategies/batch_limits.py).
+
+    The CFS period is `enforcement.cpu_period_us` (keep it equal to kubelet's --cpu-cfs-quota-period), so
+    suppression and the batch limits never disagree on it."""
+
+    enabled: bool = True
+    # v2 cpu.weight from the shares: "linear" is what kubelet writes for pod cgroups (KEP-2254)
+    weight_formula: Literal["linear", "quadratic"] = "linear"
+    cpu_cfs_quota: bool = True  # kubelet's --cpu-cfs-quota: false writes no CFS quota from batch-cpu limits
+
+
 class AgentConfig(Strict):
     listen: str | None = None  # HOST:PORT; default 127.0.0.1 standalone, 0.0.0.0 in a cluster
     interval: float = Field(default=1.0, ge=0.05, le=60)
@@ -166,6 +178,7 @@ class AgentConfig(Strict):
     classify: ClassifyConfig = ClassifyConfig()
     oversubscription: OversubscriptionConfig = OversubscriptionConfig()
     enforcement: EnforcementConfig = EnforcementConfig()
+    batch: BatchConfig = BatchConfig()
     serving: ServingSettings = ServingSettings()
     qos: QosConfig = QosConfig()
 

@@ -26,6 +26,7 @@ DEFAULTS: Mapping[str, Any] = {
     "besteffort_tier_cap_cores": None,  # cfs_quota
     "offline_cpuset": None,  # cpuset
     "offline_memory_high_bytes": {},  # memory_high
+    "batch": {"pods": {}, "problems": {}},  # batch_limits: each batch pod's values, and what is not written
     # online QoS: in the `qos` section (agent/qos_report.py), not this one
     "cpu_burst": {},  # cpu_burst
     "quota_burst": {},  # quota_burst

@@ -21,7 +21,7 @@ from typing import Any
 from prometheus_client.metrics_core import Metric
 
 from agent import enforcement_report
-from agent.actions import Action, Recorded, Restore
+from agent.actions import OWN_LIMITS, Action, Recorded, Restore
 from agent.config import AgentConfig, EnforcementConfig
 from agent.enforcement_inputs import EnforcementInputs
 from agent.executor import SHARED, CgroupExecutor, DryRunExecutor
@@ -32,6 +32,7 @@ from agent.originals import Originals
 from agent.recorders import KNOWN_PARTS, held_parts
 from agent.snapshot import Snapshot
 from agent.strategies import reconcile
+from agent.strategies.batch_limits import BatchLimits
 from agent.strategies.registry import Facts, Strategy, strategies
 from cgroup import CgroupReader, Layout, PathModel
 
@@ -70,12 +71,14 @@ class Enforcer:
         # dry run: a ledger in memory only; the file (and what it says a previous run changed) stays as it is
         self.ledger = Ledger("" if dry_run else config.ledger_file)
         self.ledger.load()
-        self.originals = Originals(layout, reader, self.ledger, config, host_root)
-        self.executor = (DryRunExecutor if dry_run else CgroupExecutor)(layout, reader, self.ledger, self.originals,
-                                                                        host_root)  # fmt: skip
         self.facts = detect_facts(layout, model, reader)
         chosen = strategies(AgentConfig(enforcement=config), self.facts) if registered is None else registered
         self.strategies: tuple[Strategy, ...] = tuple(chosen)
+        # a batch pod's originals are its batch values (what release and restore put back)
+        batch = next((s for s in self.strategies if isinstance(s, BatchLimits)), None)
+        self.originals = Originals(layout, reader, self.ledger, config, host_root, batch.targets if batch else None)
+        self.executor = (DryRunExecutor if dry_run else CgroupExecutor)(layout, reader, self.ledger, self.originals,
+                                                                        host_root)  # fmt: skip
         names = [s.name for s in self.strategies]
         if len(set(names)) != len(names):
             raise ValueError(f"two strategies share a name: {names}")
@@ -136,6 +139,7 @@ class Enforcer:
         if not self.config.enabled:
             if self.ledger.entries or self.ledger.tiers or self.ledger.shared:
                 self.restore_all()
+            self._own_limits(state)
             return
         state = self.inputs.collect(state)
         snap = state.snapshot
@@ -158,6 +162,21 @@ class Enforcer:
         for entry in gone:
             self.executor.restorer.forget(entry)  # an open descriptor would keep the removed cgroup alive
         self.touched = tuple(sorted(self.ledger.entries))
+
+    def _own_limits(self, state: NodeState) -> None:
+        """With enforcement off, the strategies of pods' own limits (batch) still run: they are the pods'
+        limits as kubelet would have set them, not protection."""
+        own = [s for s in self.strategies if s.parts <= OWN_LIMITS]
+        entries, now = MappingProxyType(self.ledger.entries), self.clock()
+        actions: list[Action] = []
+        reports: dict[str, Mapping[str, Any]] = {}
+        for strategy in own:
+            plan = strategy.plan(state, Recorded(entries, {}, self._memos.get(strategy.name), now))
+            actions += plan.actions
+            self._memos[strategy.name], reports[strategy.name] = plan.memo, plan.report
+        if actions:
+            self.executor.apply(actions, state.snapshot)
+        self.reports = reports
 
     def _tiers(self) -> dict[str, int]:
         """The QoS tiers a restore looks at: the best-effort one always (a cap left by a run whose ledger was

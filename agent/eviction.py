@@ -33,7 +33,7 @@ from prometheus_client.metrics_core import Metric
 
 from agent.actuator import RESULTS, DryRunActuator, EvictionJob, KubeActuator
 from agent.config import EvictionConfig
-from agent.node_state import NodeState, Resource, StateBuilder, pod_request
+from agent.node_state import NodeState, Resource, StateBuilder, batch_request, pod_request
 from agent.oversubscription import oversubscription_enabled
 from agent.publisher import ApiHealth, Changes
 from agent.resources import node_allocatable
@@ -210,7 +210,8 @@ class Evictor:
             if not self.evicting[res] or usage is None or usage <= self.watermarks.high[res]:
                 continue
             if self.config.require_overcommit_when_oversubscribed and self.oversubscribed(node):
-                requested = sum(pod_request(p, res) for p in snap.pods.values())
+                # batch pods request kubernetes.io/batch-*: they overcommit the node as much as cpu/memory do
+                requested = sum(pod_request(p, res) + batch_request(p, res) for p in snap.pods.values())
                 if requested <= alloc[res]:
                     self.last_decision = (
                         f"{res} above high watermark but pods request {requested:.3g} <= allocatable "

@@ -38,6 +38,7 @@ from agent.actions import (
     SetMemoryLimit,
     SetMemoryProtection,
     SetOomScoreAdj,
+    tightest_quotas,
 )
 from agent.ledger import Ledger, Touched
 from agent.originals import Originals
@@ -103,6 +104,7 @@ class CgroupExecutor:
         action may have to create (a part first written to a pod the ledger does not know yet)."""
         writes = self.writes
         steps: list[_Step] = []
+        actions = tightest_quotas(actions)  # one quota per cgroup: suppression on top of a pod's own limit
         # a value a strategy asks for in this pass wins over putting back a recorded one on the same cgroup
         asked = {a.cgroup for a in actions if isinstance(a, SetCpuQuota | SetMemoryProtection | SetMemoryHigh)}
         asked.update(c for a in actions if isinstance(a, SetCpuQuota) for c in a.containers)
@@ -156,7 +158,10 @@ class CgroupExecutor:
                 if change is None:
                     if a.uid == "" and a.quota_us is None:
                         self.ledger.drop_tier(a.cgroup)  # uncapped already: nothing left to put back
-                    return None  # the containers follow their pod: within its tolerance, none is written
+                    # the containers follow their pod: within its tolerance none is written, but for one
+                    # without any quota (first seen since: restarted), which gets its own, never above its pod's
+                    fresh = self._fresh_containers(a, cur)
+                    return _Step(a, cur, quotas=fresh) if fresh else None
                 below = [self.quota_change(path, quota, period) for path, (quota, period) in a.containers.items()]
                 return _Step(a, cur, change=change, quotas=[c for c in below if c is not None])
             probe = self._probe(a)
@@ -166,6 +171,20 @@ class CgroupExecutor:
             return None
         current, holds, write = probe
         return None if holds else _Step(a, current, write)
+
+    def _fresh_containers(self, a: SetCpuQuota, pod: CpuSettings) -> list[LimitChange]:
+        changes = []
+        for path, (quota, period) in a.containers.items():
+            if cpu_quota.cpus(quota, period) > cpu_quota.cpus(pod.quota_us, pod.period_us):
+                quota, period = pod.quota_us, pod.period_us
+            try:
+                cur = self.reader.cpu_settings(path)
+            except CgroupError:
+                continue
+            change = self._quota_change(path, cur, quota, period, 0.0) if cur.quota_us is None else None
+            if quota is not None and change is not None:
+                changes.append(change)
+        return changes
 
     def _probe(self, a: Action) -> tuple[Any, bool, Callable[[], Any]] | None:
         """(what the cgroup holds, whether that is what the action wants, the write) of a plain action;

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from agent.batch_capacity import BatchRequests, batch_requests
 from agent.classify import Classifier
 from agent.resources import container_batch, pod_limits, pod_requests, quantity
 from agent.snapshot import ContainerBatch, PodBatch, PodMeta
@@ -166,6 +167,9 @@ class KubePodSource:
         self.retry_seconds = retry_seconds
         self._meta: dict[str, tuple[str, PodMeta, QoS | None, tuple[ContainerID, ...]]] = {}
         self._cgroups: dict[str, tuple[tuple[ContainerID, ...], PodCgroup | None, float]] = {}
+        # Σ batch requests of the pods of the last listing that have not finished, cgroup or not (bound pods
+        # hold their requests in the scheduler's accounting before their containers start)
+        self.batch_requests = BatchRequests()
 
     def _describe(self, pod: dict[str, Any]) -> tuple[PodMeta, QoS | None, tuple[ContainerID, ...]]:
         meta = pod.get("metadata") or {}
@@ -204,6 +208,7 @@ class KubePodSource:
             self._cgroups.pop(uid, None)
         if gone:
             self.classifier.forget(live)
+        self.batch_requests = batch_requests(entry[1] for entry in self._meta.values())
         return out
 
     def vanished(self, uid: str) -> None:

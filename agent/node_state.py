@@ -31,6 +31,15 @@ def pod_request(pod: PodSample, resource: Resource) -> float:
     return pod.meta.cpu_request_cores if resource == "cpu" else float(pod.meta.memory_request_bytes)
 
 
+def batch_request(pod: PodSample, resource: Resource) -> float:
+    """The pod's kubernetes.io/batch-cpu (cores) or batch-memory (bytes) request: what the scheduler placed
+    on the node's batch capacity, beside its `cpu`/`memory` request."""
+    batch = pod.meta.batch
+    if batch is None:
+        return 0.0
+    return batch.cpu_request_milli / 1000 if resource == "cpu" else float(batch.memory_request_bytes)
+
+
 @dataclass(frozen=True, slots=True)
 class Usage:
     """One resource in one pass, in cores or bytes."""

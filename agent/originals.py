@@ -5,20 +5,32 @@ values from the spec when the cgroups cannot be trusted (a damaged ledger, or Co
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from agent.config import EnforcementConfig
 from agent.kubelet import KUBELET_CFS_PERIOD_US, kubelet_oom_score_adj, kubelet_quota, kubelet_shares
 from agent.ledger import Ledger, Touched
-from agent.snapshot import PodSample, Snapshot
+from agent.snapshot import PodMeta, PodSample, Snapshot
 from agent.strategies.baseline import OFFLINE_SHARES
+from agent.strategies.batch_limits import BatchTargets, as_originals
 from cgroup import CgroupError, CgroupReader, Layout, shares_to_weight, weight_to_shares
 
 
 class Originals:
+    """`batch` gives a pod's batch targets (None: batch limits are off): a batch pod's originals are its
+    batch values, not what kubelet left in its cgroups (see batch_limits.as_originals)."""
+
     def __init__(
-        self, layout: Layout, reader: CgroupReader, ledger: Ledger, config: EnforcementConfig, host_root: str
+        self,
+        layout: Layout,
+        reader: CgroupReader,
+        ledger: Ledger,
+        config: EnforcementConfig,
+        host_root: str,
+        batch: Callable[[PodMeta], BatchTargets | None] | None = None,
     ) -> None:
         self.layout, self.reader, self.ledger, self.config, self.host_root = layout, reader, ledger, config, host_root
+        self.batch = batch
 
     def entry(self, pod: PodSample, snap: Snapshot) -> Touched | None:
         """The pod's ledger entry: created from what its cgroups hold at first sight, its containers kept in
@@ -66,6 +78,8 @@ class Originals:
             for recorded in (entry.containers, entry.container_periods, entry.container_cpusets):
                 recorded.pop(path, None)
             self.reader.forget(path)  # read by earlier passes: an open descriptor keeps a removed cgroup alive
+            self.ledger.changed()
+        if self.batch is not None and as_originals(entry, pod, self.batch(pod.meta), self.layout.is_v2):
             self.ledger.changed()
         return entry
 

@@ -1,5 +1,6 @@
-"""Publishes oversubscribable capacity as Volcano's node annotations (and optionally koordinator's
-extended resources), following the rules of the oversubscription issue:
+"""Publishes oversubscribable capacity as Volcano's node annotations and as the extended resources
+`kubernetes.io/batch-cpu`/`batch-memory` in node status (koordinator's), following the rules of the
+oversubscription issue (11 for the extended resources):
 
 - enabled by node label `volcano.sh/oversubscription=true` (or on all nodes by configuration); switched
   off, Colo's annotations are removed;
@@ -9,7 +10,12 @@ extended resources), following the rules of the oversubscription issue:
 - 0 while the node is evicting or sampling has stalled (no stale capacity);
 - a value is patched when it moved by more than `update_fraction`, or changed at all and
   `update_interval_seconds` passed since the last write; a drop to 0 is written at once;
-- at shutdown the published values become 0: no agent protects the node until the next one starts.
+- at shutdown the published values become 0: no agent protects the node until the next one starts;
+- the extended resources carry the same numbers, in `status.capacity` and `status.allocatable`, on by default
+  (`extended_resources`); switched off (the label removed, or `extended_resources: false`) they are removed.
+
+What is published is the node's batch allocatable (agent/batch_capacity.py): the scheduler subtracts the
+requests of the batch pods already bound; batch memory above its requests is taken off here.
 """
 
 from __future__ import annotations
@@ -21,11 +27,12 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
-from agent import capacity
+from agent import batch_capacity, capacity
+from agent.batch_capacity import BatchRequests, BatchUse
 from agent.config import OversubscriptionConfig
 from agent.node_state import NodeState
 from agent.publisher import Changes
-from agent.resources import node_allocatable
+from agent.resources import node_allocatable, quantity
 from agent.view import AgentView
 from contract import annotations as keys
 
@@ -65,6 +72,23 @@ def _int_or_none(value: object) -> int | None:
         return None
 
 
+def _status_int(value: object) -> int | None:
+    """A status quantity as an integer: the API server writes 2000 back as '2k'."""
+    q = quantity(value)
+    return None if q is None or q != q.to_integral_value() else int(q)
+
+
+def _batch_held(node: Mapping[str, Any]) -> dict[str, list[object]]:
+    """The node's batch resources, each with its values in status.capacity and status.allocatable."""
+    status = node.get("status") or {}
+    out: dict[str, list[object]] = {}
+    for field_name in ("capacity", "allocatable"):
+        for key, value in (status.get(field_name) or {}).items():
+            if key in (BATCH_CPU, BATCH_MEMORY):
+                out.setdefault(key, []).append(value)
+    return out
+
+
 class OversubscriptionOwner:
     """Computes capacity from the latest snapshot and decides which annotations to write."""
 
@@ -76,8 +100,10 @@ class OversubscriptionOwner:
         config: OversubscriptionConfig,
         *,
         evicting: Callable[[], bool] = lambda: False,
+        batch_requests: Callable[[], BatchRequests] = BatchRequests,
     ) -> None:
         self.view, self.config, self.evicting = view, config, evicting
+        self.batch_requests = batch_requests
         self.params = capacity.CapacityParams(
             config.peak_window, config.min_history_seconds, config.cpu_reclaim_ratio, config.memory_reclaim_ratio
         )
@@ -87,6 +113,7 @@ class OversubscriptionOwner:
         self._withdrawn = False
         # the capacity of the latest pass, computed in that pass (sampling thread); replaced, never changed
         self._pass: tuple[capacity.ResourceCapacity, capacity.ResourceCapacity] | None = None
+        self._batch: tuple[BatchRequests, BatchUse] = (BatchRequests(), BatchUse())
 
     def enabled(self, node: Mapping[str, Any]) -> bool:
         return oversubscription_enabled(node, self.config.enabled_on_all_nodes)
@@ -97,9 +124,11 @@ class OversubscriptionOwner:
         allocatable."""
         if not self.enabled(node) or not state.allocatable_from_node:
             self._pass = None
+            self._batch = (self.batch_requests(), BatchUse())
             return
         with self.view.windows_lock:
             self._pass = capacity.compute_state(state, self.view.windows, self.params)
+        self._batch = (self.batch_requests(), batch_capacity.batch_use(state.offline))
 
     def withdraw(self) -> None:
         """Shutting down: from now on only zeros for the values the node carries."""
@@ -136,14 +165,19 @@ class OversubscriptionOwner:
             if self.evicting():
                 reason = "node is evicting offline pods: publishing 0"
             else:
-                values = {"cpu": int(cpu.oversubscription * 1000), "memory": int(mem.oversubscription)}
+                use = self._batch[1]
+                values = {"cpu": batch_capacity.allocatable("cpu", int(cpu.oversubscription * 1000), use),
+                          "memory": batch_capacity.allocatable("memory", int(mem.oversubscription), use)}  # fmt: skip
         values = {k: (v if k in types else 0) for k, v in values.items()}
+        requests, use = self._batch
         self.last = {
             "enabled": True,
             "types": sorted(types),
             "reason": reason,
             "cpu_millicores": values["cpu"],
             "memory_bytes": values["memory"],
+            "extended_resources": self.config.extended_resources,
+            "batch": batch_capacity.section(values, requests, use),
             **detail,
         }
         return True, values
@@ -160,23 +194,31 @@ class OversubscriptionOwner:
         return self._last_write is None or now - self._last_write >= self.config.update_interval_seconds
 
     def changes(self, node: dict[str, Any], now: float) -> Changes:
+        """Annotations and extended resources move together: one decision (hysteresis) over both, so the
+        scheduler and Volcano never see two different numbers for long. Extended resources switched off
+        (label removed or `extended_resources: false`) are removed from status."""
         meta = node.get("metadata") or {}
         annotations = meta.get("annotations") or {}
         if self._withdrawn:
             return self._zeros(node)
         enabled, values = self.desired(node, now)
+        extended = enabled and self.config.extended_resources
         out = Changes()
+        if not extended:
+            out.extended_resources = {k: None for k in _batch_held(node)}
         if not enabled:
             out.annotations = {k: None for k in (ANNOTATION_CPU, ANNOTATION_MEMORY) if k in annotations}
-            if self.config.extended_resources:
-                cap = (node.get("status") or {}).get("capacity") or {}
-                out.extended_resources = {k: None for k in (BATCH_CPU, BATCH_MEMORY) if k in cap}
             return out
-        current = {"cpu": _int_or_none(annotations.get(ANNOTATION_CPU)),
-                   "memory": _int_or_none(annotations.get(ANNOTATION_MEMORY))}  # fmt: skip
-        if any(self._should_write(current[k], values[k], now) for k in ALL_TYPES):
+        status = node.get("status") or {}
+        current = [(k, _int_or_none(annotations.get(key))) for k, key in (("cpu", ANNOTATION_CPU),
+                                                                         ("memory", ANNOTATION_MEMORY))]  # fmt: skip
+        if extended:
+            for field_name in ("capacity", "allocatable"):
+                held = status.get(field_name) or {}
+                current += [("cpu", _status_int(held.get(BATCH_CPU))), ("memory", _status_int(held.get(BATCH_MEMORY)))]
+        if any(self._should_write(old, values[k], now) for k, old in current):
             out.annotations = {ANNOTATION_CPU: str(values["cpu"]), ANNOTATION_MEMORY: str(values["memory"])}
-            if self.config.extended_resources:
+            if extended:
                 out.extended_resources = {BATCH_CPU: str(values["cpu"]), BATCH_MEMORY: str(values["memory"])}
         return out
 
@@ -186,8 +228,9 @@ class OversubscriptionOwner:
         out = Changes()
         out.annotations = {k: "0" for k in (ANNOTATION_CPU, ANNOTATION_MEMORY) if annotations.get(k) not in (None, "0")}
         if self.config.extended_resources:
-            cap = (node.get("status") or {}).get("capacity") or {}
-            out.extended_resources = {k: "0" for k in (BATCH_CPU, BATCH_MEMORY) if cap.get(k) not in (None, "0")}
+            held = _batch_held(node)
+            if any(_status_int(v) != 0 for values in held.values() for v in values):
+                out.extended_resources = {k: "0" for k in held}
         self.last = {**self.last, "reason": "agent stopping: publishing 0"}
         return out
 
@@ -216,5 +259,17 @@ class OversubscriptionOwner:
                         f"Capacity computation: {field_name.replace('_', ' ')} of {res}",
                     )
                     fam.add_metric([], float(d[field_name]))
+                    out.append(fam)
+        batch = last.get("batch")
+        if isinstance(batch, dict):
+            pods = GaugeMetricFamily("colo_node_batch_pods", "Pods on the node with kubernetes.io/batch-* requests")
+            pods.add_metric([], float(batch["pods"]))
+            out.append(pods)
+            helps = {"allocated": "Σ batch requests of the node's pods that have not finished",
+                     "free": "published batch allocatable − allocated (negative: over-allocated)"}  # fmt: skip
+            for res, unit, scale in (("cpu", "cores", 1000.0), ("memory", "bytes", 1.0)):
+                for what, help_text in helps.items():
+                    fam = GaugeMetricFamily(f"colo_node_batch_{what}_{res}_{unit}", f"Batch {res}: {help_text}")
+                    fam.add_metric([], batch[res][what] / scale)
                     out.append(fam)
         return out

@@ -53,6 +53,18 @@ class PodBatch:
     overhead_milli_cpu: int = 0
     overhead_memory: int = 0
 
+    @property
+    def has_cpu(self) -> bool:
+        """Any container requests or limits batch-cpu (else kubelet's own cpu values stand)."""
+        return any(c.resources.cpu_request is not None or c.resources.cpu_limit is not None for c in self.containers)
+
+    @property
+    def has_memory(self) -> bool:
+        """Any container requests or limits batch-memory."""
+        return any(
+            c.resources.memory_request is not None or c.resources.memory_limit is not None for c in self.containers
+        )
+
     def _total(self, values: list[int | None], overhead: int) -> int:
         return pod_total([c.resources for c in self.containers], values) + overhead
 

@@ -112,6 +112,33 @@ class CapacityDetail(_Model):
     unit: str
 
 
+class BatchResource(_Model):
+    """One batch resource (agent/batch_capacity.py) in `unit` (millicores or bytes): the published
+    allocatable, Σ batch requests of the node's pods (allocated), and free = allocatable − allocated (negative
+    when over-allocated)."""
+
+    allocatable: Bytes
+    allocated: Bytes
+    free: Annotated[int, Field(ge=-MAX_BYTES, le=MAX_BYTES)]
+    usage: Bytes
+    above_requests: Bytes | None = None  # memory only: working set above the batch-memory requests
+    unit: Literal["millicores", "bytes"]
+
+    @model_validator(mode="after")
+    def _free_is_the_difference(self) -> BatchResource:
+        if self.free != self.allocatable - self.allocated:
+            raise _out_of_range(f"batch free {self.free} is not allocatable {self.allocatable} − allocated")
+        return self
+
+
+class Batch(_Model):
+    """How the published batch capacity relates to the batch pods already on the node."""
+
+    pods: Bytes
+    cpu: BatchResource
+    memory: BatchResource
+
+
 class Oversubscription(_Model):
     """The agent's oversubscription state: `enabled` false or null (label off, no Node yet, standalone)
     carries only the reason; enabled carries the published numbers, and the computation once there is one."""
@@ -123,6 +150,8 @@ class Oversubscription(_Model):
     memory_bytes: Bytes | None = None
     cpu: CapacityDetail | None = None
     memory: CapacityDetail | None = None
+    extended_resources: bool | None = None  # also advertised as kubernetes.io/batch-* in node status
+    batch: Batch | None = None
 
     @model_validator(mode="after")
     def _published_when_enabled(self) -> Oversubscription:
@@ -191,8 +220,20 @@ class ContainerUsage(_Model):
     cpu_throttled_ratio: Ratio | None
 
 
+class PodBatchResources(_Model):
+    """A batch pod's `kubernetes.io/batch-*` totals as the scheduler accounts them (milli-cores, bytes;
+    null: not every container has that limit) and why the agent does not write them (empty: it does)."""
+
+    cpu_request_millicores: Annotated[int, Field(ge=0, le=int(MAX_CORES * 1000))]
+    cpu_limit_millicores: Annotated[int, Field(ge=0, le=int(MAX_CORES * 1000))] | None
+    memory_request_bytes: Bytes
+    memory_limit_bytes: Bytes | None
+    problems: list[str]
+
+
 class PodUsage(_Model):
-    """One entry of `GET /api/v1/pods` (the whole document is a list of them)."""
+    """One entry of `GET /api/v1/pods` (the whole document is a list of them). `batch` is null for a pod
+    without batch resources, and absent from an older agent's document."""
 
     model_config = ConfigDict(populate_by_name=True)
 
@@ -207,6 +248,7 @@ class PodUsage(_Model):
     cpu_throttled_ratio: Ratio | None
     containers: list[ContainerUsage]
     windows: dict[str, dict[str, PodWindow]]
+    batch: PodBatchResources | None = None
 
     @model_validator(mode="after")
     def _known_windows(self) -> PodUsage:

@@ -21,9 +21,11 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
-from agent.snapshot import ContainerSample, PodSample, Pressure, Snapshot
+from agent.snapshot import ContainerSample, PodMeta, PodSample, Pressure, Snapshot
+from agent.strategies.batch_limits import problems_of
 from agent.view import AgentView
 from agent.windows import WindowValue
+from contract.agent_api import MAX_BYTES, MAX_CORES
 from contract.windows import NODE_WINDOW_PREFIX, POD_WINDOW_FIELD, WINDOW_NAMES
 from exporter.collector import node_label, normalize_qos, pod_order
 from exporter.stats import WindowSet, WindowStatsCache
@@ -59,6 +61,10 @@ POD_UNITS: dict[str, str] = {
     "windows.*.cpu_cores.value": "cores",
     "windows.*.memory_working_set_bytes.value": "bytes",
     "windows.*.*.coverage": "ratio",
+    "batch.cpu_request_millicores": "millicores",
+    "batch.cpu_limit_millicores": "millicores",
+    "batch.memory_request_bytes": "bytes",
+    "batch.memory_limit_bytes": "bytes",
 }
 
 
@@ -153,6 +159,26 @@ def _container(c: ContainerSample) -> dict[str, Any]:
     }
 
 
+def _batch(meta: PodMeta) -> dict[str, Any] | None:
+    """The pod's batch requests and limits (totals, as the scheduler counts them) and why the agent does
+    not write them; None for a pod without batch resources."""
+    b = meta.batch
+    if b is None:
+        return None
+
+    def bounded(value: int | None, hi: int) -> int | None:  # out-of-range values are among the problems
+        return None if value is None else max(0, min(value, hi))
+
+    cpu_max, mem_max = int(MAX_CORES * 1000), MAX_BYTES
+    return {
+        "cpu_request_millicores": bounded(b.cpu_request_milli, cpu_max),
+        "cpu_limit_millicores": bounded(b.cpu_limit_milli, cpu_max),
+        "memory_request_bytes": bounded(b.memory_request_bytes, mem_max),
+        "memory_limit_bytes": bounded(b.memory_limit_bytes, mem_max),
+        "problems": problems_of(meta),
+    }
+
+
 def pod_document(view: AgentView, pod: PodSample, windows: dict[str, WindowSet] | None) -> dict[str, Any]:
     meta = pod.meta
     doc: dict[str, Any] = {
@@ -167,6 +193,7 @@ def pod_document(view: AgentView, pod: PodSample, windows: dict[str, WindowSet] 
         "cpu_throttled_ratio": num(pod.cpu_throttled_ratio),
         "containers": [_container(c) for c in pod.containers],
         "windows": _pod_windows(windows or {}),
+        "batch": _batch(meta),
     }
     for name, section in list(view.pod_sections.items()):
         try:
@@ -197,6 +224,7 @@ def units_document() -> dict[str, Any]:
             "ratio": "fraction 0..1",
             "bytes_per_second": "bytes per second",
             "count": "plain number",
+            "millicores": "thousandths of a CPU core (Kubernetes' milli-CPU)",
             "rfc3339": "RFC 3339 UTC timestamp of the snapshot",
         },
     }

@@ -123,15 +123,9 @@ class OptionalGrant:
     permissions: tuple[Permission, ...]
 
 
-#: Not in the agent's main ClusterRole: granted by the named component, together with the setting.
-OPTIONAL_GRANTS: Final[tuple[OptionalGrant, ...]] = (
-    OptionalGrant(
-        component="extended-resources",
-        setting="oversubscription.extended_resources",
-        calls=("patch_node_extended_resources",),
-        permissions=on_kind("nodes", "patch", sub="status"),
-    ),
-)
+#: Not in the agent's main ClusterRole: granted by the named component, together with the setting. None since
+#: the extended resources (nodes/status patch) became the default (issue 11): their grant is in the main role.
+OPTIONAL_GRANTS: Final[tuple[OptionalGrant, ...]] = ()
 
 
 #: Not in the controller's main ClusterRole: granted by the component that ships the admission webhook.

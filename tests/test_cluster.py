@@ -270,12 +270,12 @@ def test_the_overcommit_rule_shares_the_publishers_definition(
     assert link.oversubscription.enabled(unlabelled) and link.evictor.oversubscribed(unlabelled)
 
 
-def test_extended_resources_optional(v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI) -> None:
+def test_extended_resources_by_default(v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI) -> None:
     tree = v1tree_cgroupfs
     cfg = AgentConfig.model_validate(
         {"interval": 0.2, "cgroup_root": tree.cgroup_root, "cgroup_driver": "cgroupfs", "state_file": "",
          "node_name": NODE, "enforcement": {"ledger_file": ""},
-         "oversubscription": {"min_history_seconds": 0, "peak_window": "avg_1m", "extended_resources": True}}
+         "oversubscription": {"min_history_seconds": 0, "peak_window": "avg_1m"}}
     )  # fmt: skip
     agent, _ = in_cluster(cfg, kube, tree)
     uid, _, (ctr,) = tree.pod("burstable")

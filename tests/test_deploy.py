@@ -76,7 +76,7 @@ OPTIONAL_FILES = {
 #: Optional files that are plain Kubernetes objects: validated against the schema like the base.
 OPTIONAL_MANIFESTS = ("agent-admission-policy.yaml",)
 #: Sub-folders of deploy/daemonset that are kustomize components (opt-in).
-OPTIONAL_COMPONENTS = {"extended-resources", "colocation-profiles"}
+OPTIONAL_COMPONENTS = {"colocation-profiles"}
 NAMESPACE = "colo-system"
 
 Obj = dict[str, Any]
@@ -377,16 +377,6 @@ def test_kubectl_kustomize_builds_the_base_and_the_component(tmp_path: Path) -> 
     overlay.mkdir()
     rel = os.path.relpath(BASE, overlay)
     (overlay / "kustomization.yaml").write_text(
-        yaml.safe_dump({"resources": [rel], "components": [f"{rel}/extended-resources"]}), encoding="utf-8"
-    )
-    with_component = build(overlay)
-    assert keys(with_component) - keys(built) == {
-        ("ClusterRole", "colo-agent-extended-resources"),
-        ("ClusterRoleBinding", "colo-agent-extended-resources"),
-    }
-    ds = find(with_component, "DaemonSet", "colo-agent")
-    assert ds == component_daemonset("extended-resources"), "kustomize and this test apply the patch alike"
-    (overlay / "kustomization.yaml").write_text(
         yaml.safe_dump({"resources": [rel], "components": [f"{rel}/colocation-profiles"]}), encoding="utf-8"
     )
     with_webhook = build(overlay)
@@ -418,14 +408,15 @@ def test_agent_configmap_loads_and_sets_only_the_cluster_keys(tmp_path: Path) ->
     assert load_agent_config(tmp_path, {"NODE_NAME": "node-a"}).node_name == "node-a"
 
 
-def test_the_extended_resources_component_turns_the_setting_on(tmp_path: Path) -> None:
-    env = {
-        e["name"]: e["value"]
-        for e in component_daemonset("extended-resources")["spec"]["template"]["spec"]["containers"][0]["env"]
-        if "value" in e
-    }
-    assert load_agent_config(tmp_path, env).oversubscription.extended_resources is True
-    assert load_agent_config(tmp_path).oversubscription.extended_resources is False
+def test_extended_resources_are_on_by_default_and_granted_by_the_main_role(tmp_path: Path) -> None:
+    """Issue 11: the agent advertises kubernetes.io/batch-* by default, so its main role may patch node status;
+    the key still switches them off (and the agent then removes them, which needs the same grant)."""
+    assert load_agent_config(tmp_path).oversubscription.extended_resources is True
+    off = {"COLO_OVERSUBSCRIPTION__EXTENDED_RESOURCES": "false"}
+    assert load_agent_config(tmp_path, off).oversubscription.extended_resources is False
+    main = grants_for(base_objects(), "colo-agent", NAMESPACE)
+    assert Permission("", "nodes/status", "patch") in main.cluster
+    assert kp.OPTIONAL_GRANTS == ()
 
 
 def test_controller_config_and_policy_load_with_the_controllers_own_loaders(
@@ -1173,24 +1164,6 @@ def test_agent_rbac_grants_exactly_what_agent_code_calls() -> None:
     assert set(grants.cluster.values()) == {"colo-agent"}
 
 
-def test_the_optional_grants_are_needed_and_only_in_their_components(tmp_path: Path) -> None:
-    need = needs(scan_component("colo_agent").uses)
-    main = grants_for(base_objects(), "colo-agent", NAMESPACE)
-    for grant in kp.OPTIONAL_GRANTS:
-        assert set(grant.permissions) <= set(need), f"{grant.component}: no call needs {grant.permissions}"
-        assert {p for c in grant.calls for p in kp.permissions(c)} == set(grant.permissions)
-        assert not set(grant.permissions) & set(main.cluster), "not in the main ClusterRole"
-        comp = kustomization(BASE / grant.component)
-        objs = [d for name in comp["resources"] for d in load_docs(BASE / grant.component / name)]
-        extra = grants_for(objs + base_objects(), "colo-agent", NAMESPACE)
-        assert set(extra.cluster) - set(main.cluster) == set(grant.permissions)
-        # the component turns the setting on
-        section, _, key = grant.setting.partition(".")
-        env = {e["name"]: e["value"] for e in component_daemonset(grant.component)["spec"]["template"]["spec"]
-               ["containers"][0]["env"] if "value" in e}  # fmt: skip
-        assert getattr(getattr(load_agent_config(tmp_path, env), section), key) is True
-
-
 def test_controller_rbac_grants_exactly_what_controller_code_calls(tmp_path: Path) -> None:
     scan = scan_component("controller")
     assert scan.problems == []
@@ -1234,10 +1207,9 @@ def test_the_rbac_check_fails_on_a_missing_or_extra_grant() -> None:
     extra = copy.deepcopy(good)
     extra.cluster[Permission("", "secrets", "get")] = "colo-agent"
     assert any("secrets get" in p for p in rbac_problems(need, extra, NAMESPACE, optional))
-    # the optional grant in the main role
-    bloated = copy.deepcopy(good)
-    bloated.cluster[Permission("", "nodes/status", "patch")] = "colo-agent"
-    assert rbac_problems(need, bloated, NAMESPACE, optional)
+    # a grant declared optional (a component's) found in the main role
+    status_patch = Permission("", "nodes/status", "patch")
+    assert status_patch in good.cluster and rbac_problems(need, good, NAMESPACE, {*optional, status_patch})
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1715,6 +1687,8 @@ def test_dashboard_queries_only_metrics_that_are_emitted(tmp_path: Path) -> None
         "colo_pod_memory_working_set_bytes",
         "colo_oversubscription_cpu_cores",  # oversubscribable capacity
         "colo_oversubscription_memory_bytes",
+        "colo_node_batch_allocated_cpu_cores",  # batch pods' requests against it (issue 11)
+        "colo_node_batch_free_memory_bytes",
         *CAPACITY_COMPUTATION,  # and the computation behind it
         "colo_offline_cpu_budget_cores",  # offline budget and quotas
         "colo_offline_pod_cpu_quota_cores",

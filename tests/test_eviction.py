@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,11 +14,12 @@ from agent.config import EvictionConfig, OversubscriptionConfig
 from agent.eviction import EVICTING_ANNOTATION, Evictor, parse_watermarks
 from agent.oversubscription import OversubscriptionOwner
 from agent.publisher import ApiHealth
-from agent.snapshot import NodeSample, PodMeta, PodSample, Snapshot
+from agent.snapshot import ContainerBatch, NodeSample, PodBatch, PodMeta, PodSample, Snapshot
 from agent.strategies.eviction_choice import victim_order
 from agent.view import AgentView
 from agent.windows import WindowStore
 from cgroup import CgroupWriter
+from cgroup.kubelet_rules import BatchResources
 from kube import Kube
 from testsupport.cgtree import V1Tree
 from testsupport.k8sobjects import NODE, node, pod
@@ -190,6 +192,23 @@ def test_oversubscribed_node_requires_overcommit(setup: tuple[Evictor, FakeKubeA
     ev.on_snapshot(snap(heavy, 15.0, 10 * GI, 1010.0))
     assert ev.drain()
     assert len(evictions(api)) == 1
+
+
+def test_batch_requests_overcommit_an_oversubscribed_node(setup: tuple[Evictor, FakeKubeAPI, list[PodSample]]) -> None:
+    """Batch pods request kubernetes.io/batch-cpu, not cpu: those requests count for the overcommit rule."""
+    ev, api, pods = setup
+    obj = api.get("nodes", None, NODE)
+    assert obj is not None
+    obj["metadata"]["labels"]["volcano.sh/oversubscription"] = "true"
+    api.put("nodes", obj)
+    batch = PodBatch((ContainerBatch("main", None, BatchResources(cpu_request=6000, cpu_limit=6000)),))
+    for p in pods:
+        if p.meta.pod_class == "offline":
+            p.meta = replace(p.meta, batch=batch)  # 3 x 6 cores of batch-cpu on a 16-core node
+    for i in range(6):
+        ev.on_snapshot(snap(pods, 15.0, 10 * GI, 1000.0 + i))
+    assert ev.drain()
+    assert ev.evicting["cpu"] and evictions(api) and "oversubscription rule" not in (ev.last_decision or "")
 
 
 def test_oversubscribed_on_all_nodes_requires_overcommit_without_the_label(kube: Kube, kube_api: FakeKubeAPI) -> None:

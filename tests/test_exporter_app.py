@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import gzip
+import json
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import datetime
 
 import httpx
@@ -16,8 +18,11 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_parse
 
+from agent.snapshot import ContainerBatch, PodBatch
 from agent.view import AgentView
 from agent.windows import WINDOW_NAMES
+from cgroup.kubelet_rules import BatchResources
+from contract.agent_api import parse_pods_document
 from exporter.api import pod_document
 from exporter.app import accepts_gzip, close_app, create_app, make_server, serve, wants_openmetrics
 from exporter.render import RenderCache
@@ -29,14 +34,17 @@ PROMETHEUS_ACCEPT = (
 )
 
 
+BATCH = PodBatch((ContainerBatch("main", "c-2a", BatchResources(500, 1000, 1 << 30, 2 << 30)),
+                  ContainerBatch("side", None, BatchResources(250, 500, 1 << 20, 1 << 20))))  # fmt: skip
+
+
 def populate(view: AgentView, seconds: int = 90, start: float | None = None) -> None:
     start = time.monotonic() - seconds if start is None else start
     for i in range(seconds):
-        pods = [
-            pod("u1", "team-a", "web", qos="Guaranteed", cpu=1.0, ws=2000, labels={QUOTA: "q1"}),
-            pod("u2", None, None, qos="BestEffort", pod_class="offline", cpu=0.5, ws=1000,
-                containers=(container("c-2a", cpu=None),)),
-        ]  # fmt: skip
+        batch = pod("u2", None, None, qos="BestEffort", pod_class="offline", cpu=0.5, ws=1000,
+                    containers=(container("c-2a", cpu=None),))  # fmt: skip
+        batch.meta = replace(batch.meta, batch=BATCH)
+        pods = [pod("u1", "team-a", "web", qos="Guaranteed", cpu=1.0, ws=2000, labels={QUOTA: "q1"}), batch]
         feed(view, snapshot(i + 1, start + i + 1, pods))
 
 
@@ -323,6 +331,27 @@ def test_units_name_every_numeric_field_of_a_pod(client: TestClient, view: Agent
     assert "windows.p95_5m.memory_working_set_bytes.value" in paths
     unnamed = {p for p in paths if not any(fnmatch.fnmatchcase(p, pattern) for pattern in units)}
     assert unnamed == set()
+
+
+def test_pods_show_their_batch_requests_and_limits(client: TestClient, view: AgentView) -> None:
+    populate(view, seconds=3)
+    body = client.get("/api/v1/pods").content
+    by_uid = {p.uid: p for p in parse_pods_document(body)}  # as the controller reads it
+    assert by_uid["u1"].batch is None
+    batch = by_uid["u2"].batch
+    assert batch is not None
+    assert (batch.cpu_request_millicores, batch.cpu_limit_millicores) == (750, 1500)
+    assert (batch.memory_request_bytes, batch.memory_limit_bytes) == ((1 << 30) + (1 << 20), (2 << 30) + (1 << 20))
+    assert batch.problems == []
+    # a request above its limit: shown, with why the agent does not write it
+    broken = pod("u3", pod_class="offline")
+    broken.meta = replace(broken.meta, batch=PodBatch((ContainerBatch("main", "x", BatchResources(900, 500)),)))
+    doc = pod_document(view, broken, None)
+    assert doc["batch"]["cpu_limit_millicores"] == 500
+    assert doc["batch"]["problems"] == ["container main: batch-cpu request 900m above its limit 500m"]
+    # an older agent's document has no batch key at all: still valid
+    old = [{k: v for k, v in p.items() if k != "batch"} for p in client.get("/api/v1/pods").json()]
+    assert all(p.batch is None for p in parse_pods_document(json.dumps(old)))
 
 
 def test_pod_without_windows_has_every_window_unknown(view: AgentView) -> None:

@@ -177,15 +177,18 @@ def test_reconcile_restores_gone_online_and_switched_off_parts() -> None:
 @pytest.mark.parametrize(
     ("policy", "v2", "memory_high", "names"),
     [
-        ("cfsQuota", True, True, ["baseline", "cfs_quota", "memory_high"]),
-        ("cpuset", True, True, ["baseline", "cpuset", "memory_high"]),
-        ("none", True, False, ["baseline"]),
-        ("cfsQuota", False, True, ["baseline", "cfs_quota"]),  # memory.high needs v2
+        ("cfsQuota", True, True, ["baseline", "cfs_quota", "memory_high", "batch_limits"]),
+        ("cpuset", True, True, ["baseline", "cpuset", "memory_high", "batch_limits"]),
+        ("none", True, False, ["baseline", "batch_limits"]),
+        ("cfsQuota", False, True, ["baseline", "cfs_quota", "batch_limits"]),  # memory.high needs v2
+        ("none", False, False, ["baseline"]),  # with batch.enabled false
     ],
 )
 def test_registry_picks_strategies_from_config_and_facts(policy: str, v2: bool, memory_high: bool,
                                                          names: list[str]) -> None:  # fmt: skip
-    config = AgentConfig.model_validate({"enforcement": {"cpu_policy": policy, "memory_high": memory_high}})
+    batch = {"enabled": "batch_limits" in names}
+    config = AgentConfig.model_validate({"enforcement": {"cpu_policy": policy, "memory_high": memory_high},
+                                         "batch": batch})  # fmt: skip
     chosen = strategies(config, Facts(v2, TIER))
     # the online QoS strategies are always there: each restores its part when off, a pod may opt in to burst
     assert [s.name for s in chosen] == [*names, "cpu_burst", "quota_burst", "memory_qos"]

@@ -114,4 +114,5 @@ def agent_pod(namespace: str, name: str, cpu_cores: float | None, memory_bytes: 
         **usage,
         "containers": [{"id": f"{pod_uid}-app", **usage}],
         "windows": windows,
+        "batch": None,  # no kubernetes.io/batch-* resources
     }

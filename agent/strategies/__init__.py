@@ -6,6 +6,7 @@ The enforcement strategies (`registry.py`: the protocol and the one list the enf
 - `cfs_quota`: the cfsQuota policy (budget, release, pod and container quotas, the best-effort tier cap);
 - `cpuset`: the cpuset policy;
 - `memory_high`: offline pods' memory.high under what the high watermark leaves (cgroup v2);
+- `batch_limits`: batch pods' own limits (kubelet's values from kubernetes.io/batch-*), never restored;
 - `reconcile`: what goes back (gone pods, pods no longer offline, parts no active strategy owns);
 - `cpu_burst`, `quota_burst`, `memory_qos`: online pods' CFS burst, dynamic quota burst and memory QoS
   (`online` picks the online pods and the quotas their specs give them).

@@ -45,7 +45,7 @@ class CfsQuota:
             (pod, quota, period), *containers = cpu_quota.pod_targets(quotas[p.uid], recorded.entries[p.uid], c)
             below = {path: (q, per) for path, q, per in containers}  # within the tolerance neither is written
             actions.append(SetCpuQuota(pod, quota, period, "quota", p.uid, c.cpu_change_threshold, below))
-        cap = cpu_quota.tier_cap(state, besteffort, c)
+        cap = cpu_quota.tier_cap(state, besteffort, c, quotas)
         actions += tier_actions(self.tier, cap, recorded, c.cpu_period_us)
         report = _report(budget, False, quotas, besteffort, None if cap is None else cap / c.cpu_period_us)
         return Plan(tuple(actions), CpuMemo(budget, False, report), report)

@@ -62,10 +62,20 @@ def budget(state: NodeState, previous: float | None, config: EnforcementConfig) 
     )  # fmt: skip
 
 
+def cpu_demand(pod: PodSample) -> OfflineCpu:
+    """The pod's CPU request and limit (cores) for the split: its batch-cpu values when it has any
+    (kubelet's cpu values are then 0 and none: it would count as best-effort and be held to no limit),
+    else its cpu values."""
+    batch, meta = pod.meta.batch, pod.meta
+    if batch is None or not batch.has_cpu:
+        return OfflineCpu(pod.uid, meta.cpu_request_cores, meta.cpu_limit_cores)
+    limit = batch.cpu_limit_milli
+    return OfflineCpu(pod.uid, batch.cpu_request_milli / 1000, None if limit is None else limit / 1000)
+
+
 def split(total: float, offline: Sequence[PodSample], config: EnforcementConfig) -> tuple[dict[str, float], float]:
     """Cores per offline pod (by CPU request, never above its limit) and the best-effort pods' slice."""
-    demands = [OfflineCpu(p.uid, p.meta.cpu_request_cores, p.meta.cpu_limit_cores) for p in offline]
-    return split_budget(total, demands, config.besteffort_share)
+    return split_budget(total, [cpu_demand(p) for p in offline], config.besteffort_share)
 
 
 def cpus(quota_us: int | None, period_us: int) -> float:
@@ -85,11 +95,22 @@ def pod_targets(cores: float, entry: Touched, config: EnforcementConfig) -> list
     return targets
 
 
-def tier_cap(state: NodeState, besteffort_cores: float | None, config: EnforcementConfig) -> int | None:
+def tier_cap(
+    state: NodeState,
+    besteffort_cores: float | None,
+    config: EnforcementConfig,
+    quotas: Mapping[str, float] | None = None,
+) -> int | None:
     """The best-effort tier's quota (at `cpu_period_us`) while only offline pods live there; None (no quota,
-    as kubelet leaves a tier) when an online pod is in it, no pod is, or there is no best-effort slice."""
+    as kubelet leaves a tier) when an online pod is in it, no pod is, or there is no best-effort slice.
+
+    The cap is the best-effort slice plus the cores of every pod in the tier that requests CPU: batch pods
+    live in the best-effort tier (kubelet sees no cpu request) but get their share by batch-cpu request, so
+    a cap of the best-effort slice alone would squeeze them below what the budget gives them."""
     in_tier = [p for p in state.snapshot.pods.values() if p.qos == "besteffort"]
     if besteffort_cores is None or not in_tier or any(p.meta.pod_class != "offline" for p in in_tier):
         return None
-    cores = max(config.cpu_min_offline_cores, besteffort_cores)
+    quotas = quotas or {}
+    requesting = sum(quotas.get(p.uid, 0.0) for p in in_tier if cpu_demand(p).request_cores > 0)
+    cores = max(config.cpu_min_offline_cores, besteffort_cores) + requesting
     return max(MIN_QUOTA_US, int(cores * config.cpu_period_us))

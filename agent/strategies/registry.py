@@ -17,6 +17,7 @@ from agent.actions import Part, Plan, Recorded
 from agent.config import AgentConfig
 from agent.node_state import NodeState
 from agent.strategies.baseline import Baseline
+from agent.strategies.batch_limits import BatchLimits
 from agent.strategies.cfs_quota import CfsQuota
 from agent.strategies.cpu_burst import CpuBurst
 from agent.strategies.cpuset import Cpuset
@@ -51,6 +52,7 @@ def strategies(config: AgentConfig, facts: Facts) -> list[Strategy]:
         CfsQuota(e, facts.besteffort_tier) if e.cpu_policy == "cfsQuota" else None,
         Cpuset(e) if e.cpu_policy == "cpuset" else None,
         MemoryHigh(e) if facts.is_v2 and e.memory_high else None,
+        BatchLimits(config.batch, e.cpu_period_us) if config.batch.enabled else None,  # after cfs_quota: see it
         # online QoS: always registered (each plans its restores when off; a pod may opt in to the burst alone)
         CpuBurst(q.cpu_burst, facts.burst_supported),
         QuotaBurst(q.quota_burst),

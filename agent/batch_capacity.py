@@ -1,0 +1,104 @@
+"""Batch capacity against the batch pods already on the node: what is allocatable, allocated and free.
+
+The node advertises `kubernetes.io/batch-cpu` (milli-cores) and `kubernetes.io/batch-memory` (bytes) in
+`status.allocatable`; kube-scheduler and kubelet subtract the batch requests of the pods bound to the node
+themselves, like for any scalar resource. So the published number is the node's whole batch allocatable,
+not what is left of it:
+
+    capacity    = max(0, min(reclaimable, headroom))          agent/capacity.py; offline usage is never in it
+    allocatable = capacity                                     cpu
+    allocatable = max(0, capacity − Σ_batch max(0, working set − batch-memory request))      memory
+    allocated   = Σ batch requests of the node's pods that have not finished (what the scheduler subtracts)
+    free        = allocatable − allocated                      negative: over-allocated, nothing more fits
+
+Batch pods' usage is not online usage (they are offline pods, outside `online_peak` and outside system
+usage), so their own running does not shrink the capacity. What they hold is accounted by the scheduler
+through their requests, which is enough for CPU: it is compressible, and the offline CPU budget is split in
+proportion to the batch-cpu requests when the node is busy (agent/cpu_budget.py), so a pod bursting above
+its request yields to a newly placed one. Memory above a pod's request cannot be taken back without killing
+the pod: it is taken off the allocatable, so that free never invites a pod into memory another batch pod
+already holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from agent.snapshot import PodMeta, PodSample
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRequests:
+    """Σ of the batch requests of the node's pods that have not finished, as the scheduler counts them."""
+
+    pods: int = 0
+    cpu_milli: int = 0
+    memory_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BatchUse:
+    """What running batch pods (those with cgroups in the pass) use."""
+
+    cpu_milli: int = 0  # Σ usage, for the record
+    memory_bytes: int = 0  # Σ working sets, for the record
+    memory_above_requests: int = 0  # Σ max(0, working set − batch-memory request): taken off the allocatable
+
+
+@dataclass(frozen=True, slots=True)
+class BatchFigures:
+    """One resource (milli-cores or bytes): the published allocatable, the allocated requests, what is free."""
+
+    allocatable: int
+    allocated: int
+    free: int
+
+
+def batch_requests(metas: Iterable[PodMeta]) -> BatchRequests:
+    """Σ of the pods' batch requests (the caller passes the pods that have not finished)."""
+    pods = cpu = memory = 0
+    for meta in metas:
+        if meta.batch is None:
+            continue
+        pods += 1
+        cpu += meta.batch.cpu_request_milli
+        memory += meta.batch.memory_request_bytes
+    return BatchRequests(pods, cpu, memory)
+
+
+def batch_use(samples: Iterable[PodSample]) -> BatchUse:
+    """Usage of the running batch pods and the memory they hold above their batch-memory requests."""
+    cpu = memory = above = 0.0
+    for p in samples:
+        if p.meta.batch is None:
+            continue
+        cpu += (p.cpu_cores or 0.0) * 1000
+        memory += p.memory_working_set_bytes
+        above += max(0, p.memory_working_set_bytes - p.meta.batch.memory_request_bytes)
+    return BatchUse(int(cpu), int(memory), int(above))
+
+
+def allocatable(resource: str, capacity: int, use: BatchUse) -> int:
+    """The batch allocatable of one resource from its capacity (milli-cores or bytes)."""
+    if resource == "memory":
+        return max(0, capacity - use.memory_above_requests)
+    return max(0, capacity)
+
+
+def figures(published: int, allocated: int) -> BatchFigures:
+    """Allocated and free against what is published (0 while evicting or stalled: then free < 0)."""
+    return BatchFigures(published, allocated, published - allocated)
+
+
+def section(published: dict[str, int], requests: BatchRequests, use: BatchUse) -> dict[str, object]:
+    """The `batch` key of /api/v1/node's oversubscription section."""
+    cpu = figures(published["cpu"], requests.cpu_milli)
+    memory = figures(published["memory"], requests.memory_bytes)
+    return {
+        "pods": requests.pods,
+        "cpu": {"allocatable": cpu.allocatable, "allocated": cpu.allocated, "free": cpu.free,
+                "usage": use.cpu_milli, "unit": "millicores"},
+        "memory": {"allocatable": memory.allocatable, "allocated": memory.allocated, "free": memory.free,
+                   "usage": use.memory_bytes, "above_requests": use.memory_above_requests, "unit": "bytes"},
+    }  # fmt: skip
