@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from agent.config import MemoryQosConfig
 
 PAGE = 4096
+V1_REASON = "memory QoS needs cgroup v2 (memory.min/low/high); this node runs v1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +63,33 @@ def _target(cfg: MemoryQosConfig, protect: int, limit: int | None) -> MemoryTarg
     return MemoryTarget(floor, low, high)
 
 
+def pod_targets(cfg: MemoryQosConfig, pod: PodMemory) -> dict[str, MemoryTarget]:
+    """An online pod's containers' targets, then its own: the part of the plan only its spec decides."""
+    targets: dict[str, MemoryTarget] = {}
+    total = 0
+    for cgroup, c in pod.containers.items():
+        t = _target(cfg, _pages(c.request_bytes * cfg.protect_percent / 100), c.limit_bytes)
+        targets[cgroup] = t
+        total += max(t.min_bytes, t.low_bytes)
+    pod_limit_share = None
+    limits = [c.limit_bytes for c in pod.containers.values()]
+    if pod.containers and all(limit is not None for limit in limits):
+        pod_limit_share = sum(limit for limit in limits if limit is not None)
+    limit = pod.limit_bytes if pod.limit_bytes is not None else pod_limit_share
+    targets[pod.cgroup] = _target(cfg, total, limit)
+    return targets
+
+
+def ancestor_target(cfg: MemoryQosConfig, protect: int) -> MemoryTarget:
+    """A cgroup above pods: the sum of the protection under it; its memory.high is left alone."""
+    t = _target(cfg, protect, None)
+    return MemoryTarget(t.min_bytes, t.low_bytes, None)
+
+
 def plan_memory_qos(cfg: MemoryQosConfig, is_v2: bool, pods: Sequence[PodMemory]) -> MemoryQosPlan:
     """Targets for every online pod's containers, the pod and its ancestors; offline pods are left out."""
     if not is_v2:
-        return MemoryQosPlan(False, "memory QoS needs cgroup v2 (memory.min/low/high); this node runs v1")
+        return MemoryQosPlan(False, V1_REASON)
     if not cfg.enabled:
         return MemoryQosPlan(True, "disabled")
     targets: dict[str, MemoryTarget] = {}
@@ -73,20 +97,10 @@ def plan_memory_qos(cfg: MemoryQosConfig, is_v2: bool, pods: Sequence[PodMemory]
     for pod in pods:
         if not pod.online:
             continue
-        total = 0
-        for cgroup, c in pod.containers.items():
-            t = _target(cfg, _pages(c.request_bytes * cfg.protect_percent / 100), c.limit_bytes)
-            targets[cgroup] = t
-            total += max(t.min_bytes, t.low_bytes)
-        pod_limit_share = None
-        limits = [c.limit_bytes for c in pod.containers.values()]
-        if pod.containers and all(limit is not None for limit in limits):
-            pod_limit_share = sum(limit for limit in limits if limit is not None)
-        limit = pod.limit_bytes if pod.limit_bytes is not None else pod_limit_share
-        targets[pod.cgroup] = _target(cfg, total, limit)
+        targets.update(pod_targets(cfg, pod))
+        protect = max(targets[pod.cgroup].min_bytes, targets[pod.cgroup].low_bytes)
         for a in pod.ancestors:
-            above[a] = above.get(a, 0) + max(targets[pod.cgroup].min_bytes, targets[pod.cgroup].low_bytes)
+            above[a] = above.get(a, 0) + protect
     for a, protect in above.items():
-        t = _target(cfg, protect, None)
-        targets[a] = MemoryTarget(t.min_bytes, t.low_bytes, None)
+        targets[a] = ancestor_target(cfg, protect)
     return MemoryQosPlan(True, "", targets)

@@ -55,8 +55,11 @@ class QuietSince:
     at: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class QuotaDecision:
+    """Not frozen: a pass builds one per online container, and frozen ones cost three times as much to build.
+    Nothing changes one after it is made."""
+
     quota_us: int
     action: Action
     reason: str
@@ -84,34 +87,54 @@ def node_state(cfg: QuotaBurstConfig, node: NodeCpu) -> NodeBurstState:
     return "idle"
 
 
+NOT_QUIET = QuietSince()
+
+#: ContainerCpu's fields in its order, as a plain tuple: what a caller planning hundreds of containers a
+#: second passes (`plan_quota_burst_rows`), without building an object per container and pass.
+CpuRow = tuple[str, str, int, int, int, float | None, float | None]
+
+
 def _decide(
-    cfg: QuotaBurstConfig, state: NodeBurstState, c: ContainerCpu, quiet_at: float | None, now: float, room: float
+    cfg: QuotaBurstConfig,
+    state: NodeBurstState,
+    c: CpuRow,
+    quiet_at: float | None,
+    now: float,
+    room: float,
 ) -> tuple[QuotaDecision, float | None, float]:
     """(decision, quiet since, cores of headroom it took)."""
-    own = max(c.own_quota_us, MIN_QUOTA_US)
+    _, _, own_quota_us, quota_us, period_us, throttled_ratio, usage_cores = c
+    own = max(own_quota_us, MIN_QUOTA_US)
     if state in ("busy", "blocked"):
         cause = "node CPU at or above its safe level" if state == "busy" else "offline pods suppressed or evicting"
-        return QuotaDecision(own, "reset" if c.quota_us != own else "hold", cause), None, 0.0
-    if c.throttled_ratio is None or c.usage_cores is None:
-        return QuotaDecision(max(c.quota_us, own), "hold", "no rate yet"), None, 0.0
-    throttled = c.throttled_ratio >= cfg.throttled_ratio
-    fits = c.throttled_ratio == 0 and c.usage_cores * c.period_us <= own * FITS_OWN_QUOTA
+        return QuotaDecision(own, "reset" if quota_us != own else "hold", cause), None, 0.0
+    if throttled_ratio is None or usage_cores is None:
+        return QuotaDecision(max(quota_us, own), "hold", "no rate yet"), None, 0.0
+    throttled = throttled_ratio >= cfg.throttled_ratio
+    fits = throttled_ratio == 0 and usage_cores * period_us <= own * FITS_OWN_QUOTA
     if fits:
         since = quiet_at if quiet_at is not None else now
-        if c.quota_us != own and now - since >= cfg.restore_after_seconds:
+        if quota_us != own and now - since >= cfg.restore_after_seconds:
             return QuotaDecision(own, "restore", "quiet within its own quota"), since, 0.0
-        return QuotaDecision(max(c.quota_us, own), "hold", "quiet"), since, 0.0
+        return QuotaDecision(max(quota_us, own), "hold", "quiet"), since, 0.0
     if not throttled or state == "cooling":
         why = "throttled below the threshold" if not throttled else "node CPU near its safe level"
-        return QuotaDecision(max(c.quota_us, own), "hold", why), None, 0.0
+        return QuotaDecision(max(quota_us, own), "hold", why), None, 0.0
     ceiling = own * cfg.max_quota_burst_percent // 100
-    current = max(c.quota_us, own)
+    current = max(quota_us, own)
     target = min(ceiling, current + own * cfg.step_percent // 100)
-    target = min(target, current + int(room * c.period_us))
+    target = min(target, current + int(room * period_us))
     if target <= current:
         why = "at max_quota_burst_percent" if current >= ceiling else "no CPU left under the node's safe level"
         return QuotaDecision(current, "hold", why), None, 0.0
-    return QuotaDecision(target, "raise", "throttled on an idle node"), None, (target - current) / c.period_us
+    return QuotaDecision(target, "raise", "throttled on an idle node"), None, (target - current) / period_us
+
+
+def _quiet(was: QuietSince | None, since: float | None) -> QuietSince:
+    """The record to carry: the one carried in when it still holds (most containers, most passes)."""
+    if since is None:
+        return NOT_QUIET
+    return was if was is not None and was.at == since else QuietSince(since)
 
 
 def plan_quota_burst(
@@ -125,18 +148,50 @@ def plan_quota_burst(
     """Every container's quota for this pass, and its pod's (own quota plus its containers' raises).
 
     The most throttled containers are served first when the headroom does not reach everyone."""
+    rows = [(c.cgroup, c.pod, c.own_quota_us, c.quota_us, c.period_us, c.throttled_ratio, c.usage_cores)
+            for c in containers]  # fmt: skip
+    return plan_quota_burst_rows(cfg, node, rows, quiet, pod_own_quotas_us, now)
+
+
+def plan_quota_burst_rows(
+    cfg: QuotaBurstConfig,
+    node: NodeCpu,
+    rows: Sequence[CpuRow],
+    quiet: Mapping[str, QuietSince],
+    pod_own_quotas_us: Mapping[str, int | None],
+    now: float,
+) -> QuotaBurstPlan:
+    """`plan_quota_burst` over rows. Only a raise takes headroom, and only a container throttled at or above
+    the threshold on an idle node can be raised: those alone are decided in order of throttling (most
+    first); every other decision does not depend on the order. A container's quiet record is carried over
+    as the same object while it holds."""
     state = node_state(cfg, node)
     headroom = 0.0 if node.busy_cores is None else max(0.0, node.cpus * cfg.node_safe_usage - node.busy_cores)
     plan = QuotaBurstPlan(state, headroom)
-    room = headroom
-    for c in sorted(containers, key=lambda c: (-(c.throttled_ratio or 0.0), c.cgroup)):
-        decision, since, took = _decide(cfg, state, c, quiet.get(c.cgroup, QuietSince()).at, now, room)
-        room -= took
-        plan.containers[c.cgroup] = decision
-        plan.quiet[c.cgroup] = QuietSince(since)
+    decisions, quiet_out = plan.containers, plan.quiet
+    threshold, idle = cfg.throttled_ratio, state == "idle"
     extra: dict[str, int] = {}
-    for c in containers:
-        extra[c.pod] = extra.get(c.pod, 0) + plan.containers[c.cgroup].quota_us - max(c.own_quota_us, MIN_QUOTA_US)
+    hot: list[CpuRow] = []
+    for c in rows:
+        cgroup, pod, own = c[0], c[1], c[2]
+        extra[pod] = extra.get(pod, 0) - (own if own > MIN_QUOTA_US else MIN_QUOTA_US)
+        if idle and c[5] is not None and c[5] >= threshold:
+            hot.append(c)  # may take headroom: decided below, in order
+            continue
+        was = quiet.get(cgroup)
+        at = None if was is None else was.at
+        decision, since, _ = _decide(cfg, state, c, at, now, headroom)
+        decisions[cgroup] = decision
+        quiet_out[cgroup] = _quiet(was, since)
+    room = headroom
+    for c in sorted(hot, key=lambda c: (-(c[5] or 0.0), c[0])):
+        was = quiet.get(c[0])
+        decision, since, took = _decide(cfg, state, c, None if was is None else was.at, now, room)
+        room -= took
+        decisions[c[0]] = decision
+        quiet_out[c[0]] = _quiet(was, since)
+    for c in rows:
+        extra[c[1]] += decisions[c[0]].quota_us
     for pod, raise_us in extra.items():
         own_pod = pod_own_quotas_us.get(pod)
         if own_pod is not None:  # an unlimited pod stays unlimited

@@ -7,6 +7,9 @@ quota change of the pass; the kernel refuses a quota below the burst). What hold
 `RECHECK_SECONDS`; in between only changed targets are asked for, so a pass reads no burst file it need not.
 A pod that stops being online, opts out, loses its limit or goes away, and every pod when the feature is
 off, gets its recorded bursts back (a `Restore` of the part).
+
+A pod's bursts, their actions and its report entry depend on its spec alone: kept between passes and
+computed again when the pod's PodMeta object or its containers change (SpecCache in online.py).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from agent.config import CpuBurstConfig
 from agent.node_state import NodeState
 from agent.qos.burst import BurstInputs, plan_burst
 from agent.snapshot import PodSample
-from agent.strategies.online import online_pods
+from agent.strategies.online import SpecCache, online_pod
 from contract.annotations import ENABLE_QUOTA_BURST
 
 RECHECK_SECONDS = 30.0
@@ -33,47 +36,78 @@ class BurstMemo:
     checked_at: float | None = None  # when every target was last asked for
 
 
+@dataclass(frozen=True, slots=True)
+class PodBurst:
+    """One online pod's bursts as its spec gives them (cached per pod: agent/strategies/online.py SpecCache).
+    `targets` None: burst is off for the pod. The report entry is shared between passes: read-only."""
+
+    warning: str | None
+    targets: dict[str, int] | None = None  # cgroup -> burst, its containers' then its own
+    actions: tuple[SetCpuBurst, ...] = ()  # one per target, in that order
+    report: dict[str, Any] | None = None
+
+
 class CpuBurst:
     name = "cpu_burst"
     parts = PARTS
 
     def __init__(self, config: CpuBurstConfig, supported: bool) -> None:
         self.config, self.supported = config, supported
+        self._specs: SpecCache[PodBurst | None] = SpecCache(self._pod)
+
+    def _pod(self, p: PodSample) -> PodBurst | None:
+        """What the pod's spec asks for (None: not online); nothing here depends on the pass's samples."""
+        o = online_pod(p)
+        if o is None:
+            return None
+        inputs = BurstInputs(True, p.meta.annotations, o.quota_us, {c.cgroup: c.quota_us for c in o.containers})
+        bp = plan_burst(self.config, inputs)
+        warning = f"pod {p.meta.namespace}/{p.meta.name}: {bp.warning}" if bp.warning else None
+        if bp.source == "off" or not bp.container_bursts_us:
+            return PodBurst(warning)
+        targets = dict(bp.container_bursts_us)
+        if bp.pod_burst_us is not None:
+            targets[p.cgroup] = bp.pod_burst_us
+        ids = {c.cgroup: c.id for c in o.containers}
+        report = {
+            "source": bp.source,
+            "burst_us": bp.pod_burst_us,
+            "containers": {ids[cg]: b for cg, b in bp.container_bursts_us.items()},
+        }
+        actions = tuple(SetCpuBurst(cg, burst, "burst", p.uid) for cg, burst in targets.items())
+        return PodBurst(warning, targets, actions, report)
 
     def plan(self, state: NodeState, recorded: Recorded) -> Plan:
         memo = recorded.memo if isinstance(recorded.memo, BurstMemo) else BurstMemo()
         full = memo.checked_at is None or recorded.now - memo.checked_at >= RECHECK_SECONDS
+        warnings: list[str] = []
+        report_pods: dict[str, Any] = {}
         report: dict[str, Any] = {"enabled": self.config.enabled, "supported": self.supported,
-                                  "burst_percent": self.config.burst_percent, "pods": {}, "warnings": []}  # fmt: skip
+                                  "burst_percent": self.config.burst_percent, "pods": report_pods,
+                                  "warnings": warnings}  # fmt: skip
         actions: list[Action] = []
         targets: dict[str, int] = {}
         planned: set[str] = set()
         # off on the node: only pods that carry the annotation can ask (most carry none: not looked at further)
-        pods: Sequence[PodSample] = state.online
+        pods: Sequence[PodSample] = state.online if self.supported else ()
         if not self.config.enabled:
             pods = [p for p in pods if ENABLE_QUOTA_BURST in p.meta.annotations]
-        for o in online_pods(pods) if self.supported else ():
-            p = o.pod
-            inputs = BurstInputs(True, p.meta.annotations, o.quota_us, {c.cgroup: c.quota_us for c in o.containers})
-            bp = plan_burst(self.config, inputs)
-            if bp.warning:
-                report["warnings"].append(f"pod {p.meta.namespace}/{p.meta.name}: {bp.warning}")
-            if bp.source == "off" or not bp.container_bursts_us:
+        held = memo.targets
+        for p, b in self._specs.each(pods):
+            if b is None:
                 continue
-            planned.add(p.uid)
-            pod_targets = dict(bp.container_bursts_us)
-            if bp.pod_burst_us is not None:
-                pod_targets[p.cgroup] = bp.pod_burst_us
-            for cg, burst in pod_targets.items():
-                targets[cg] = burst
-                if full or memo.targets.get(cg) != burst:
-                    actions.append(SetCpuBurst(cg, burst, "burst", p.uid))
-            ids = {c.cgroup: c.id for c in o.containers}
-            report["pods"][p.uid] = {
-                "source": bp.source,
-                "burst_us": bp.pod_burst_us,
-                "containers": {ids[cg]: b for cg, b in bp.container_bursts_us.items()},
-            }
+            if b.warning:
+                warnings.append(b.warning)
+            if b.targets is None:
+                continue
+            uid = p.uid
+            planned.add(uid)
+            targets.update(b.targets)
+            if full:
+                actions += b.actions
+            else:
+                actions += [a for a in b.actions if held.get(a.cgroup) != a.burst_us]
+            report_pods[uid] = b.report
         for uid, entry in recorded.entries.items():
             if entry.burst and uid not in planned:
                 actions.append(Restore(uid, PARTS))

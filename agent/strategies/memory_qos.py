@@ -6,17 +6,30 @@ memory.high. On cgroup v1 the plan is empty and the report says unsupported.
 Everything is asked for each pass (the executor skips what holds); a pod that stops being online or goes
 away gets its recorded values back (`Restore` of the part), and so does every pod when the feature is off.
 The cgroups above pods are shared: `Restore(uid="")` puts back those no online pod needs any more.
+
+A pod's own targets, their actions and its report entry depend on its spec alone: kept between passes and
+computed again when the pod's PodMeta object or its containers change (SpecCache in online.py); each pass
+sums the protection above pods and compares with the ledger's record.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from agent.actions import Action, Part, Plan, Recorded, Restore, SetMemoryHigh, SetMemoryProtection
 from agent.config import MemoryQosConfig
 from agent.node_state import NodeState
-from agent.qos.memory_qos import ContainerMemory, PodMemory, plan_memory_qos
-from agent.strategies.online import online_pods
+from agent.qos.memory_qos import (
+    ContainerMemory,
+    MemoryTarget,
+    PodMemory,
+    ancestor_target,
+    plan_memory_qos,
+    pod_targets,
+)
+from agent.snapshot import PodSample
+from agent.strategies.online import SpecCache, online_pod
 
 PARTS: frozenset[Part] = frozenset({"memory_qos"})
 SHARED = ""  # the uid of Restore for the cgroups above pods
@@ -33,48 +46,90 @@ def ancestors(cgroup: str, kubepods: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+@dataclass(frozen=True, slots=True)
+class PodProtection:
+    """One online pod's targets as its spec gives them (cached per pod: agent/strategies/online.py SpecCache):
+    its containers' then its own cgroup, each with its target and the actions asking for it. The report
+    entry is shared between passes: read-only."""
+
+    # (cgroup, its target, the actions asking for it, the files it asks for: a record of others is put back)
+    cgroups: tuple[tuple[str, MemoryTarget, tuple[Action, ...], frozenset[str]], ...]
+    actions: tuple[Action, ...]  # every cgroup's, in that order
+    ancestors: tuple[str, ...]
+    protect: int  # the pod's protection: each ancestor holds the sum of its pods'
+    report: dict[str, Any]
+
+
 class MemoryQos:
     name = "memory_qos"
     parts = PARTS
 
     def __init__(self, config: MemoryQosConfig, is_v2: bool, kubepods: str) -> None:
         self.config, self.is_v2, self.kubepods = config, is_v2, kubepods
+        self._specs: SpecCache[PodProtection | None] = SpecCache(self._pod)
+
+    def _actions(self, cg: str, t: MemoryTarget, uid: str) -> tuple[Action, ...]:
+        kind = self.config.protection
+        out: list[Action] = []
+        if kind != "none":
+            out.append(SetMemoryProtection(cg, kind, t.min_bytes if kind == "min" else t.low_bytes, "memory_qos", uid))
+        if t.high_bytes is not None:
+            out.append(SetMemoryHigh(cg, t.high_bytes, "memory_qos", uid))
+        return tuple(out)
+
+    def _pod(self, p: PodSample) -> PodProtection | None:
+        """What the pod's spec asks for (None: not online, or no container with a memory request known)."""
+        o = online_pod(p)
+        if o is None:
+            return None
+        memory = p.meta.container_memory
+        containers = {c.cgroup: ContainerMemory(*memory[c.id]) for c in p.containers if c.id in memory}
+        if not containers:
+            return None
+        up = ancestors(p.cgroup, self.kubepods)
+        targets = pod_targets(self.config, PodMemory(p.cgroup, up, True, p.meta.memory_limit_bytes, containers))
+        kind = self.config.protection
+        files, with_high = frozenset({kind}), frozenset({kind, "high"})
+        cgroups = tuple((cg, t, self._actions(cg, t, p.uid), files if t.high_bytes is None else with_high)
+                        for cg, t in targets.items())  # fmt: skip
+        own = targets[p.cgroup]
+        protect = max(own.min_bytes, own.low_bytes)
+        report = {"protected_bytes": protect, "high_bytes": own.high_bytes}
+        return PodProtection(cgroups, tuple(a for c in cgroups for a in c[2]), up, protect, report)
 
     def plan(self, state: NodeState, recorded: Recorded) -> Plan:
-        pods: list[PodMemory] = []
-        uid_of: dict[str, str] = {}
-        active = self.is_v2 and self.config.enabled  # else nothing to plan: no pod is looked at
-        for o in online_pods(state.online if active else ()):
-            p = o.pod
-            memory = p.meta.container_memory
-            containers = {c.cgroup: ContainerMemory(*memory[c.id]) for c in p.containers if c.id in memory}
-            if not containers:
-                continue
-            pods.append(PodMemory(p.cgroup, ancestors(p.cgroup, self.kubepods), True, p.meta.memory_limit_bytes,
-                                  containers))  # fmt: skip
-            uid_of[p.cgroup] = p.uid
-            for cg in containers:
-                uid_of[cg] = p.uid
-        mp = plan_memory_qos(self.config, self.is_v2, pods)
-        report: dict[str, Any] = {"enabled": self.config.enabled and mp.supported, "supported": mp.supported,
-                                  "reason": mp.reason, "protection": self.config.protection, "pods": {}}  # fmt: skip
+        cfg, kind = self.config, self.config.protection
+        active = self.is_v2 and cfg.enabled  # else nothing to plan: no pod is looked at
+        mp = plan_memory_qos(cfg, self.is_v2, ())  # whether it is supported, and why not
+        report_pods: dict[str, Any] = {}
+        report: dict[str, Any] = {"enabled": cfg.enabled and mp.supported, "supported": mp.supported,
+                                  "reason": mp.reason, "protection": kind, "pods": report_pods}  # fmt: skip
         actions: list[Action] = []
-        kind = self.config.protection
         planned: set[str] = set()
-        pod_cgroups = {p.cgroup for p in pods}
-        for cg, t in mp.targets.items():
-            uid = uid_of.get(cg, SHARED)
+        above: dict[str, int] = {}
+        entries = recorded.entries
+        for p, m in self._specs.each(state.online if active else ()):
+            if m is None:
+                continue
+            uid = p.uid
             planned.add(uid)
-            if kind != "none":
-                actions.append(SetMemoryProtection(cg, kind, t.min_bytes if kind == "min" else t.low_bytes,
-                                                   "memory_qos", uid))  # fmt: skip
-            if t.high_bytes is not None:
-                actions.append(SetMemoryHigh(cg, t.high_bytes, "memory_qos", uid))
-            entry = recorded.entries.get(uid) if uid != SHARED else None
-            if entry is not None and cg in entry.memory_qos:  # a file no longer asked for (another `protection`,
-                actions += _back(cg, uid, entry.memory_qos[cg], kind, t.high_bytes)  # high_percent 0): as it was
-            if cg in pod_cgroups:
-                report["pods"][uid] = {"protected_bytes": max(t.min_bytes, t.low_bytes), "high_bytes": t.high_bytes}
+            entry = entries.get(uid)
+            record = entry.memory_qos if entry is not None else None
+            if not record:
+                actions += m.actions
+            else:
+                for cg, t, asked, files in m.cgroups:
+                    actions += asked
+                    was = record.get(cg)
+                    # a file no longer asked for (another `protection`, high_percent 0): as it was
+                    if was is not None and not was.keys() <= files:
+                        actions += _back(cg, uid, was, kind, t.high_bytes)
+            report_pods[uid] = m.report
+            for a in m.ancestors:
+                above[a] = above.get(a, 0) + m.protect
+        for a, protect in above.items():
+            planned.add(SHARED)
+            actions += self._actions(a, ancestor_target(cfg, protect), SHARED)
         for uid, entry in recorded.entries.items():
             if entry.memory_qos and uid not in planned:
                 actions.append(Restore(uid, PARTS))

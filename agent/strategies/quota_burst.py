@@ -4,6 +4,10 @@ suppressed or the node is evicting (the decisions are agent/qos/quota_burst.py; 
 pass's NodeState). What a container holds is what this strategy asked for last (its memo), its own quota is
 what its current spec gives. A pod with a raise gets its pod and container quotas written together (the
 executor orders them as v1 accepts); a pod with none left gets its recorded own quotas back (`Restore`).
+
+Per pass the cost is the decisions: the own quotas a pod's spec gives are kept between passes (SpecCache in
+agent/strategies/online.py), the containers go to the planner as rows, and a container's action is last
+pass's object while it asks for the same quota (a raised pod is asked for every pass).
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ from typing import Any
 from agent.actions import Action, Part, Plan, Recorded, Restore, SetCpuQuota
 from agent.config import QuotaBurstConfig
 from agent.node_state import NodeState
-from agent.qos.quota_burst import ContainerCpu, NodeCpu, QuietSince, plan_quota_burst
-from agent.strategies.online import PERIOD_US, OnlinePod, cores, online_pods
+from agent.qos.quota_burst import CpuRow, NodeCpu, QuietSince, plan_quota_burst_rows
+from agent.snapshot import PodSample
+from agent.strategies.online import PERIOD_US, SpecCache, cores, online_pod
 
 PARTS: frozenset[Part] = frozenset({"quota_burst"})
 
@@ -26,8 +31,27 @@ class QuotaMemo:
     quiet: dict[str, QuietSince] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class PodQuotas:
+    """One online pod's own quotas as its spec gives them (cached per pod: agent/strategies/online.py
+    SpecCache): the pod's, and each limited container's with its index among the pod's containers."""
+
+    own_us: int | None
+    containers: tuple[tuple[int, str, str, int, float], ...]  # (index, cgroup, id, own quota, in cores)
+
+
 def node_cpu(state: NodeState) -> NodeCpu:
     return NodeCpu(state.cpu.allocatable, state.cpu.node, state.offline_suppressed, state.evicting)
+
+
+def _pod_quotas(p: PodSample) -> PodQuotas | None:
+    """None: not online, or no container with a CPU limit (nothing to raise)."""
+    o = online_pod(p)
+    if o is None:
+        return None
+    limited = tuple((i, c.cgroup, c.id, c.quota_us, c.quota_us / PERIOD_US)
+                    for i, c in enumerate(o.containers) if c.quota_us is not None)  # fmt: skip
+    return PodQuotas(o.quota_us, limited) if limited else None
 
 
 class QuotaBurst:
@@ -36,62 +60,93 @@ class QuotaBurst:
 
     def __init__(self, config: QuotaBurstConfig) -> None:
         self.config = config
+        self._specs: SpecCache[PodQuotas | None] = SpecCache(_pod_quotas)
+        self._asked: dict[str, SetCpuQuota] = {}  # cgroup -> last pass's action, reused while it asks the same
 
-    def _inputs(self, state: NodeState, memo: QuotaMemo) -> tuple[list[ContainerCpu], dict[str, OnlinePod]]:
-        containers: list[ContainerCpu] = []
-        pods: dict[str, OnlinePod] = {}
-        for o in online_pods(state.online):
-            samples = {c.cgroup: c for c in o.pod.containers}
-            for c in o.containers:
-                if c.quota_us is None:
-                    continue
-                s = samples[c.cgroup]
-                held = memo.quotas.get(c.cgroup, c.quota_us)
-                containers.append(ContainerCpu(c.cgroup, o.pod.cgroup, c.quota_us, held, PERIOD_US,
-                                               s.cpu_throttled_ratio, s.cpu_cores))  # fmt: skip
-                pods[o.pod.cgroup] = o
-        return containers, pods
+    def _inputs(self, state: NodeState, memo: QuotaMemo) -> tuple[list[CpuRow], dict[str, tuple[PodSample, PodQuotas]]]:
+        rows: list[CpuRow] = []
+        pods: dict[str, tuple[PodSample, PodQuotas]] = {}
+        held = memo.quotas
+        for p, q in self._specs.each(state.online):
+            if q is None:
+                continue
+            samples, pod_cg = p.containers, p.cgroup
+            for i, cg, _, own, _ in q.containers:
+                s = samples[i]
+                rows.append((cg, pod_cg, own, held.get(cg, own), PERIOD_US, s.cpu_throttled_ratio, s.cpu_cores))
+            pods[pod_cg] = (p, q)
+        return rows, pods
+
+    def _quota(self, asked: dict[str, SetCpuQuota], cgroup: str, quota: int, uid: str) -> SetCpuQuota:
+        a = self._asked.get(cgroup)
+        if a is None or a.quota_us != quota or a.uid != uid:
+            a = SetCpuQuota(cgroup, quota, PERIOD_US, "quota_burst", uid)
+        asked[cgroup] = a
+        return a
 
     def plan(self, state: NodeState, recorded: Recorded) -> Plan:
         memo = recorded.memo if isinstance(recorded.memo, QuotaMemo) else QuotaMemo()
+        report_pods: dict[str, Any] = {}
         report: dict[str, Any] = {"enabled": self.config.enabled, "node_state": None, "headroom_cores": None,
-                                  "pods": {}}  # fmt: skip
+                                  "pods": report_pods}  # fmt: skip
         if not self.config.enabled:
             restores = [Restore(uid, PARTS) for uid, e in recorded.entries.items() if e.quota_burst]
             return Plan(tuple(restores), QuotaMemo(), {"quota_burst": report})
-        containers, pods = self._inputs(state, memo)
-        own_pod = {cg: o.quota_us for cg, o in pods.items()}
-        qp = plan_quota_burst(self.config, node_cpu(state), containers, memo.quiet, own_pod, recorded.now)
+        rows, pods = self._inputs(state, memo)
+        own_pod = {cg: q.own_us for cg, (_, q) in pods.items()}
+        qp = plan_quota_burst_rows(self.config, node_cpu(state), rows, memo.quiet, own_pod, recorded.now)
         report["node_state"], report["headroom_cores"] = qp.node, round(qp.headroom_cores, 3)
+        decided, threshold, entries = qp.containers, self.config.throttled_ratio, recorded.entries
         actions: list[Action] = []
-        ids = {x.cgroup: x.id for o in pods.values() for x in o.containers}
-        raised = {c.pod for c in containers if qp.containers[c.cgroup].quota_us != c.own_quota_us}
-        raised_uids = {pods[cg].pod.uid for cg in raised}
-        # raised before, not any more, still online and limited: own quotas from the current spec (a resize since
-        # the raise wins over what was recorded), and the Restore clears the record once they hold
-        back = {cg for cg, o in pods.items() if cg not in raised and getattr(recorded.entries.get(o.pod.uid),
-                                                                            "quota_burst", False)}  # fmt: skip
-        for c in containers:
-            d, uid = qp.containers[c.cgroup], pods[c.pod].pod.uid
-            if c.pod in raised or c.pod in back:
-                actions.append(SetCpuQuota(c.cgroup, d.quota_us, PERIOD_US, "quota_burst", uid))
-            elif (c.throttled_ratio or 0.0) < self.config.throttled_ratio:
-                continue  # reported: pods with a raise or a give-back, and throttled containers
-            pod_report = report["pods"].setdefault(uid, {"quota_cores": cores(qp.pods.get(c.pod)), "containers": {}})
-            pod_report["containers"][ids[c.cgroup]] = {
-                "state": d.action,
-                "reason": d.reason,
-                "quota_cores": cores(d.quota_us),
-                "own_quota_cores": cores(c.own_quota_us),
-                "throttled_ratio": c.throttled_ratio,
-            }
-        for pod_cg in sorted(raised | back):  # after its containers: the executor orders the writes anyway
-            quota = qp.pods.get(pod_cg)
-            if quota is not None:
-                actions.append(SetCpuQuota(pod_cg, quota, PERIOD_US, "quota_burst", pods[pod_cg].pod.uid))
-        for uid, entry in recorded.entries.items():
+        asked: dict[str, SetCpuQuota] = {}
+        last = self._asked
+        quotas: dict[str, int] = {}
+        raised_uids: set[str] = set()
+        written: list[tuple[str, str]] = []  # pods whose quotas are asked for: raised, or given back
+        for pod_cg, (p, q) in pods.items():
+            uid = p.uid
+            raised = False
+            for _, cg, _, own, _ in q.containers:
+                quota = decided[cg].quota_us
+                if quota != own:
+                    raised = True
+                    quotas[cg] = quota
+            if raised:
+                raised_uids.add(uid)
+            # raised before, not any more, still online and limited: own quotas from the current spec (a resize
+            # since the raise wins over what was recorded), and the Restore clears the record once they hold
+            write = raised or getattr(entries.get(uid), "quota_burst", False)
+            if write:
+                written.append((pod_cg, uid))
+            pod_report: dict[str, Any] | None = None
+            samples = p.containers
+            for i, cg, cid, _, own_cores in q.containers:
+                d = decided[cg]
+                ratio = samples[i].cpu_throttled_ratio
+                if write:
+                    a = last.get(cg)  # inline of `_quota`: this runs for every container of a raised pod
+                    if a is None or a.quota_us != d.quota_us or a.uid != uid:
+                        a = SetCpuQuota(cg, d.quota_us, PERIOD_US, "quota_burst", uid)
+                    asked[cg] = a
+                    actions.append(a)
+                elif (ratio or 0.0) < threshold:
+                    continue  # reported: pods with a raise or a give-back, and throttled containers
+                if pod_report is None:
+                    pod_report = {"quota_cores": cores(qp.pods.get(pod_cg)), "containers": {}}
+                    report_pods[uid] = pod_report
+                pod_report["containers"][cid] = {
+                    "state": d.action,
+                    "reason": d.reason,
+                    "quota_cores": d.quota_us / PERIOD_US,
+                    "own_quota_cores": own_cores,
+                    "throttled_ratio": ratio,
+                }
+        for pod_cg, uid in sorted(written):  # after its containers: the executor orders the writes anyway
+            pod_quota = qp.pods.get(pod_cg)
+            if pod_quota is not None:
+                actions.append(self._quota(asked, pod_cg, pod_quota, uid))
+        for uid, entry in entries.items():
             if entry.quota_burst and uid not in raised_uids:
                 actions.append(Restore(uid, PARTS))  # quiet, reset, no longer online, limited or there
-        quotas = {c.cgroup: qp.containers[c.cgroup].quota_us for c in containers
-                  if qp.containers[c.cgroup].quota_us != c.own_quota_us}  # fmt: skip
+        self._asked = asked
         return Plan(tuple(actions), QuotaMemo(quotas, qp.quiet), {"quota_burst": report})
