@@ -1,23 +1,17 @@
 """Runs the agent that agent/main.py's composition root built: sample on a fixed grid in a thread, run the
-later stages on every snapshot, persist windows, and serve HTTP on the main thread's event loop."""
+later stages on every snapshot, persist windows. Serving it over HTTP is the program's part
+(colo_agent/serve.py), so the agent never imports its exporter."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import functools
 import logging
 import os
-import signal
 import socket
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
-
-import uvicorn
-from fastapi import FastAPI
 
 from agent.config import AgentConfig
 from agent.sampler import Sampler
@@ -27,7 +21,6 @@ from agent.window_state import load_windows, save_windows
 from agent.windows import WindowStore, wall_aligned_phase
 from cgroup import CgroupReader, DriverDecision, Layout, PathModel, detect_driver, detect_layout
 from common.logs import Repeats, repeated
-from serving.server import Server, make_server, secure
 
 log = logging.getLogger("colo.agent")
 
@@ -199,54 +192,3 @@ class Agent:
         self.last_save = self.save_state()
         if not sampling:
             self.sampler.close()
-
-
-def build_server(agent: Agent, sock: socket.socket, kube: object = None) -> tuple[FastAPI, Server]:
-    """The app and its server for the bound `sock` (TLS, authentication through `kube`); OSError or
-    ValueError when the certificate files cannot be loaded or authentication has no cluster to ask."""
-    from agent.windows import WINDOW_NAMES
-    from exporter.app import create_app
-
-    cfg = agent.config
-    app = create_app(
-        agent.view, label_keys=cfg.aggregate_label_keys, pod_windows=cfg.pod_windows or WINDOW_NAMES,
-        api_docs=cfg.serving.api_docs, max_concurrent=cfg.serving.max_concurrent,
-    )  # fmt: skip
-    secure(app, cfg.serving, kube, open_paths=cfg.serving.open_paths)
-    host, port = sock.getsockname()[:2]
-    return app, make_server(app, host, port, cfg.serving)
-
-
-async def serve(agent: Agent, app: FastAPI, server: Server, sock: socket.socket) -> bool:
-    """Serve HTTP on the already bound `sock` until SIGTERM/SIGINT; then stop sampling and save state.
-    False when the server never started (a runtime failure: nothing was sampled)."""
-    from exporter.app import close_app
-
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, functools.partial(_request_exit, server, sig))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started and not task.done():
-        await asyncio.sleep(0.02)
-    if server.started:
-        agent.start()
-        host = sock.getsockname()[0]
-        url_host = f"[{host}]" if ":" in host else host
-        scheme = "https" if server.tls is not None else "http"
-        url = f"{scheme}://{url_host}:{server.bound_port}/metrics"
-        print(f"colo-agent: serving {url}  ({agent.describe()})", flush=True)
-    try:
-        await task
-    finally:
-        if server.started:
-            await asyncio.to_thread(agent.stop)
-        server.close()
-        close_app(app)
-        log.info("colo-agent stopped; window state %s", agent.last_save)
-    return bool(server.started)
-
-
-def _request_exit(server: uvicorn.Server, sig: int) -> None:
-    log.info("received %s, shutting down", signal.Signals(sig).name)
-    server.should_exit = True

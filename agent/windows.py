@@ -1,7 +1,8 @@
 """Rolling usage windows of every series, bounded in memory and cheap to feed (the agent's window store).
 
 The grid and the definition of every window are in `agent.window_grid`, one series' windows in
-`agent.series_windows`; this module keeps the names the rest of Colo imports from `agent.windows`.
+`agent.series_windows` (statistics) over `agent.series_feed` (its state and the 1 Hz add); this module keeps
+the names the rest of Colo imports from `agent.windows`.
 """
 
 from __future__ import annotations

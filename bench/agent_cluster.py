@@ -4,7 +4,8 @@ started with a kubeconfig like on a node.
 
 Reports the agent's CPU (utime+stime as a share of one core) and resident memory after `--seconds` at a 1 s
 interval with one /metrics scrape per 15 s: the figure to compare with the standalone one of
-`bench.agent_overhead` (the official client and its pod informer are what cluster mode adds).
+`bench.agent_overhead` (the official client and its pod informer are what cluster mode adds). Like it, the
+agent runs with the DaemonSet's `MALLOC_*` settings (`--no-malloc-env` leaves them out).
 
 Run as root: `.venv/bin/python -m bench.agent_cluster [--pods 250] [--seconds 60]`.
 """
@@ -19,7 +20,7 @@ import tempfile
 import time
 import urllib.request
 
-from bench.agent_overhead import build, cpu_seconds, free_port, rss_mib
+from bench.agent_overhead import build, cpu_seconds, deployed_malloc_env, free_port, rss_mib
 from testsupport.cgtree import V1Tree
 from testsupport.k8sobjects import NODE, container_id_of, node, pod
 from testsupport.kubeapi.server import FakeKubeAPI
@@ -44,7 +45,9 @@ def register_pods(api: FakeKubeAPI, tree: V1Tree) -> int:
     return len(found)
 
 
-def cluster_agent(tree: V1Tree, api: FakeKubeAPI, seconds: float, scrape_every: float) -> dict[str, float]:
+def cluster_agent(
+    tree: V1Tree, api: FakeKubeAPI, seconds: float, scrape_every: float, malloc_env: dict[str, str]
+) -> dict[str, float]:
     port = free_port()
     exe = os.path.join(os.path.dirname(sys.executable), "colo-agent")
     with tempfile.TemporaryDirectory() as tmp:
@@ -52,7 +55,7 @@ def cluster_agent(tree: V1Tree, api: FakeKubeAPI, seconds: float, scrape_every: 
         cmd = [exe, "--kubeconfig", kubeconfig, "--node-name", NODE, "--listen", f"127.0.0.1:{port}",
                "--interval", "1", "--cgroup-root", tree.cgroup_root, "--cgroup-driver", "cgroupfs",
                "--state-file", "", "--log-level", "warning"]  # fmt: skip
-        env = {**os.environ, "COLO_ENFORCEMENT__LEDGER_FILE": os.path.join(tmp, "ledger.json")}
+        env = {**os.environ, **malloc_env, "COLO_ENFORCEMENT__LEDGER_FILE": os.path.join(tmp, "ledger.json")}
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env)
         base = f"http://127.0.0.1:{port}"
         try:
@@ -86,14 +89,20 @@ def main() -> None:
     ap.add_argument("--burners", type=int, default=20)
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--scrape-every", type=float, default=15.0)
+    ap.add_argument("--no-malloc-env", action="store_true", help="run the agent without the DaemonSet's MALLOC_*")
     args = ap.parse_args()
+    malloc_env = {} if args.no_malloc_env else deployed_malloc_env()
     tree = build(args.pods, args.burners)
     api = FakeKubeAPI().start()
     try:
         api.put("nodes", node())
         n = register_pods(api, tree)
-        r = cluster_agent(tree, api, args.seconds, args.scrape_every)
-        print(f"colo-agent in a cluster ({n} pods x 3 containers on the API server), {args.seconds:.0f} s at 1 s:")
+        r = cluster_agent(tree, api, args.seconds, args.scrape_every, malloc_env)
+        settings = " ".join(f"{k}={v}" for k, v in malloc_env.items()) or "no MALLOC_* settings"
+        print(
+            f"colo-agent in a cluster ({n} pods x 3 containers on the API server), {args.seconds:.0f} s at 1 s"
+            f" ({settings}):"
+        )
         print(f"  CPU {100 * r['cpu_share_of_one_core']:.2f}% of one core, RSS {r['rss_mib']:.1f} MiB "
               f"(peak seen {r['rss_peak']:.1f} MiB)")  # fmt: skip
     finally:

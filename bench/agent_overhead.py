@@ -3,7 +3,9 @@
 1. The full collection pass in-process (node, tiers, pods, containers, network, windows): median and p99 of
    the CPU time it takes (wall time on a 2-core machine with burners mostly measures waiting for a core).
 2. `colo-agent` as a real process for 60 s at a 1 s interval with one /metrics scrape per 15 s: its total
-   CPU (utime+stime from /proc) as a share of one core, and its resident memory.
+   CPU (utime+stime from /proc) as a share of one core, and its resident memory. It runs with the glibc malloc
+   settings the DaemonSet gives it (`MALLOC_*` of deploy/daemonset/agent-daemonset.yaml; `--no-malloc-env`
+   leaves them out).
 
 Run as root: `.venv/bin/python -m bench.agent_overhead [--pods 250] [--seconds 60]`.
 """
@@ -18,11 +20,23 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
+
+import yaml
 
 from agent.sampler import CgroupPodSource, Sampler
 from agent.windows import WindowStore
 from cgroup import CgroupWriter
 from testsupport.cgtree import V1Tree
+
+DAEMONSET = Path(__file__).resolve().parents[1] / "deploy" / "daemonset" / "agent-daemonset.yaml"
+
+
+def deployed_malloc_env() -> dict[str, str]:
+    """The `MALLOC_*` variables the DaemonSet sets for the agent: the benchmark measures it as deployed."""
+    ds = yaml.safe_load(DAEMONSET.read_text(encoding="utf-8"))
+    (agent,) = [c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "agent"]
+    return {e["name"]: e["value"] for e in agent.get("env", []) if e["name"].startswith("MALLOC_")}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -87,12 +101,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def agent_process(tree: V1Tree, seconds: float, scrape_every: float) -> dict[str, float]:
+def agent_process(tree: V1Tree, seconds: float, scrape_every: float, env: dict[str, str]) -> dict[str, float]:
     port = free_port()
     exe = os.path.join(os.path.dirname(sys.executable), "colo-agent")
     cmd = [exe, "--standalone", "--listen", f"127.0.0.1:{port}", "--interval", "1", "--cgroup-root",
            tree.cgroup_root, "--cgroup-driver", "cgroupfs", "--state-file", "", "--log-level", "warning"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env={**os.environ, **env})
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -135,7 +149,9 @@ def main() -> None:
     ap.add_argument("--passes", type=int, default=200)
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--scrape-every", type=float, default=15.0)
+    ap.add_argument("--no-malloc-env", action="store_true", help="run the agent without the DaemonSet's MALLOC_*")
     args = ap.parse_args()
+    env = {} if args.no_malloc_env else deployed_malloc_env()
     tree = build(args.pods, args.burners)
     try:
         t = pass_timing(tree, args.passes)
@@ -143,8 +159,11 @@ def main() -> None:
         print(f"collection pass ({where}):")
         print(f"  back to back (wall): median {t['warm_median']:.2f} ms, p99 {t['warm_p99']:.2f} ms")
         print(f"  20 ms apart (CPU time): median {t['cold_cpu_median']:.2f} ms, p99 {t['cold_cpu_p99']:.2f} ms")
-        r = agent_process(tree, args.seconds, args.scrape_every)
-        print(f"colo-agent over {args.seconds:.0f} s at 1 s, one scrape per {args.scrape_every:.0f} s:")
+        r = agent_process(tree, args.seconds, args.scrape_every, env)
+        print(
+            f"colo-agent over {args.seconds:.0f} s at 1 s, one scrape per {args.scrape_every:.0f} s"
+            f" ({' '.join(f'{k}={v}' for k, v in env.items()) or 'no MALLOC_* settings'}):"
+        )
         print(f"  CPU {100 * r['cpu_share_of_one_core']:.2f}% of one core, RSS {r['rss_mib']:.1f} MiB")
         print(
             f"  {r['series']:.0f} series, scrape median {r['scrape_median_ms']:.2f} ms, max {r['scrape_max_ms']:.2f} ms"

@@ -19,13 +19,9 @@ from collections.abc import Mapping
 
 from controller import annotations as ann
 from controller.poller import AgentSample
-from controller.scoring import HOT_VALUE_ACTIVE_PERIOD, Scorer
+from controller.scoring import HOT_VALUE_ACTIVE_PERIOD, MAX_POLLING_INTERVAL, REFRESH_MARGIN, Scorer
 
-#: What a rewrite needs on top of the gap between two cycles before crane reads it: the next cycle's own
-#: polling and the wait in the writer's rate-limited queue (5000 nodes at 100 qps: 50 s).
-REFRESH_MARGIN = 60.0
-#: A longer polling interval cannot keep `node_hot_value` fresh at all (the config refuses it).
-MAX_POLLING_INTERVAL = HOT_VALUE_ACTIVE_PERIOD - REFRESH_MARGIN
+__all__ = ["MAX_POLLING_INTERVAL", "REFRESH_MARGIN", "Annotator"]
 
 
 class Annotator:

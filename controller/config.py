@@ -18,10 +18,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 from common.config import Layers, UrlPath, is_configmap, load, validate
 from common.listen import split_host_port
 from contract.classify import DEFAULT_OFFLINE_CLASSES
-from controller.annotator import MAX_POLLING_INTERVAL
 from controller.durations import to_seconds
 from controller.rebalance.settings import RebalanceSettings
-from controller.scoring import MAX_EXTENDER_PRIORITY
+from controller.scoring import MAX_EXTENDER_PRIORITY, MAX_POLLING_INTERVAL
 from serving.settings import ServingSettings
 
 _LABEL_KEY = r"([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"

@@ -26,6 +26,11 @@ from controller.policy import PolicySpec
 
 EXTRA_ACTIVE_PERIOD = 300.0  # crane's ExtraActivePeriod
 HOT_VALUE_ACTIVE_PERIOD = 300.0  # crane's DefautlHotVauleActivePeriod
+#: What a rewrite needs on top of the gap between two cycles before crane reads it: the next cycle's own
+#: polling and the wait in the writer's rate-limited queue (5000 nodes at 100 qps: 50 s).
+REFRESH_MARGIN = 60.0
+#: A longer polling interval cannot keep `node_hot_value` fresh at all (the config refuses it).
+MAX_POLLING_INTERVAL = HOT_VALUE_ACTIVE_PERIOD - REFRESH_MARGIN
 MAX_SCORE = 100
 MIN_SCORE = 0
 #: kube-scheduler's extenderv1.MaxExtenderPriority: it multiplies extender scores by MaxNodeScore / 10,

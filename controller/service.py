@@ -1,4 +1,5 @@
-"""The running controller: informers, lease, polling loop, annotation writer and extender, wired together.
+"""The running controller: informers, lease, polling loop, annotation writer and extender, wired together
+(what one polling cycle does is controller/cycle.py).
 
 Threads: one per informer (kube/), the lease campaign, the writer workers, and one asyncio loop that runs
 polling cycles back to back (a cycle that overruns its interval is followed at once by the next, never
@@ -21,20 +22,19 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from common.logs import OnChange, Repeats, repeated
+from common.logs import Repeats, repeated
 from controller import annotations as ann
 from controller.annotator import Annotator
 from controller.config import ControllerConfig
-from controller.discovery import discover
+from controller.cycle import CycleReport, PollingCycle
 from controller.extender import Extender
 from controller.hotvalue import BindingRecords
 from controller.httpget import agent_fetch
 from controller.latest import LatestNodes
 from controller.metrics import ControllerMetrics
-from controller.nodes import node_annotations, node_name, slim_node
+from controller.nodes import node_name, slim_node
 from controller.policy import DynamicSchedulerPolicy
 from controller.poller import AgentPoller
 from controller.rebalance.actuator import Rebalancer
@@ -44,18 +44,6 @@ from controller.writer import AnnotationWriter
 from kube import Informer, Kube, LeaderElector
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class CycleReport:
-    """What one cycle did (for logs, tests and the benchmark)."""
-
-    targets: int
-    polled: int
-    failed: dict[str, str]
-    patches: int
-    poll_seconds: float
-    seconds: float
 
 
 def default_identity() -> str:
@@ -105,7 +93,6 @@ class Controller:
         self._gauge_nodes: set[str] = set()
         self._loop_progress: float | None = None  # monotonic end of the polling loop's last complete pass
         self.last_report: CycleReport | None = None
-        self._failed_logs = OnChange()
         self._overrun_logs = Repeats(period=600.0)
 
         # One client for every agent request (node documents and, for rebalancing, pod lists): its kept-alive
@@ -176,6 +163,10 @@ class Controller:
             clock=clock,
             fetch=self.agents,
         )
+        self.polling = PollingCycle(
+            cfg, poller=self.poller, annotator=self.annotator, writer=self.writer, bindings=self.bindings,
+            latest=self.latest, metrics=self.metrics, rebalancer=self.rebalancer, clock=clock,
+        )  # fmt: skip
 
     # ---- state -----------------------------------------------------------------------------------
 
@@ -284,45 +275,8 @@ class Controller:
     # ---- the cycle -------------------------------------------------------------------------------
 
     async def cycle(self) -> CycleReport:
-        """Poll every agent once, then plan and queue each node's annotation patch."""
-        started = time.monotonic()
-        nodes = self.nodes.items()
-        slices = self.slices.items() if self.slices is not None else []
-        # Scope: the selected nodes; without a selector, those where an agent endpoint says one runs.
-        targets = discover(nodes, slices, self.cfg.agent, internal_ip_fallback=bool(self.cfg.node_selector))
-        result = await self.poller.poll_all(targets)
-        poll_seconds = time.monotonic() - started
-        now = self.clock()
-        self.bindings.gc()
-        hot = self.bindings.hot_values(now)
-        # Until each node is planned again: at least an interval, longer while cycles overrun.
-        gap = max(poll_seconds, self.last_report.seconds if self.last_report is not None else 0.0)
-        patches = 0
-        for node in nodes:
-            name = node_name(node)
-            if name is None or name not in targets:
-                continue  # out of scope: neither polled nor annotated
-            anns = node_annotations(self.latest.get(node))
-            patch = self.annotator.plan(name, anns, result.samples.get(name), hot.get(name, 0), now, gap=gap)
-            if patch:
-                self.writer.submit(name, patch)
-                patches += 1
-        self.metrics.count_polls(result.failed, result.rejected, len(result.samples))
-        for name, reason in result.failed.items():
-            log.debug("polling agent of node %s failed: %s", name, result.errors.get(name, reason))
-        if self._failed_logs.changed("failed", frozenset(result.failed)):  # the same outage every cycle is no news
-            if result.failed:
-                sample = sorted(result.failed)[:5]
-                log.info("%d of %d agents failing since this cycle (e.g. %s)", len(result.failed), len(targets), sample)
-            else:
-                log.info("every agent answered (%d)", len(targets))
-        if self.rebalancer is not None and self.pods is not None:
-            try:
-                await self.rebalancer.run(result.samples, targets, nodes, self.pods.get, self.pods.items)
-            except Exception:
-                log.exception("rebalancing cycle failed")
-        seconds = time.monotonic() - started
-        return CycleReport(len(targets), len(result.samples), dict(result.failed), patches, poll_seconds, seconds)
+        """Poll every agent once, then plan and queue each node's annotation patch (controller/cycle.py)."""
+        return await self.polling.run(self.nodes, self.slices, self.pods, self.last_report)
 
     def refresh_gauges(self) -> None:
         """Publish every node's current score as gauges (both replicas)."""

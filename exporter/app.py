@@ -32,7 +32,8 @@ from agent.view import AgentView
 from agent.windows import WINDOW_NAMES
 from exporter.api import node_document, pods_document, units_document
 from exporter.collector import DEFAULT_LABEL_KEYS, ColoCollector
-from exporter.render import CONTENT_TYPE_OPENMETRICS, CONTENT_TYPE_TEXT, RenderCache
+from exporter.encoding import CONTENT_TYPE_OPENMETRICS, CONTENT_TYPE_TEXT
+from exporter.render import RenderCache
 from exporter.stats import WindowStatsCache
 from serving.limits import Gate, Rejected
 from serving.server import Server

@@ -82,10 +82,10 @@ class Connection:
         """Kubeconfig if given, else the pod's service account when in a cluster, else None (standalone)."""
         configuration = Configuration()
         if kubeconfig:
-            # the kubeconfig loader brings oauthlib and requests (OIDC, Azure): only loaded when used
-            from kubernetes.config.kube_config import load_kube_config
+            # the kubeconfig loader, without the oidc refresh's oauthlib and requests until a kubeconfig needs them
+            from kube.lean import kube_config
 
-            load_kube_config(  # type: ignore[no-untyped-call]
+            kube_config().load_kube_config(
                 config_file=kubeconfig, client_configuration=configuration, persist_config=False
             )
         elif os.environ.get("KUBERNETES_SERVICE_HOST"):

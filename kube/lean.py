@@ -8,6 +8,11 @@ kube/ needs only the ApiClient, its Configuration, the REST layer, exceptions an
 So the four packages are registered as plain package modules pointing at the installed directories, and
 only the submodules kube/ names are imported. Nothing is lost: any other attribute of a package (say
 `kubernetes.client.CoreV1Api`) runs the real `__init__` on first use and is then served from it.
+
+The kubeconfig loader (`kubernetes.config.kube_config`) imports requests-oauthlib and oauthlib at its top for
+one path, refreshing an `oidc` auth provider's token: 177 modules and about 4.6 MiB. `kube_config()` imports
+the loader with those two deferred: what it takes from them is a stand-in that imports the real module on
+first use, so a kubeconfig with an `oidc` user works as before and any other kubeconfig never loads them.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import importlib.util
 import os
 import sys
 import types
+from collections.abc import Callable
 from typing import Any
 
 PACKAGES = ("kubernetes", "kubernetes.client", "kubernetes.config", "kubernetes.utils")
@@ -49,6 +55,62 @@ def _package(name: str, directory: str) -> types.ModuleType:
 
     module.__getattr__ = __getattr__  # type: ignore[method-assign]
     return module
+
+
+DEFERRED = ("requests_oauthlib", "oauthlib", "oauthlib.oauth2")  # kube_config's imports for `oidc` only
+_importing = False  # True while kube_config itself is being imported
+
+
+def _resolve(module: str, attr: str) -> Any:
+    """`module.attr` from the real module, importing it (or its submodule `attr`) now."""
+    real = importlib.import_module(module)
+    try:
+        return getattr(real, attr)
+    except AttributeError:
+        return importlib.import_module(f"{module}.{attr}")
+
+
+class _DeferredName:
+    """A name the loader imported from a deferred module (`OAuth2Session`): the real one on first use."""
+
+    def __init__(self, module: str, attr: str) -> None:
+        self._where = (module, attr)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        real: Callable[..., Any] = _resolve(*self._where)
+        return real(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_resolve(*self._where), name)
+
+
+class _Deferred(types.ModuleType):
+    """Stands in for a module while the loader is imported; afterwards any attribute imports the real one."""
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        if _importing:
+            return _DeferredName(self.__name__, attr)
+        return _resolve(self.__name__, attr)
+
+
+def kube_config() -> types.ModuleType:
+    """`kubernetes.config.kube_config`, imported without loading the oidc refresh's libraries (see above)."""
+    global _importing
+    name = "kubernetes.config.kube_config"
+    if name in sys.modules:
+        return sys.modules[name]
+    stand_ins = {m: _Deferred(m) for m in DEFERRED if m not in sys.modules}
+    sys.modules.update(stand_ins)
+    _importing = True
+    try:
+        return importlib.import_module(name)
+    finally:
+        _importing = False
+        for m, stand_in in stand_ins.items():
+            if sys.modules.get(m) is stand_in:
+                del sys.modules[m]
 
 
 def install() -> None:

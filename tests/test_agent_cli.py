@@ -21,7 +21,7 @@ from contract.agent_api import parse_pods_document
 from controller.policy import AGENT_WINDOWS
 from controller.poller import parse_sample
 
-AGENT = [sys.executable, "-m", "agent.main"]
+AGENT = [sys.executable, "-m", "colo_agent.main"]
 
 
 @pytest.mark.parametrize(

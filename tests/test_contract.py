@@ -115,7 +115,9 @@ def test_the_controller_loads_no_agent_or_exporter_module() -> None:
     )
     loaded = _loaded_after(code)
     assert {"controller.service", "controller.rebalance.facts", "contract.agent_api"} <= set(loaded)
-    assert [m for m in loaded if m.split(".")[0] in ("agent", "exporter", "bench", "tests", "testsupport")] == []
+    assert [
+        m for m in loaded if m.split(".")[0] in ("agent", "exporter", "colo_agent", "bench", "tests", "testsupport")
+    ] == []
 
 
 def test_the_contract_loads_neither_program_nor_the_kubernetes_client() -> None:

@@ -56,7 +56,7 @@ from controller.main import main as controller_main
 from controller.metrics import ControllerMetrics
 from controller.policy import default_policy, load_policy
 from exporter.collector import POD_LABELS, ColoCollector
-from exporter.render import encode_families
+from exporter.encoding import encode_families
 from kube import ApiError, Kube
 from kube.permissions import Permission
 from serving.auth import User
@@ -1146,16 +1146,16 @@ def test_the_scan_refuses_what_it_cannot_account_for(source: str, problem: str) 
 
 
 def test_the_component_scans_see_the_real_calls() -> None:
-    agent, controller = scan_component("agent"), scan_component("controller")
+    agent, controller = scan_component("colo_agent"), scan_component("controller")
     assert agent.problems == [] and controller.problems == []
     assert {u.call for u in agent.uses} >= {"Informer", "evict_pod", "create_event", "patch_node_annotations"}
     assert {u.call for u in controller.uses} >= {"Informer", "LeaderElector", "patch_node_annotations"}
-    assert any(f.name == "cluster.py" for f in component_files("agent"))
-    assert not any(f.parts[-2] == "kube" for f in component_files("agent") + component_files("controller"))
+    assert any(f.name == "cluster.py" for f in component_files("colo_agent"))
+    assert not any(f.parts[-2] == "kube" for f in component_files("colo_agent") + component_files("controller"))
 
 
 def test_agent_rbac_grants_exactly_what_agent_code_calls() -> None:
-    scan = scan_component("agent")
+    scan = scan_component("colo_agent")
     assert scan.problems == []
     need = needs(scan.uses)
     optional = {p for g in kp.OPTIONAL_GRANTS for p in g.permissions}
@@ -1194,13 +1194,13 @@ def test_the_controllers_optional_grants_are_needed_and_only_in_their_component(
 
 
 def test_the_rbac_check_fails_on_a_missing_or_extra_grant() -> None:
-    need = needs(scan_component("agent").uses)
+    need = needs(scan_component("colo_agent").uses)
     optional = {p for g in kp.OPTIONAL_GRANTS for p in g.permissions}
     good = grants_for(base_objects(), "colo-agent", NAMESPACE)
     # a new call without its permission
-    with_new_call = needs([*scan_component("agent").uses, Use("new.py:1", "patch_node_labels", None, "cluster")])
+    with_new_call = needs([*scan_component("colo_agent").uses, Use("new.py:1", "patch_node_labels", None, "cluster")])
     assert rbac_problems(with_new_call, good, NAMESPACE, optional) == []  # nodes patch already granted
-    with_new_call = needs([*scan_component("agent").uses, Use("new.py:1", "create_lease", None, "cluster")])
+    with_new_call = needs([*scan_component("colo_agent").uses, Use("new.py:1", "create_lease", None, "cluster")])
     assert any("missing cluster-wide leases.coordination.k8s.io create" in p
                for p in rbac_problems(with_new_call, good, NAMESPACE, optional))  # fmt: skip
     # a grant no call needs

@@ -11,7 +11,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from agent.view import AgentView
 from agent.windows import WINDOW_NAMES
 from exporter.collector import ColoCollector
-from exporter.render import Rendered, encode_families
+from exporter.encoding import Rendered, encode_families
 from tests.test_exporter_fixtures import QUOTA, Parsed, container, feed, make_view, parse, pod, snapshot
 
 POD_KEYS = {"namespace", "pod", "uid", "qos", "class"}

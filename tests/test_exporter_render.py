@@ -11,7 +11,8 @@ import pytest
 
 from agent.view import AgentView
 from exporter.collector import ColoCollector
-from exporter.render import RenderCache, Variant
+from exporter.encoding import Variant
+from exporter.render import RenderCache
 from tests.test_exporter_fixtures import Clock, feed, make_view, parse, pod, snapshot
 
 TEXT: Variant = (False, False)

@@ -661,3 +661,27 @@ def test_kube_loads_only_the_parts_of_the_client_it_uses() -> None:
              "kubernetes.utils.create_from_yaml", "kubernetes.config.kube_config", "oauthlib", "websocket"}  # fmt: skip
     assert not loaded & heavy
     assert out[1] == "CoreV1Api"
+
+
+def test_a_kubeconfig_loads_without_the_oidc_refresh_libraries(kube_api: FakeKubeAPI, tmp_path: Path) -> None:
+    """The kubeconfig loader's oauthlib and requests-oauthlib (~4.6 MiB, for refreshing an `oidc` token) stay
+    out of the process until used; what the loader took from them then resolves to the real thing."""
+    path = kube_api.kubeconfig(tmp_path / "kc")
+    code = (
+        "import sys\n"
+        "from kube import Kube\n"
+        f"kube = Kube.connect({str(path)!r})\n"
+        "assert kube is not None\n"
+        "print(len(kube.list('nodes')[0]))\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith(('oauthlib', 'requests_oauthlib')))))\n"
+        "from kubernetes.config import kube_config\n"
+        "print(kube_config.OAuth2Session.__name__, sys.modules['requests_oauthlib'].OAuth2Session.__module__)\n"
+        "print(kube_config.oauthlib.oauth2.rfc6749.errors.InvalidClientIdError.__name__)\n"
+        "print(type(sys.modules['requests_oauthlib']).__name__, type(sys.modules['oauthlib']).__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "0"
+    assert out[1] == ""
+    assert out[2].split() == ["OAuth2Session", "requests_oauthlib.oauth2_session"]
+    assert out[3] == "InvalidClientIdError"
+    assert out[4] == "module module"  # the real modules, not the stand-ins

@@ -1,11 +1,14 @@
-"""The test and benchmark code share helpers through `testsupport/` only: `tests/` and `bench/` never import
-each other, and `testsupport/` imports neither (so a benchmark never loads the test suite, nor a test a
-benchmark). Nor is `testsupport/` shipped: it is not in the wheel's packages nor in the image's context."""
+"""The shape of the tree. The shipped packages import each other only downwards through fixed layers (so there
+is no cycle between packages, and the controller never loads the agent or its exporter). The test and
+benchmark code share helpers through `testsupport/` only: `tests/` and `bench/` never import each other, and
+`testsupport/` imports neither (so a benchmark never loads the test suite, nor a test a benchmark). Nor is
+`testsupport/` shipped: it is not in the wheel's packages nor in the image's context."""
 
 from __future__ import annotations
 
 import ast
 import tomllib
+from collections.abc import Mapping, Set
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 FORBIDDEN = {"tests": {"bench"}, "bench": {"tests"}, "testsupport": {"tests", "bench"}}
+
+# The shipped packages by layer: a package imports only packages of a lower layer (README, "Import graph").
+LAYERS = {
+    "common": 0, "contract": 0, "cgroup": 0,
+    "kube": 1,
+    "serving": 2,
+    "agent": 3, "controller": 3,
+    "exporter": 4,
+    "colo_agent": 5,
+}  # fmt: skip
 
 
 def imported_packages(source: str) -> set[str]:
@@ -24,6 +37,89 @@ def imported_packages(source: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             found.add(node.module.split(".")[0])
     return found
+
+
+def package_graph(root: Path, packages: Set[str]) -> dict[str, set[str]]:
+    """package -> the other packages of `packages` its files import (module level or inside functions)."""
+    return {
+        package: {
+            name
+            for path in (root / package).rglob("*.py")
+            for name in imported_packages(path.read_text(encoding="utf-8")) & packages
+            if name != package
+        }
+        for package in sorted(packages)
+    }
+
+
+def cycles(graph: Mapping[str, Set[str]]) -> list[list[str]]:
+    """Every strongly connected group of more than one package (Tarjan), each sorted: [] when acyclic."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group: list[str] = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def upward_imports(graph: Mapping[str, Set[str]]) -> list[str]:
+    """'a -> b' for each import of a package of the same or a higher layer."""
+    return [f"{a} -> {b}" for a, targets in sorted(graph.items()) for b in sorted(targets) if LAYERS[b] >= LAYERS[a]]
+
+
+def test_every_shipped_package_has_a_layer() -> None:
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    include = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert {pattern.rstrip("*") for pattern in include} == set(LAYERS)
+
+
+def test_no_cycle_between_packages() -> None:
+    assert cycles(package_graph(ROOT, set(LAYERS))) == []
+
+
+def test_packages_import_only_lower_layers() -> None:
+    assert upward_imports(package_graph(ROOT, set(LAYERS))) == []
+
+
+def test_the_controller_imports_neither_the_agent_nor_its_exporter() -> None:
+    assert package_graph(ROOT, set(LAYERS))["controller"].isdisjoint({"agent", "exporter", "colo_agent"})
+
+
+def test_the_cycle_check_finds_cycles() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"agent": {"exporter"}, "exporter": {"agent"}, "kube": set()}) == [["agent", "exporter"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+    assert upward_imports({"agent": {"exporter", "kube"}, "exporter": {"agent"}}) == ["agent -> exporter"]
+
+
+def test_the_old_agent_exporter_cycle_would_be_found(tmp_path: Path) -> None:
+    (tmp_path / "agent").mkdir()
+    (tmp_path / "exporter").mkdir()
+    (tmp_path / "agent" / "runtime.py").write_text("def serve():\n    from exporter.app import create_app\n")
+    (tmp_path / "exporter" / "api.py").write_text("from agent.view import AgentView\n")
+    assert cycles(package_graph(tmp_path, {"agent", "exporter"})) == [["agent", "exporter"]]
 
 
 def crossings(package: str) -> list[str]:

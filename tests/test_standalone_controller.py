@@ -22,7 +22,7 @@ from controller import annotations as ann
 from controller.policy import default_policy
 from controller.scoring import Scorer
 
-AGENT = [sys.executable, "-m", "agent.main"]
+AGENT = [sys.executable, "-m", "colo_agent.main"]
 CONTROLLER = [sys.executable, "-m", "controller.main"]
 ROOT = Path(__file__).resolve().parent.parent
 CRANE_VALUE = re.compile(r"\d+\.\d{5},\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")

@@ -18,7 +18,7 @@ import pytest
 
 from testsupport.kubeapi.server import FakeKubeAPI
 
-AGENT = [sys.executable, "-m", "agent.main"]
+AGENT = [sys.executable, "-m", "colo_agent.main"]
 CONTROLLER = [sys.executable, "-m", "controller.main"]
 
 
