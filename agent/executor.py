@@ -108,6 +108,9 @@ class CgroupExecutor:
         # a value a strategy asks for in this pass wins over putting back a recorded one on the same cgroup
         asked = {a.cgroup for a in actions if isinstance(a, SetCpuQuota | SetMemoryProtection | SetMemoryHigh)}
         asked.update(c for a in actions if isinstance(a, SetCpuQuota) for c in a.containers)
+        # per memory file: offline memory.high and online memory QoS may ask for the file another part restores
+        self.restorer.asked_files = frozenset((a.cgroup, a.kind if isinstance(a, SetMemoryProtection) else "high")
+                                              for a in actions if isinstance(a, SetMemoryProtection | SetMemoryHigh))  # fmt: skip
         for action in actions:
             step = self._prepare(action, asked)
             if step is not None:
@@ -154,6 +157,8 @@ class CgroupExecutor:
         try:
             if isinstance(a, SetCpuQuota):
                 cur = self.reader.cpu_settings(a.cgroup)
+                if a.part == "quota_burst" and not getattr(self.ledger.entries.get(a.uid), "quota_burst", False):
+                    a = _never_lower(a, cur)  # a first raise from the spec's base: kubelet's may be above it
                 change = self._quota_change(a.cgroup, cur, a.quota_us, a.period_us or cur.period_us, a.tolerance)
                 if change is None:
                     if a.uid == "" and a.quota_us is None:
@@ -358,6 +363,13 @@ class CgroupExecutor:
             what = f"set cpuset of {path} to {format_cpuset(cpus)}"
             ok &= self.write(what, partial(self.writer.set_cpuset, path, cpus))
         return ok
+
+
+def _never_lower(a: SetCpuQuota, cur: CpuSettings) -> SetCpuQuota:
+    """A raise that asks for less than the cgroup holds keeps what it holds (unlimited stays unlimited)."""
+    if a.quota_us is None or cpu_quota.cpus(a.quota_us, a.period_us) >= cpu_quota.cpus(cur.quota_us, cur.period_us):
+        return a
+    return dataclasses.replace(a, quota_us=cur.quota_us, period_us=cur.period_us if cur.quota_us is not None else 0)
 
 
 def _puts_back(step: _Step) -> bool:

@@ -173,14 +173,35 @@ def test_quota_burst_raises_a_throttled_container_and_its_pod_on_an_idle_node() 
     ],
 )
 def test_quota_burst_gives_back_at_once(busy: float | None, facts: dict[str, bool], node: str) -> None:
-    """A raise goes back in the next pass: own quotas from the spec, then the record is cleared."""
+    """A raise goes back in the next pass: the container's own quota from the spec, the pod's as recorded at
+    the first raise (kubelet's 10 ms of pod overhead included, which the spec's sum misses), then the record
+    is cleared."""
     s = QuotaBurst(CFG)
     hot = pod("a", limits=(0.5,), throttled=0.5)
     raised = s.plan(state([hot]), rec())
-    assert quotas(raised) == {f"{P}/a-c0": 75_000, P: 75_000}
-    plan = s.plan(state([hot], busy, **facts), rec([entry("a", quota_burst=True)], memo=raised.memo))
+    assert quotas(raised) == {f"{P}/a-c0": 75_000, P: 75_000}  # the executor never lets it lower the pod's
+    plan = s.plan(state([hot], busy, **facts), rec([overhead_entry()], memo=raised.memo))
     assert rep(plan)["node_state"] == node
-    assert quotas(plan) == {f"{P}/a-c0": 50_000, P: 50_000} and restores(plan) == {"a"}
+    assert quotas(plan) == {f"{P}/a-c0": 50_000, P: 60_000} and restores(plan) == {"a"}
+
+
+def overhead_entry() -> Touched:
+    """Pod a recorded at its first raise: 0.5 CPU container, 0.6 CPU pod (0.1 of overhead)."""
+    c0 = f"{P}/a-c0"
+    return Touched("a", P, 1024, 60_000, 100_000, {c0: 50_000}, {c0: 100_000}, quota_burst=True)
+
+
+def test_quota_burst_raises_over_the_recorded_pod_quota_and_follows_a_resize() -> None:
+    """After the first raise the pod's quota is its recorded one plus the raises; an in-place resize of the
+    container since moves it by as much (the overhead stays)."""
+    s = QuotaBurst(CFG)
+    hot = pod("a", limits=(0.5,), throttled=0.5)
+    raised = s.plan(state([hot]), rec())
+    again = s.plan(state([hot]), rec([overhead_entry()], memo=raised.memo))
+    assert quotas(again) == {f"{P}/a-c0": 100_000, P: 110_000}
+    resized = pod("a", limits=(0.2,), throttled=0.0)
+    back = s.plan(state([resized], 5.0), rec([overhead_entry()], memo=again.memo))
+    assert quotas(back) == {f"{P}/a-c0": 20_000, P: 30_000} and restores(back) == {"a"}
 
 
 def test_quota_burst_never_beyond_the_nodes_headroom() -> None:

@@ -115,6 +115,36 @@ def test_a_pod_that_stops_being_online_or_goes_away_gets_its_values_back(
     assert b_uid not in stage.ledger.entries and stage.executor.writes == writes and stage.executor.errors == 0
 
 
+def test_a_raise_keeps_kubelets_pod_quota_with_its_overhead_and_gives_it_back(
+    v1tree_cgroupfs: V1Tree, tmp_path: Path
+) -> None:
+    """kubelet gives the pod 0.25 CPU of overhead above its 0.5-CPU container: the first raise never lowers
+    the pod's quota, later raises add to it as recorded, and the give-back (and shutdown) leave it as it was."""
+    tree = v1tree_cgroupfs
+    reader, writer = CgroupReader(tree.layout), CgroupWriter(tree.layout)
+    uid, pod_cg, (ctr,) = tree.pod("burstable", containers=1)
+    writer.set_cpu_quota(pod_cg, 75_000, PERIOD_US)
+    writer.set_cpu_quota(ctr, 50_000, PERIOD_US)
+    stage = qos_stage(tree.layout, tree.model, str(tmp_path / "qos.json"),
+                      quota_burst={"enabled": True, "restore_after_seconds": 0})  # fmt: skip
+
+    def quotas() -> tuple[int | None, int | None]:
+        return reader.cpu_settings(ctr).quota_us, reader.cpu_settings(pod_cg).quota_us
+
+    hot = online_pod(uid, pod_cg, [Ctr(ctr, 0.5, throttled=0.6, usage=0.5)])
+    stage.on_state(qos_state([hot]))
+    assert quotas() == (62_500, 75_000) and stage.executor.errors == 0, stage.executor.last_error
+    stage.on_state(qos_state([hot]))
+    assert quotas() == (75_000, 100_000)  # 25 ms raised over the pod's recorded 75 ms
+    quiet = online_pod(uid, pod_cg, [Ctr(ctr, 0.5, throttled=0.0, usage=0.1)])
+    stage.on_state(qos_state([quiet]))
+    stage.on_state(qos_state([quiet]))
+    assert quotas() == (50_000, 75_000) and not stage.ledger.entries
+    stage.on_state(qos_state([hot]))
+    stage.stop()
+    assert quotas() == (50_000, 75_000)
+
+
 def test_dry_run_writes_nothing(v1tree_cgroupfs: V1Tree, tmp_path: Path) -> None:
     tree = v1tree_cgroupfs
     reader = CgroupReader(tree.layout)
