@@ -42,7 +42,7 @@ from agent.actions import (
 )
 from agent.ledger import Ledger, Touched
 from agent.originals import Originals
-from agent.recorders import RECORDERS, held_parts, record_memory
+from agent.recorders import RECORDERS, held_parts, memory_files, record_memory
 from agent.restore import Restorer
 from agent.snapshot import Snapshot
 from agent.strategies import cpu_quota
@@ -109,8 +109,7 @@ class CgroupExecutor:
         asked = {a.cgroup for a in actions if isinstance(a, SetCpuQuota | SetMemoryProtection | SetMemoryHigh)}
         asked.update(c for a in actions if isinstance(a, SetCpuQuota) for c in a.containers)
         # per memory file: offline memory.high and online memory QoS may ask for the file another part restores
-        self.restorer.asked_files = frozenset((a.cgroup, a.kind if isinstance(a, SetMemoryProtection) else "high")
-                                              for a in actions if isinstance(a, SetMemoryProtection | SetMemoryHigh))  # fmt: skip
+        self.restorer.asked_files = memory_files(actions)
         for action in actions:
             step = self._prepare(action, asked)
             if step is not None:

@@ -66,7 +66,7 @@ def _record_memory_high(originals: Originals, entry: Touched, action: Action, cu
     if entry.memory_high:
         return False
     qos = entry.memory_qos.get(entry.cgroup, {})
-    entry.memory_high, entry.memory_high_before = True, qos["high"] if "high" in qos else current
+    entry.memory_high, entry.memory_high_before = True, qos.get("high", current)
     return True
 
 
@@ -110,6 +110,12 @@ def memory_file(action: Action) -> tuple[str, Any] | None:
     if isinstance(action, SetMemoryHigh):
         return "high", (lambda cur: cur)
     return None
+
+
+def memory_files(actions: Iterable[Action]) -> frozenset[tuple[str, str]]:
+    """(cgroup, memory file) of each memory QoS or memory.high action of a pass."""
+    return frozenset((a.cgroup, a.kind if isinstance(a, SetMemoryProtection) else "high")
+                     for a in actions if isinstance(a, SetMemoryProtection | SetMemoryHigh))  # fmt: skip
 
 
 def record_memory(records: dict[str, dict[str, int | None]], action: Action, current: Any) -> bool:

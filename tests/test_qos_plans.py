@@ -204,6 +204,22 @@ def test_quota_burst_raises_over_the_recorded_pod_quota_and_follows_a_resize() -
     assert quotas(back) == {f"{P}/a-c0": 20_000, P: 30_000} and restores(back) == {"a"}
 
 
+def test_quota_burst_climbs_step_by_step_to_its_ceiling() -> None:
+    """Throttled pass after pass on an idle node: +50% of its own 0.1 CPU each pass, up to 300%, never down;
+    the pod follows its one container."""
+    s = QuotaBurst(CFG)
+    hot = pod("a", limits=(0.1,), throttled=1.0)
+    c0 = f"{P}/a-c0"
+    recorded = Touched("a", P, 1024, 10_000, 100_000, {c0: 10_000}, {c0: 100_000}, quota_burst=True)
+    memo, seen = None, []
+    for _ in range(6):
+        plan = s.plan(state([hot]), rec([recorded] if seen else [], memo=memo))
+        memo, q = plan.memo, quotas(plan)
+        assert q[P] == q[c0] and not restores(plan)
+        seen.append(q[c0])
+    assert seen == [15_000, 20_000, 25_000, 30_000, 30_000, 30_000]
+
+
 def test_quota_burst_never_beyond_the_nodes_headroom() -> None:
     """Two 1-CPU containers throttled, each asking 0.5 core more; 4 of 8 CPUs busy, safe level 60% (4.8):
     0.8 core to give, the most throttled first."""

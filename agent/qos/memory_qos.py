@@ -10,8 +10,8 @@ memory.high enforcement gives them; v1 has no such files, so there the feature r
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from agent.config import MemoryQosConfig
 
@@ -39,13 +39,6 @@ class MemoryTarget:
     min_bytes: int
     low_bytes: int
     high_bytes: int | None  # None: leave memory.high alone
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryQosPlan:
-    supported: bool  # False on cgroup v1, whatever the config says
-    reason: str
-    targets: dict[str, MemoryTarget] = field(default_factory=dict)
 
 
 def _pages(n: float) -> int:
@@ -86,21 +79,8 @@ def ancestor_target(cfg: MemoryQosConfig, protect: int) -> MemoryTarget:
     return MemoryTarget(t.min_bytes, t.low_bytes, None)
 
 
-def plan_memory_qos(cfg: MemoryQosConfig, is_v2: bool, pods: Sequence[PodMemory]) -> MemoryQosPlan:
-    """Targets for every online pod's containers, the pod and its ancestors; offline pods are left out."""
+def supported(cfg: MemoryQosConfig, is_v2: bool) -> tuple[bool, str]:
+    """Whether the node can have memory QoS, and why it is not applied ("" when it is)."""
     if not is_v2:
-        return MemoryQosPlan(False, V1_REASON)
-    if not cfg.enabled:
-        return MemoryQosPlan(True, "disabled")
-    targets: dict[str, MemoryTarget] = {}
-    above: dict[str, int] = {}
-    for pod in pods:
-        if not pod.online:
-            continue
-        targets.update(pod_targets(cfg, pod))
-        protect = max(targets[pod.cgroup].min_bytes, targets[pod.cgroup].low_bytes)
-        for a in pod.ancestors:
-            above[a] = above.get(a, 0) + protect
-    for a, protect in above.items():
-        targets[a] = ancestor_target(cfg, protect)
-    return MemoryQosPlan(True, "", targets)
+        return False, V1_REASON
+    return True, "" if cfg.enabled else "disabled"

@@ -25,8 +25,8 @@ from agent.qos.memory_qos import (
     MemoryTarget,
     PodMemory,
     ancestor_target,
-    plan_memory_qos,
     pod_targets,
+    supported,
 )
 from agent.snapshot import PodSample
 from agent.strategies.online import SpecCache, online_pod
@@ -100,10 +100,10 @@ class MemoryQos:
     def plan(self, state: NodeState, recorded: Recorded) -> Plan:
         cfg, kind = self.config, self.config.protection
         active = self.is_v2 and cfg.enabled  # else nothing to plan: no pod is looked at
-        mp = plan_memory_qos(cfg, self.is_v2, ())  # whether it is supported, and why not
+        ok, reason = supported(cfg, self.is_v2)
         report_pods: dict[str, Any] = {}
-        report: dict[str, Any] = {"enabled": cfg.enabled and mp.supported, "supported": mp.supported,
-                                  "reason": mp.reason, "protection": kind, "pods": report_pods}  # fmt: skip
+        report: dict[str, Any] = {"enabled": cfg.enabled and ok, "supported": ok, "reason": reason,
+                                  "protection": kind, "pods": report_pods}  # fmt: skip
         actions: list[Action] = []
         planned: set[str] = set()
         above: dict[str, int] = {}
