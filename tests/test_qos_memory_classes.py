@@ -51,7 +51,7 @@ class Node:
                        memory_request_bytes=GI // 2, memory_limit_bytes=GI, container_cpu_limits={CID: 0.4},
                        container_memory={CID: (GI // 2, GI)})  # fmt: skip
         pod = PodSample(meta, "burstable", self.pod_cg, 0.1, 100 << 20, 100 << 20, 0, 0, 0.0,
-                        (ContainerSample(CID, self.ctr, 0.05, 100 << 20, 0, 0, 0.0),))  # fmt: skip
+                        (ContainerSample(CID, self.ctr, 0.05, 100 << 20, 0, 0, 0.0),), memory_limit_bytes=GI)  # fmt: skip
         node = NodeSample(2.0, 1.5, 8 * GI, GI, 0)
         self.stage.on_snapshot(Snapshot(1, time.monotonic(), time.time(), node, {}, {UID: pod}, (), 0.0))
         assert self.stage.executor.errors == 0, self.stage.executor.last_error

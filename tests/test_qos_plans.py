@@ -35,8 +35,10 @@ def pod(
     throttled: float | None = 0.0,
     usage: float | None = 0.1,
     memory: Sequence[tuple[int, int | None]] = (),
+    overhead: int = 0,
 ) -> PodSample:
-    """A pod with one container per CPU limit; its pod limit is their sum when all have one."""
+    """A pod with one container per CPU limit; its pod limit is their sum when all have one. Its cgroup's
+    memory limit (as the sampler reads it) is theirs plus `overhead`, which the spec's sum does not hold."""
     cg = f"/kubepods/burstable/pod{uid}"
     containers = tuple(ContainerSample(f"{uid}-c{i}", f"{cg}/{uid}-c{i}", usage, 0, 0, 0, throttled)
                        for i in range(len(limits)))  # fmt: skip
@@ -47,7 +49,8 @@ def pod(
                    container_memory={c.id: m for c, m in zip(containers, memory, strict=False)},
                    memory_limit_bytes=None if not memory or any(m[1] is None for m in memory)
                    else sum(m[1] or 0 for m in memory))  # fmt: skip
-    return PodSample(meta, "burstable", cg, usage, 0, 0, 0, 0, throttled, containers)
+    read = None if meta.memory_limit_bytes is None else meta.memory_limit_bytes + overhead
+    return PodSample(meta, "burstable", cg, usage, 0, 0, 0, 0, throttled, containers, memory_limit_bytes=read)
 
 
 def state(pods: Sequence[PodSample], busy: float | None = 0.5, **facts: bool) -> NodeState:
@@ -263,18 +266,19 @@ def memory_actions(plan: Plan) -> dict[tuple[str, str], int | None]:
 
 def test_memory_qos_on_v2_protects_requests_up_the_tree() -> None:
     cfg = MemoryQosConfig(enabled=True, protection="low", protect_percent=50, high_percent=80)
-    a = pod("a", memory=[(256 * MI, 512 * MI), (128 * MI, 256 * MI)])
+    # kubelet's pod cgroup limit holds 32 MiB of pod overhead: the pod's memory.high is 80% of that limit
+    a = pod("a", memory=[(256 * MI, 512 * MI), (128 * MI, 256 * MI)], overhead=32 * MI)
     plan = MemoryQos(cfg, True, "/kubepods").plan(state([a, pod("b", "offline", memory=[(GI, GI)])]), rec())
     assert memory_actions(plan) == {
         (f"{P}/a-c0", "low"): 128 * MI, (f"{P}/a-c0", "high"): int(512 * MI * 0.8) // 4096 * 4096,
         (f"{P}/a-c1", "low"): 64 * MI, (f"{P}/a-c1", "high"): int(256 * MI * 0.8) // 4096 * 4096,
-        (P, "low"): 192 * MI, (P, "high"): int(768 * MI * 0.8) // 4096 * 4096,
+        (P, "low"): 192 * MI, (P, "high"): int(800 * MI * 0.8) // 4096 * 4096,
         ("/kubepods/burstable", "low"): 192 * MI, ("/kubepods", "low"): 192 * MI,
     }  # fmt: skip
     uids = {a.cgroup: a.uid for a in plan.actions if isinstance(a, SetMemoryProtection)}
     assert uids[P] == "a" and uids["/kubepods"] == SHARED
     assert restores(plan) == {SHARED}  # shared cgroups no target names go back
-    assert rep(plan)["pods"]["a"] == {"protected_bytes": 192 * MI, "high_bytes": int(768 * MI * 0.8) // 4096 * 4096}
+    assert rep(plan)["pods"]["a"] == {"protected_bytes": 192 * MI, "high_bytes": int(800 * MI * 0.8) // 4096 * 4096}
     minimum = MemoryQos(MemoryQosConfig(enabled=True, protection="min"), True, "/kubepods").plan(state([a]), rec())
     assert memory_actions(minimum)[(P, "min")] == 384 * MI and (P, "low") not in memory_actions(minimum)
 

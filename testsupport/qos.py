@@ -49,7 +49,9 @@ def online_pod(uid: str, cgroup: str, containers: Sequence[Ctr], cls: str = "onl
                  container_cpu_limits=dict(zip(ids, limits, strict=True)), container_memory=memory,
                  **meta)  # fmt: skip
     throttled = max((c.throttled or 0.0 for c in containers), default=0.0)
-    return PodSample(pm, "burstable", cgroup, 0.0, 0, 0, 0, 0, throttled, samples)
+    # the pod cgroup's memory limit as the sampler reads it: kubelet's, here the meta's (overhead none)
+    return PodSample(pm, "burstable", cgroup, 0.0, 0, 0, 0, 0, throttled, samples,
+                     memory_limit_bytes=pm.memory_limit_bytes)  # fmt: skip
 
 
 def qos_state(pods: Sequence[PodSample], busy: float | None = 0.2, cpus: float = 2.0, *, evicting: bool = False,

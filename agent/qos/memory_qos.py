@@ -30,7 +30,7 @@ class PodMemory:
     cgroup: str
     ancestors: tuple[str, ...]  # its QoS tier up to kubepods, e.g. ('/kubepods/burstable', '/kubepods')
     online: bool
-    limit_bytes: int | None  # the pod's own hard limit; None: unlimited
+    limit_bytes: int | None  # the pod cgroup's hard limit as read (kubelet's); None: unlimited
     containers: Mapping[str, ContainerMemory]  # container cgroup -> request and limit
 
 
@@ -64,12 +64,7 @@ def pod_targets(cfg: MemoryQosConfig, pod: PodMemory) -> dict[str, MemoryTarget]
         t = _target(cfg, _pages(c.request_bytes * cfg.protect_percent / 100), c.limit_bytes)
         targets[cgroup] = t
         total += max(t.min_bytes, t.low_bytes)
-    pod_limit_share = None
-    limits = [c.limit_bytes for c in pod.containers.values()]
-    if pod.containers and all(limit is not None for limit in limits):
-        pod_limit_share = sum(limit for limit in limits if limit is not None)
-    limit = pod.limit_bytes if pod.limit_bytes is not None else pod_limit_share
-    targets[pod.cgroup] = _target(cfg, total, limit)
+    targets[pod.cgroup] = _target(cfg, total, pod.limit_bytes)  # the pod's real limit: never the spec's sum
     return targets
 
 

@@ -87,7 +87,7 @@ class MemoryQos:
         if not containers:
             return None
         up = ancestors(p.cgroup, self.kubepods)
-        targets = pod_targets(self.config, PodMemory(p.cgroup, up, True, p.meta.memory_limit_bytes, containers))
+        targets = pod_targets(self.config, PodMemory(p.cgroup, up, True, p.memory_limit_bytes, containers))
         kind = self.config.protection
         files, with_high = frozenset({kind}), frozenset({kind, "high"})
         cgroups = tuple((cg, t, self._actions(cg, t, p.uid), files if t.high_bytes is None else with_high)
