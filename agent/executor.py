@@ -7,7 +7,8 @@
    recorders of agent/recorders.py; `OWN_LIMITS` parts are neither recorded nor restored);
 3. saves the ledger, and refuses every write of the pass that changes a value when it cannot (an error is
    counted and `last_error` says why): a value changed without its original on disk could never be put
-   back. Putting recorded originals back (`Restore`, a tier's uncap) needs no new record and still goes;
+   back. Putting recorded originals back (`Restore`, a tier's uncap) needs no new record and still goes, and
+   so does a pod's own limit (`OWN_LIMITS`: nothing of it is recorded);
 4. writes: CFS quota changes (restores included) in one batch in the order cgroup v1 accepts, cpusets
    through the union of old and new CPUs, everything else in the order the actions came. A refused write is
    logged and counted and the pass goes on, so one stuck cgroup does not leave every other pod unprotected.
@@ -113,10 +114,11 @@ class CgroupExecutor:
             if step is not None:
                 steps.append(step)
         steps = [s for s in steps if self._record(s, snapshot)]
-        # putting back what is on record needs no new record on disk: only those writes go on without it
-        refused = not all(map(_puts_back, steps)) and not self.recorded("protect pods")
+        # putting back what is on record, and a pod's own limits, need no new record on disk: only those
+        # writes go on without it
+        refused = not all(map(_needs_no_record, steps)) and not self.recorded("protect pods")
         if refused:
-            steps = [s for s in steps if _puts_back(s)]
+            steps = [s for s in steps if _needs_no_record(s)]
         failed: set[str] = set()
         batch: list[LimitChange] = []
         for step in steps:
@@ -363,6 +365,12 @@ class CgroupExecutor:
 def _puts_back(step: _Step) -> bool:
     a = step.action
     return isinstance(a, Restore) or (isinstance(a, SetCpuQuota) and a.uid == "" and a.quota_us is None)
+
+
+def _needs_no_record(step: _Step) -> bool:
+    """A write that goes on when the ledger cannot be saved: putting back what is on record, or a pod's own
+    limit (`OWN_LIMITS`: never recorded, never put back, written on every pass until it holds)."""
+    return _puts_back(step) or (not isinstance(step.action, Restore) and step.action.part in OWN_LIMITS)
 
 
 def _describe(a: Action) -> str:
