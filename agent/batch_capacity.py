@@ -7,8 +7,12 @@ not what is left of it:
 
     capacity    = max(0, min(reclaimable, headroom))          agent/capacity.py; offline usage is never in it
     allocatable = capacity                                     cpu
-    allocatable = max(0, capacity − Σ_batch max(0, working set − batch-memory request))      memory
+    allocatable = max(0, capacity − Σ_batch max(0, working set − batch-memory request − overhead))  memory
     allocated   = Σ batch requests of the node's pods that have not finished (what the scheduler subtracts)
+
+The scheduler adds a pod's `spec.overhead` per resource name: a RuntimeClass's cpu/memory overhead counts
+against plain cpu/memory, never batch-*, so it is not allocated here. It is in the pod cgroup's working
+set, though, and reserved (as plain memory): not above the pod's requests.
     free        = allocatable − allocated                      negative: over-allocated, nothing more fits
 
 Batch pods' usage is not online usage (they are offline pods, outside `online_peak` and outside system
@@ -75,7 +79,9 @@ def batch_use(samples: Iterable[PodSample]) -> BatchUse:
             continue
         cpu += (p.cpu_cores or 0.0) * 1000
         memory += p.memory_working_set_bytes
-        above += max(0, p.memory_working_set_bytes - p.meta.batch.memory_request_bytes)
+        # the overhead is in the pod cgroup's working set and the scheduler reserved it (as plain memory)
+        reserved = p.meta.batch.memory_request_bytes + p.meta.batch.overhead_memory
+        above += max(0, p.memory_working_set_bytes - reserved)
     return BatchUse(int(cpu), int(memory), int(above))
 
 

@@ -9,13 +9,27 @@ family in `metrics`), and documents them in README.md.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
-if TYPE_CHECKING:
-    from agent.enforcer import Enforcer
+
+@dataclass(frozen=True, slots=True)
+class EnforcementState:
+    """What the section and the metrics read of the enforcer, taken at once (the enforcer hands this record
+    over, so this module never imports it: no cycle)."""
+
+    dry_run: bool
+    cpu_policy: str
+    memory_status: str
+    reports: Mapping[str, Mapping[str, Any]]
+    touched: tuple[str, ...]
+    writes: int
+    errors: int
+    last_error: str | None
+
 
 #: Report keys, in the section's order, and their values while no active strategy reports them.
 DEFAULTS: Mapping[str, Any] = {
@@ -42,9 +56,9 @@ def merged(reports: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def section(e: Enforcer) -> dict[str, Any]:
+def section(e: EnforcementState) -> dict[str, Any]:
     r = merged(e.reports)
-    head = {"dry_run": e.dry_run, "cpu_policy": e.config.cpu_policy}
+    head = {"dry_run": e.dry_run, "cpu_policy": e.cpu_policy}
     cpu = {k: r.pop(k) for k in list(DEFAULTS)[:6]}
     memory = {"memory": e.memory_status, "offline_memory_high_bytes": dict(r.pop("offline_memory_high_bytes"))}
     for key in QOS_KEYS:
@@ -54,7 +68,7 @@ def section(e: Enforcer) -> dict[str, Any]:
     return {**head, **cpu, **memory, **r, **tail}
 
 
-def metrics(e: Enforcer) -> Iterable[Metric]:
+def metrics(e: EnforcementState) -> Iterable[Metric]:
     r = merged(e.reports)
     out: list[Metric] = []
     if r["offline_cpu_budget_cores"] is not None:

@@ -205,9 +205,16 @@ class Enforcer:
             self.restore_all()
 
     # -- reporting -------------------------------------------------------------------------------------
+    def state(self) -> enforcement_report.EnforcementState:
+        """What the section and the metrics show, read once."""
+        return enforcement_report.EnforcementState(
+            self.dry_run, self.config.cpu_policy, self.memory_status, self.reports, self.touched,
+            self.writes, self.errors, self.last_error,
+        )  # fmt: skip
+
     def section(self) -> dict[str, Any]:
         """The `enforcement` key of /api/v1/node."""
-        return enforcement_report.section(self)
+        return enforcement_report.section(self.state())
 
     def metrics(self) -> Iterable[Metric]:
-        return enforcement_report.metrics(self)
+        return enforcement_report.metrics(self.state())

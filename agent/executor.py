@@ -7,7 +7,8 @@
    recorders of agent/recorders.py; `OWN_LIMITS` parts are neither recorded nor restored);
 3. saves the ledger, and refuses every write of the pass that changes a value when it cannot (an error is
    counted and `last_error` says why): a value changed without its original on disk could never be put
-   back. Putting recorded originals back (`Restore`, a tier's uncap) needs no new record and still goes;
+   back. Putting recorded originals back (`Restore`, a tier's uncap) needs no new record and still goes, and
+   so does a pod's own limit (`OWN_LIMITS`: nothing of it is recorded);
 4. writes: CFS quota changes (restores included) in one batch in the order cgroup v1 accepts, cpusets
    through the union of old and new CPUs, everything else in the order the actions came. A refused write is
    logged and counted and the pass goes on, so one stuck cgroup does not leave every other pod unprotected.
@@ -103,22 +104,19 @@ class CgroupExecutor:
         """Carry out one pass's actions (see the module). `snapshot` gives the pods whose ledger entry an
         action may have to create (a part first written to a pod the ledger does not know yet)."""
         writes = self.writes
-        steps: list[_Step] = []
-        actions = tightest_quotas(actions)  # one quota per cgroup: suppression on top of a pod's own limit
+        ours = tightest_quotas(actions)  # one quota per cgroup: suppression on top of a pod's own limit
         # a value a strategy asks for in this pass wins over putting back a recorded one on the same cgroup
-        asked = {a.cgroup for a in actions if isinstance(a, SetCpuQuota | SetMemoryProtection | SetMemoryHigh)}
-        asked.update(c for a in actions if isinstance(a, SetCpuQuota) for c in a.containers)
+        asked = {a.cgroup for a in ours if isinstance(a, SetCpuQuota | SetMemoryProtection | SetMemoryHigh)}
+        asked.update(c for a in ours if isinstance(a, SetCpuQuota) for c in a.containers)
         # per memory file: offline memory.high and online memory QoS may ask for the file another part restores
-        self.restorer.asked_files = memory_files(actions)
-        for action in actions:
-            step = self._prepare(action, asked)
-            if step is not None:
-                steps.append(step)
-        steps = [s for s in steps if self._record(s, snapshot)]
-        # putting back what is on record needs no new record on disk: only those writes go on without it
-        refused = not all(map(_puts_back, steps)) and not self.recorded("protect pods")
+        self.restorer.asked_files = memory_files(ours)
+        prepared = [step for a in ours if (step := self._prepare(a, asked)) is not None]
+        steps = [s for s in prepared if self._record(s, snapshot)]
+        # putting back what is on record, and a pod's own limits, need no new record: only those go without it
+        refused = not all(map(_needs_no_record, steps)) and not self.recorded("protect pods")
         if refused:
-            steps = [s for s in steps if _puts_back(s)]
+            steps = [s for s in steps if _needs_no_record(s)]
+        steps += self._displaced_own_quotas(actions, ours, prepared, steps, asked)
         failed: set[str] = set()
         batch: list[LimitChange] = []
         for step in steps:
@@ -136,6 +134,15 @@ class CgroupExecutor:
             self._settle(step, failed)
         self.ledger.save()
         return Outcome(self.writes - writes, frozenset(failed), refused)
+
+    def _displaced_own_quotas(self, actions: Sequence[Action], ours: list[Action], prepared: list[_Step],
+                              steps: list[_Step], asked: set[str]) -> list[_Step]:  # fmt: skip
+        """A pod's own quota that a tighter one took the place of which is not written now (refused, or no
+        original of it could be had): the pod's own limit still goes, on every pass until it holds."""
+        kept, chosen = {id(s) for s in steps}, {id(a) for a in ours}
+        dropped = {s.action.cgroup for s in prepared if isinstance(s.action, SetCpuQuota) and id(s) not in kept}
+        own = [a for a in actions if isinstance(a, SetCpuQuota) and a.part in OWN_LIMITS and id(a) not in chosen]
+        return [step for a in own if a.cgroup in dropped and (step := self._prepare(a, asked)) is not None]
 
     def _prepare(self, a: Action, asked: set[str]) -> _Step | None:
         """The step for an action; None when it holds already, or its cgroup cannot be read."""
@@ -374,6 +381,12 @@ def _never_lower(a: SetCpuQuota, cur: CpuSettings) -> SetCpuQuota:
 def _puts_back(step: _Step) -> bool:
     a = step.action
     return isinstance(a, Restore) or (isinstance(a, SetCpuQuota) and a.uid == "" and a.quota_us is None)
+
+
+def _needs_no_record(step: _Step) -> bool:
+    """A write that goes on when the ledger cannot be saved: putting back what is on record, or a pod's own
+    limit (`OWN_LIMITS`: never recorded, never put back, written on every pass until it holds)."""
+    return _puts_back(step) or (not isinstance(step.action, Restore) and step.action.part in OWN_LIMITS)
 
 
 def _describe(a: Action) -> str:

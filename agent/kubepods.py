@@ -31,9 +31,11 @@ def _timestamp(value: object) -> float | None:
 
 
 def _running_ids(pod: dict[str, Any]) -> dict[str, str]:
-    """Container name -> the ID it runs under (containerStatuses)."""
+    """Container name -> the ID it runs under, over initContainerStatuses and containerStatuses (names are
+    unique across both lists); a status without a parseable ID is left out."""
+    status = pod.get("status") or {}
     out: dict[str, str] = {}
-    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+    for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
         raw = cs.get("containerID")
         if raw and cs.get("name"):
             try:
@@ -62,18 +64,13 @@ def _container_memory(pod: dict[str, Any]) -> dict[str, tuple[int, int | None]]:
 
 def _container_cpu_limits(pod: dict[str, Any]) -> dict[str, float | None]:
     """CPU limit of each running container by container ID (what the runtime wrote as its CFS quota)."""
-    by_name: dict[str, float | None] = {}
-    for c in (pod.get("spec") or {}).get("containers") or []:
-        limit = quantity(((c.get("resources") or {}).get("limits") or {}).get("cpu"))
-        by_name[str(c.get("name"))] = None if limit is None else float(limit)
+    ids = _running_ids(pod)
     out: dict[str, float | None] = {}
-    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-        raw = cs.get("containerID")
-        if raw and cs.get("name") in by_name:
-            try:
-                out[parse_container_id(raw).id] = by_name[cs["name"]]
-            except ValueError:
-                continue
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        cid = ids.get(str(c.get("name")))
+        if cid is not None:
+            limit = quantity(((c.get("resources") or {}).get("limits") or {}).get("cpu"))
+            out[cid] = None if limit is None else float(limit)
     return out
 
 
@@ -81,15 +78,7 @@ def _batch(pod: dict[str, Any]) -> PodBatch | None:
     """The pod's kubernetes.io/batch-* values, per container with its running ID; None without any."""
     if not has_batch_resources(pod):
         return None
-    spec, status = pod.get("spec") or {}, pod.get("status") or {}
-    ids: dict[str, str] = {}
-    for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
-        raw = cs.get("containerID")
-        if raw and cs.get("name"):
-            try:
-                ids[str(cs["name"])] = parse_container_id(raw).id
-            except ValueError:
-                continue
+    spec, ids = pod.get("spec") or {}, _running_ids(pod)
     containers: list[ContainerBatch] = []
     for init, specs in ((True, spec.get("initContainers") or []), (False, spec.get("containers") or [])):
         for c in specs:

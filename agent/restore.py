@@ -7,17 +7,29 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from agent.actions import Part
 from agent.ledger import Ledger, Touched
 from agent.originals import Originals
 from agent.strategies.cpuset import parent_cgroup
-from cgroup import CgroupError, CgroupGone, CgroupReader, Layout, LimitChange
+from cgroup import CgroupError, CgroupGone, CgroupReader, CgroupWriter, Layout, LimitChange
 from cgroup.files import parse_cpuset
 
-if TYPE_CHECKING:
-    from agent.executor import CgroupExecutor
+
+class Writes(Protocol):
+    """What the restore steps write through: the executor's guarded, counted writes (a protocol, so this
+    module does not import the executor that runs it)."""
+
+    @property
+    def writer(self) -> CgroupWriter: ...
+
+    def write(self, what: str, fn: Callable[[], Any]) -> bool: ...
+
+    def quota_change(self, path: str, quota: int | None, period: int, threshold: float = 0.0) -> LimitChange | None: ...
+
+    def move_cpuset(self, pod: str, current: frozenset[int], pod_cpus: frozenset[int],
+                    containers: dict[str, frozenset[int]]) -> bool: ...  # fmt: skip
 
 
 def _depth(cgroup: str) -> int:
@@ -50,7 +62,7 @@ class Restorer:
         layout: Layout,
         reader: CgroupReader,
         ledger: Ledger,
-        executor: CgroupExecutor,
+        executor: Writes,
         originals: Originals,
         host_root: str,
     ) -> None:

@@ -46,8 +46,11 @@ class ContainerBatch:
 
 @dataclass(frozen=True, slots=True)
 class PodBatch:
-    """A pod's batch resources: per container in spec order (init containers first) and the pod totals as
-    the scheduler accounts them (init containers and sidecars included, plus the pod overhead)."""
+    """A pod's batch resources: per container in spec order (init containers first) and the pod totals
+    (init containers and sidecars included as the scheduler counts them). The requests are what the
+    scheduler places on the node's batch capacity: it adds `spec.overhead` per resource name, so a
+    RuntimeClass's cpu/memory overhead counts against plain cpu/memory, never batch-*. The limits are the
+    pod cgroup's, to which kubelet adds the overhead."""
 
     containers: tuple[ContainerBatch, ...]
     overhead_milli_cpu: int = 0
@@ -70,11 +73,13 @@ class PodBatch:
 
     @property
     def cpu_request_milli(self) -> int:
-        return self._total([c.resources.cpu_request for c in self.containers], self.overhead_milli_cpu)
+        """The pod's batch-cpu request as the scheduler allocates it (no overhead)."""
+        return self._total([c.resources.cpu_request for c in self.containers], 0)
 
     @property
     def memory_request_bytes(self) -> int:
-        return self._total([c.resources.memory_request for c in self.containers], self.overhead_memory)
+        """The pod's batch-memory request as the scheduler allocates it (no overhead)."""
+        return self._total([c.resources.memory_request for c in self.containers], 0)
 
     @property
     def cpu_limit_milli(self) -> int | None:

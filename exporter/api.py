@@ -160,8 +160,9 @@ def _container(c: ContainerSample) -> dict[str, Any]:
 
 
 def _batch(meta: PodMeta) -> dict[str, Any] | None:
-    """The pod's batch requests and limits (totals, as the scheduler counts them) and why the agent does
-    not write them; None for a pod without batch resources."""
+    """The pod's batch requests (totals, as the scheduler allocates them: no overhead) and limits (the pod
+    cgroup's, overhead included, as kubelet writes them) and why the agent does not write them; None for a
+    pod without batch resources."""
     b = meta.batch
     if b is None:
         return None

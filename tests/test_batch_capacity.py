@@ -17,15 +17,19 @@ from agent.windows import WindowStore
 from cgroup.kubelet_rules import BatchResources
 
 GI = 1 << 30
+MI = 1 << 20
 NOW = 10_000.0
 
 
-def batch_meta(uid: str, cpu_milli: int, memory: int, *, init: tuple[int, int] | None = None) -> PodMeta:
-    """An offline pod with batch requests (one app container, optionally one init container before it)."""
+def batch_meta(
+    uid: str, cpu_milli: int, memory: int, *, init: tuple[int, int] | None = None, overhead: tuple[int, int] = (0, 0)
+) -> PodMeta:
+    """An offline pod with batch requests (one app container, optionally one init container before it, and
+    a RuntimeClass overhead of (milli-cores, bytes))."""
     containers = [ContainerBatch("app", None, BatchResources(cpu_milli, None, memory, None))]
     if init is not None:
         containers.insert(0, ContainerBatch("init", None, BatchResources(init[0], None, init[1], None, init=True)))
-    return PodMeta(uid, "ns", uid, "offline", batch=PodBatch(tuple(containers)))
+    return PodMeta(uid, "ns", uid, "offline", batch=PodBatch(tuple(containers), *overhead))
 
 
 def sample(meta: PodMeta, cpu: float, memory: int, qos: str = "besteffort") -> PodSample:
@@ -73,8 +77,10 @@ def test_allocated_sums_the_schedulers_pod_totals_of_batch_pods_only() -> None:
         batch_meta("b", 500, GI, init=(1500, 3 * GI)),  # the init container's larger request is the pod's
         PodMeta("web", "ns", "web", "online", cpu_request_cores=8.0, memory_request_bytes=16 * GI),
         PodMeta("be", "ns", "be", "offline", cpu_request_cores=1.0),  # offline by marker, no batch resources
+        # a RuntimeClass overhead: the scheduler adds it to plain cpu/memory, never to batch-*
+        batch_meta("kata", 500, GI, overhead=(250, 128 * MI)),
     ]
-    assert batch_requests(metas) == BatchRequests(pods=2, cpu_milli=3500, memory_bytes=7 * GI)
+    assert batch_requests(metas) == BatchRequests(pods=3, cpu_milli=4000, memory_bytes=8 * GI)
     assert batch_requests([]) == BatchRequests()
 
 
@@ -82,8 +88,10 @@ def test_use_counts_memory_above_each_pods_own_request() -> None:
     a = sample(batch_meta("a", 2000, 4 * GI), cpu=1.8, memory=5 * GI)  # 1 GiB above
     b = sample(batch_meta("b", 1500, 4 * GI), cpu=2.5, memory=3 * GI)  # below: frees nothing for a
     web = online("web", 8.0, 16 * GI, 2.5, 6 * GI)  # online pods are not batch use
-    use = batch_use([a, b, web])
-    assert use == BatchUse(cpu_milli=4300, memory_bytes=8 * GI, memory_above_requests=GI)
+    # the overhead is in the pod cgroup's working set, reserved as plain memory: not above the request
+    kata = sample(batch_meta("kata", 500, GI, overhead=(250, 128 * MI)), cpu=0.0, memory=GI + 100 * MI)
+    use = batch_use([a, b, web, kata])
+    assert use == BatchUse(cpu_milli=4300, memory_bytes=9 * GI + 100 * MI, memory_above_requests=GI)
 
 
 # ---- the README's worked example, batch pods --------------------------------------------------------------
@@ -96,7 +104,8 @@ def worked_example(web_cpu_peak: float = 2.5) -> dict[str, Any]:
     cache = online("cache", 2.0, 24 * GI, 2.0, 20 * GI)
     spark1 = sample(batch_meta("spark-1", 2000, 4 * GI), cpu=1.8, memory=5 * GI)
     spark2 = sample(batch_meta("spark-2", 1500, 4 * GI), cpu=2.5, memory=3 * GI)
-    spark3 = batch_meta("spark-3", 1000, 2 * GI)  # bound, its containers not started: no cgroup, no sample
+    # bound, its containers not started: no cgroup, no sample; its overhead is plain cpu/memory to the scheduler
+    spark3 = batch_meta("spark-3", 1000, 2 * GI, overhead=(250, 128 * MI))
     pods = [web, cache, spark1, spark2]
     store = WindowStore()
     for i in range(600):

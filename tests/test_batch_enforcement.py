@@ -278,3 +278,45 @@ def test_with_enforcement_off_the_batch_limits_still_hold(v1tree_cgroupfs: V1Tre
         s = reader.cpu_settings(cg)
         assert (s.quota_us, s.shares, s.idle, reader.memory_limit(cg)) == (QUOTA, SHARES, False, 256 * MI)
     assert enf.ledger.entries == {} and enf.section()["batch"]["pods"][uid]["cpu_shares"] == SHARES
+
+
+@V1
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_ledger_that_cannot_be_saved_does_not_block_the_batch_limits(
+    v1tree_cgroupfs: V1Tree, tmp_path: Path, enabled: bool
+) -> None:
+    """Batch limits need no record (nothing of them is put back), so a ledger whose directory is a file still
+    lets them be written; with enforcement on, the protection writes that need a record are what is refused."""
+    tree = v1tree_cgroupfs
+    reader = CgroupReader(tree.layout)
+    uid, path, (ctr,) = besteffort_pod(tree)
+    not_a_dir = tmp_path / "afile"
+    not_a_dir.write_text("x")
+    enf = enforcer(tree, str(not_a_dir / "ledger.json"), enabled=enabled)
+    enf.on_snapshot(snapshot([batch_sample(uid, path, [ctr])], node_cpu=0.3))
+    for cg in (path, ctr):
+        s = reader.cpu_settings(cg)
+        assert (s.quota_us, reader.memory_limit(cg)) == (QUOTA, 256 * MI)
+    assert reader.cpu_settings(ctr).shares == SHARES
+    # the pod cgroup's weight is the offline baseline's while enforcement is on (a write that needs a record)
+    assert reader.cpu_settings(path).shares == (2 if enabled else SHARES)
+    assert (enf.last_error is not None) == enabled  # the refused protection writes are counted and said
+
+
+@V1
+def test_a_refused_suppression_quota_leaves_the_batch_limit_written(
+    v1tree_cgroupfs: V1Tree, online: dict[str, Any], tmp_path: Path
+) -> None:
+    """On a busy node suppression's quota is tighter than the batch one and takes its place in the pass; when
+    the ledger cannot be saved that quota is refused, and the pod's own batch quota is written instead."""
+    tree = v1tree_cgroupfs
+    reader = CgroupReader(tree.layout)
+    uid, path, (ctr,) = besteffort_pod(tree)
+    not_a_dir = tmp_path / "afile"
+    not_a_dir.write_text("x")
+    enf = enforcer(tree, str(not_a_dir / "ledger.json"))
+    busy = online_sample(online["uid"], online["path"], online["ctrs"], 1.5)
+    for _ in range(2):  # and on the next pass, with the entry known in memory
+        enf.on_snapshot(snapshot([batch_sample(uid, path, [ctr]), busy], node_cpu=1.9))
+        assert reader.cpu_settings(path).quota_us == reader.cpu_settings(ctr).quota_us == QUOTA
+        assert reader.memory_limit(ctr) == 256 * MI and enf.last_error is not None

@@ -12,6 +12,7 @@ import pytest
 
 from agent.actions import Action, Plan, Recorded, Restore, SetCpuQuota, SetCpuShares, SetMemoryLimit, tightest_quotas
 from agent.config import BatchConfig, EnforcementConfig
+from agent.cpu_budget import OfflineCpu
 from agent.ledger import Touched
 from agent.node_state import NodeState, node_state
 from agent.snapshot import ContainerBatch, ContainerSample, NodeSample, PodBatch, PodMeta, PodSample, Snapshot
@@ -100,6 +101,9 @@ def test_init_containers_and_overhead_count_as_kubelet_counts_them() -> None:
     # the init container's peak dominates; the overhead is added on top
     assert (t.pod.quota_us, t.pod.shares, t.pod.memory_limit) == (210_000, 2150, 3 * GI + (64 << 20))
     assert set(t.containers) == {"a"}  # a finished init container has no ID (and no cgroup)
+    # the scheduler allocates batch-cpu without the overhead; the budget split weighs the pod cgroup's values
+    assert p.meta.batch is not None and p.meta.batch.cpu_request_milli == 2000
+    assert cpu_quota.cpu_demand(p) == OfflineCpu(p.uid, 2.1, 2.1)
 
 
 @pytest.mark.parametrize(

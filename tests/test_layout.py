@@ -89,6 +89,26 @@ def upward_imports(graph: Mapping[str, Set[str]]) -> list[str]:
     return [f"{a} -> {b}" for a, targets in sorted(graph.items()) for b in sorted(targets) if LAYERS[b] >= LAYERS[a]]
 
 
+def module_graph(root: Path, package: str) -> dict[str, set[str]]:
+    """module -> the other modules of `package` it imports (absolute imports, `from pkg import module` and
+    those under TYPE_CHECKING included: a cycle there is still two modules that need each other)."""
+    modules = {
+        ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): path
+        for path in (root / package).rglob("*.py")
+    }
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module)
+                found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        graph[name] = (found & set(modules)) - {name, package}
+    return graph
+
+
 def test_every_shipped_package_has_a_layer() -> None:
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     include = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
@@ -97,6 +117,21 @@ def test_every_shipped_package_has_a_layer() -> None:
 
 def test_no_cycle_between_packages() -> None:
     assert cycles(package_graph(ROOT, set(LAYERS))) == []
+
+
+@pytest.mark.parametrize("package", sorted(LAYERS))
+def test_no_cycle_between_modules_of_a_package(package: str) -> None:
+    assert cycles(module_graph(ROOT, package)) == []
+
+
+def test_the_module_cycle_check_finds_type_checking_cycles(tmp_path: Path) -> None:
+    (tmp_path / "agent").mkdir()
+    (tmp_path / "agent" / "__init__.py").write_text("")
+    (tmp_path / "agent" / "enforcer.py").write_text("from agent import report\n")
+    (tmp_path / "agent" / "report.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from agent.enforcer import Enforcer\n"
+    )
+    assert cycles(module_graph(tmp_path, "agent")) == [["agent.enforcer", "agent.report"]]
 
 
 def test_packages_import_only_lower_layers() -> None:

@@ -69,8 +69,9 @@ def cpu_demand(pod: PodSample) -> OfflineCpu:
     batch, meta = pod.meta.batch, pod.meta
     if batch is None or not batch.has_cpu:
         return OfflineCpu(pod.uid, meta.cpu_request_cores, meta.cpu_limit_cores)
-    limit = batch.cpu_limit_milli
-    return OfflineCpu(pod.uid, batch.cpu_request_milli / 1000, None if limit is None else limit / 1000)
+    limit = batch.cpu_limit_milli  # kubelet adds the overhead to the pod cgroup: to its request as well
+    request = batch.cpu_request_milli + batch.overhead_milli_cpu
+    return OfflineCpu(pod.uid, request / 1000, None if limit is None else limit / 1000)
 
 
 def split(total: float, offline: Sequence[PodSample], config: EnforcementConfig) -> tuple[dict[str, float], float]:
