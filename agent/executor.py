@@ -164,7 +164,7 @@ class CgroupExecutor:
             if isinstance(a, SetCpuQuota):
                 cur = self.reader.cpu_settings(a.cgroup)
                 if a.part == "quota_burst" and not getattr(self.ledger.entries.get(a.uid), "quota_burst", False):
-                    a = _never_lower(a, cur)  # a first raise from the spec's base: kubelet's may be above it
+                    a = cpu_quota.never_lower(a, cur)  # a first raise from the spec's base: kubelet's may be above it
                 change = self._quota_change(a.cgroup, cur, a.quota_us, a.period_us or cur.period_us, a.tolerance)
                 if change is None:
                     if a.uid == "" and a.quota_us is None:
@@ -369,13 +369,6 @@ class CgroupExecutor:
             what = f"set cpuset of {path} to {format_cpuset(cpus)}"
             ok &= self.write(what, partial(self.writer.set_cpuset, path, cpus))
         return ok
-
-
-def _never_lower(a: SetCpuQuota, cur: CpuSettings) -> SetCpuQuota:
-    """A raise that asks for less than the cgroup holds keeps what it holds (unlimited stays unlimited)."""
-    if a.quota_us is None or cpu_quota.cpus(a.quota_us, a.period_us) >= cpu_quota.cpus(cur.quota_us, cur.period_us):
-        return a
-    return dataclasses.replace(a, quota_us=cur.quota_us, period_us=cur.period_us if cur.quota_us is not None else 0)
 
 
 def _puts_back(step: _Step) -> bool:
