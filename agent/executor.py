@@ -43,7 +43,7 @@ from agent.actions import (
 )
 from agent.ledger import Ledger, Touched
 from agent.originals import Originals
-from agent.recorders import RECORDERS, held_parts, record_memory
+from agent.recorders import RECORDERS, held_parts, memory_files, record_memory
 from agent.restore import Restorer
 from agent.snapshot import Snapshot
 from agent.strategies import cpu_quota
@@ -108,6 +108,8 @@ class CgroupExecutor:
         # a value a strategy asks for in this pass wins over putting back a recorded one on the same cgroup
         asked = {a.cgroup for a in ours if isinstance(a, SetCpuQuota | SetMemoryProtection | SetMemoryHigh)}
         asked.update(c for a in ours if isinstance(a, SetCpuQuota) for c in a.containers)
+        # per memory file: offline memory.high and online memory QoS may ask for the file another part restores
+        self.restorer.asked_files = memory_files(ours)
         prepared = [step for a in ours if (step := self._prepare(a, asked)) is not None]
         steps = [s for s in prepared if self._record(s, snapshot)]
         # putting back what is on record, and a pod's own limits, need no new record: only those go without it
@@ -161,6 +163,8 @@ class CgroupExecutor:
         try:
             if isinstance(a, SetCpuQuota):
                 cur = self.reader.cpu_settings(a.cgroup)
+                if a.part == "quota_burst" and not getattr(self.ledger.entries.get(a.uid), "quota_burst", False):
+                    a = cpu_quota.never_lower(a, cur)  # a first raise from the spec's base: kubelet's may be above it
                 change = self._quota_change(a.cgroup, cur, a.quota_us, a.period_us or cur.period_us, a.tolerance)
                 if change is None:
                     if a.uid == "" and a.quota_us is None:

@@ -61,9 +61,12 @@ def _record_cpuset(originals: Originals, entry: Touched, action: Action, current
 
 
 def _record_memory_high(originals: Originals, entry: Touched, action: Action, current: Any) -> bool:
+    """The pod's memory.high before ANY Colo part wrote it: memory QoS's record of it when it has one (a pod
+    that was online), else what is there now."""
     if entry.memory_high:
         return False
-    entry.memory_high, entry.memory_high_before = True, current
+    qos = entry.memory_qos.get(entry.cgroup, {})
+    entry.memory_high, entry.memory_high_before = True, qos.get("high", current)
     return True
 
 
@@ -109,6 +112,12 @@ def memory_file(action: Action) -> tuple[str, Any] | None:
     return None
 
 
+def memory_files(actions: Iterable[Action]) -> frozenset[tuple[str, str]]:
+    """(cgroup, memory file) of each memory QoS or memory.high action of a pass."""
+    return frozenset((a.cgroup, a.kind if isinstance(a, SetMemoryProtection) else "high")
+                     for a in actions if isinstance(a, SetMemoryProtection | SetMemoryHigh))  # fmt: skip
+
+
 def record_memory(records: dict[str, dict[str, int | None]], action: Action, current: Any) -> bool:
     """memory.min / low / high of a cgroup before Colo's first write of that file (pods, and the cgroups
     above them in the ledger's `shared`)."""
@@ -123,6 +132,10 @@ def record_memory(records: dict[str, dict[str, int | None]], action: Action, cur
 
 
 def _record_memory_qos(originals: Originals, entry: Touched, action: Action, current: Any) -> bool:
+    """As `record_memory`; the pod's memory.high that offline enforcement changed has its original there (one
+    original per file, whichever part wrote it first)."""
+    if isinstance(action, SetMemoryHigh) and action.cgroup == entry.cgroup and entry.memory_high:
+        current = entry.memory_high_before
     return record_memory(entry.memory_qos, action, current)
 
 

@@ -68,6 +68,8 @@ class Restorer:
     ) -> None:
         self.layout, self.reader, self.ledger = layout, reader, ledger
         self.executor, self.originals, self.host_root = executor, originals, host_root
+        # (cgroup, memory file) a strategy asks a value of in this pass (set by the executor): not put back
+        self.asked_files: frozenset[tuple[str, str]] = frozenset()
         # part -> (put it back, then make the entry forget it)
         self._steps: dict[str, tuple[Callable[[Touched], bool], Callable[[Touched], None]]] = {
             "baseline": (self.baseline, _forget_baseline),
@@ -134,6 +136,8 @@ class Restorer:
 
     def memory_high(self, entry: Touched) -> bool:
         cg, before, w = entry.cgroup, entry.memory_high_before, self.executor.writer
+        if (cg, "high") in self.asked_files:
+            return True  # memory QoS asks for it now and holds the same original (agent/recorders.py)
         return self.executor.write(f"restore memory.high of {cg}", partial(w.set_memory_high, cg, before))
 
     def burst(self, entry: Touched) -> bool:
@@ -164,7 +168,7 @@ class Restorer:
                 continue
             held = {"min": now.min_bytes, "low": now.low_bytes, "high": now.high_bytes}
             for name, before in record.items():
-                if held.get(name) == before:
+                if held.get(name) == before or (cg, name) in self.asked_files:
                     continue
                 if name == "high":
                     write = partial(w.set_memory_high, cg, before)

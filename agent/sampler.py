@@ -112,6 +112,7 @@ class Sampler:
         self._prev_node_cpu: tuple[float, float] | None = None
         self._prev_cpu: dict[str, tuple[float, CpuUsage]] = {}  # cgroup -> (time, counters) of the last pass
         self._container_mem: dict[str, MemoryUsage] = {}  # container cgroup -> last full memory reading
+        self._pod_limit: dict[str, int | None] = {}  # pod cgroup -> its memory limit, read on the pod's turn
         self.container_stat_every = max(1, container_stat_every)
         self._known_cgroups: set[str] = set()
         self._previous_cgroups: set[str] = set()
@@ -164,6 +165,7 @@ class Sampler:
         self._known_cgroups.add(pod.path)
         containers: list[ContainerSample] = []
         every = self.container_stat_every
+        limit = self._memory_limit(pod.path, every)
         clock = self._clock
         started = time.perf_counter()
         for c in pod.containers if "containers" in self.collectors else ():
@@ -209,7 +211,20 @@ class Sampler:
             cpu_throttled_ratio=throttled,
             containers=tuple(containers),
             pressure=pressure,
+            memory_limit_bytes=limit,
         )
+
+    def _memory_limit(self, path: str, every: int) -> int | None:
+        """The pod cgroup's memory limit: it changes only with a resize, so it is read on the pod's turn (as
+        container stats are) and kept in between; unreadable counts as unlimited."""
+        if path in self._pod_limit and (self.seq + zlib.crc32(path.encode())) % every:
+            return self._pod_limit[path]
+        try:
+            limit = self.reader.memory_limit(path)
+        except CgroupError:
+            limit = None
+        self._pod_limit[path] = limit
+        return limit
 
     def _tiers(self, now: float) -> dict[str, TierSample]:
         """The QoS tiers. Guaranteed pods live in kubepods itself, which also holds the other two tiers:
@@ -301,6 +316,7 @@ class Sampler:
             self.reader.forget(cgroup)
             self._prev_cpu.pop(cgroup, None)
             self._container_mem.pop(cgroup, None)
+            self._pod_limit.pop(cgroup, None)
         if gone or self.seq % RETAIN_PASSES == 0:
             self.windows.retain(lambda key: key[0] != "pod" or key[1] in pods)
 

@@ -132,6 +132,9 @@ class PodSample:
     cpu_throttled_ratio: float | None
     containers: tuple[ContainerSample, ...]
     pressure: dict[str, Pressure] = field(default_factory=dict)
+    # the pod cgroup's hard memory limit as read (kubelet's: overhead and sidecars included); None: unlimited
+    # or unreadable. Memory QoS takes the pod's memory.high from it, never from the spec's sum of containers
+    memory_limit_bytes: int | None = None
 
     @property
     def uid(self) -> str:

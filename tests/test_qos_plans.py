@@ -35,8 +35,10 @@ def pod(
     throttled: float | None = 0.0,
     usage: float | None = 0.1,
     memory: Sequence[tuple[int, int | None]] = (),
+    overhead: int = 0,
 ) -> PodSample:
-    """A pod with one container per CPU limit; its pod limit is their sum when all have one."""
+    """A pod with one container per CPU limit; its pod limit is their sum when all have one. Its cgroup's
+    memory limit (as the sampler reads it) is theirs plus `overhead`, which the spec's sum does not hold."""
     cg = f"/kubepods/burstable/pod{uid}"
     containers = tuple(ContainerSample(f"{uid}-c{i}", f"{cg}/{uid}-c{i}", usage, 0, 0, 0, throttled)
                        for i in range(len(limits)))  # fmt: skip
@@ -47,7 +49,8 @@ def pod(
                    container_memory={c.id: m for c, m in zip(containers, memory, strict=False)},
                    memory_limit_bytes=None if not memory or any(m[1] is None for m in memory)
                    else sum(m[1] or 0 for m in memory))  # fmt: skip
-    return PodSample(meta, "burstable", cg, usage, 0, 0, 0, 0, throttled, containers)
+    read = None if meta.memory_limit_bytes is None else meta.memory_limit_bytes + overhead
+    return PodSample(meta, "burstable", cg, usage, 0, 0, 0, 0, throttled, containers, memory_limit_bytes=read)
 
 
 def state(pods: Sequence[PodSample], busy: float | None = 0.5, **facts: bool) -> NodeState:
@@ -173,14 +176,51 @@ def test_quota_burst_raises_a_throttled_container_and_its_pod_on_an_idle_node() 
     ],
 )
 def test_quota_burst_gives_back_at_once(busy: float | None, facts: dict[str, bool], node: str) -> None:
-    """A raise goes back in the next pass: own quotas from the spec, then the record is cleared."""
+    """A raise goes back in the next pass: the container's own quota from the spec, the pod's as recorded at
+    the first raise (kubelet's 10 ms of pod overhead included, which the spec's sum misses), then the record
+    is cleared."""
     s = QuotaBurst(CFG)
     hot = pod("a", limits=(0.5,), throttled=0.5)
     raised = s.plan(state([hot]), rec())
-    assert quotas(raised) == {f"{P}/a-c0": 75_000, P: 75_000}
-    plan = s.plan(state([hot], busy, **facts), rec([entry("a", quota_burst=True)], memo=raised.memo))
+    assert quotas(raised) == {f"{P}/a-c0": 75_000, P: 75_000}  # the executor never lets it lower the pod's
+    plan = s.plan(state([hot], busy, **facts), rec([overhead_entry()], memo=raised.memo))
     assert rep(plan)["node_state"] == node
-    assert quotas(plan) == {f"{P}/a-c0": 50_000, P: 50_000} and restores(plan) == {"a"}
+    assert quotas(plan) == {f"{P}/a-c0": 50_000, P: 60_000} and restores(plan) == {"a"}
+
+
+def overhead_entry() -> Touched:
+    """Pod a recorded at its first raise: 0.5 CPU container, 0.6 CPU pod (0.1 of overhead)."""
+    c0 = f"{P}/a-c0"
+    return Touched("a", P, 1024, 60_000, 100_000, {c0: 50_000}, {c0: 100_000}, quota_burst=True)
+
+
+def test_quota_burst_raises_over_the_recorded_pod_quota_and_follows_a_resize() -> None:
+    """After the first raise the pod's quota is its recorded one plus the raises; an in-place resize of the
+    container since moves it by as much (the overhead stays)."""
+    s = QuotaBurst(CFG)
+    hot = pod("a", limits=(0.5,), throttled=0.5)
+    raised = s.plan(state([hot]), rec())
+    again = s.plan(state([hot]), rec([overhead_entry()], memo=raised.memo))
+    assert quotas(again) == {f"{P}/a-c0": 100_000, P: 110_000}
+    resized = pod("a", limits=(0.2,), throttled=0.0)
+    back = s.plan(state([resized], 5.0), rec([overhead_entry()], memo=again.memo))
+    assert quotas(back) == {f"{P}/a-c0": 20_000, P: 30_000} and restores(back) == {"a"}
+
+
+def test_quota_burst_climbs_step_by_step_to_its_ceiling() -> None:
+    """Throttled pass after pass on an idle node: +50% of its own 0.1 CPU each pass, up to 300%, never down;
+    the pod follows its one container."""
+    s = QuotaBurst(CFG)
+    hot = pod("a", limits=(0.1,), throttled=1.0)
+    c0 = f"{P}/a-c0"
+    recorded = Touched("a", P, 1024, 10_000, 100_000, {c0: 10_000}, {c0: 100_000}, quota_burst=True)
+    memo, seen = None, []
+    for _ in range(6):
+        plan = s.plan(state([hot]), rec([recorded] if seen else [], memo=memo))
+        memo, q = plan.memo, quotas(plan)
+        assert q[P] == q[c0] and not restores(plan)
+        seen.append(q[c0])
+    assert seen == [15_000, 20_000, 25_000, 30_000, 30_000, 30_000]
 
 
 def test_quota_burst_never_beyond_the_nodes_headroom() -> None:
@@ -226,18 +266,19 @@ def memory_actions(plan: Plan) -> dict[tuple[str, str], int | None]:
 
 def test_memory_qos_on_v2_protects_requests_up_the_tree() -> None:
     cfg = MemoryQosConfig(enabled=True, protection="low", protect_percent=50, high_percent=80)
-    a = pod("a", memory=[(256 * MI, 512 * MI), (128 * MI, 256 * MI)])
+    # kubelet's pod cgroup limit holds 32 MiB of pod overhead: the pod's memory.high is 80% of that limit
+    a = pod("a", memory=[(256 * MI, 512 * MI), (128 * MI, 256 * MI)], overhead=32 * MI)
     plan = MemoryQos(cfg, True, "/kubepods").plan(state([a, pod("b", "offline", memory=[(GI, GI)])]), rec())
     assert memory_actions(plan) == {
         (f"{P}/a-c0", "low"): 128 * MI, (f"{P}/a-c0", "high"): int(512 * MI * 0.8) // 4096 * 4096,
         (f"{P}/a-c1", "low"): 64 * MI, (f"{P}/a-c1", "high"): int(256 * MI * 0.8) // 4096 * 4096,
-        (P, "low"): 192 * MI, (P, "high"): int(768 * MI * 0.8) // 4096 * 4096,
+        (P, "low"): 192 * MI, (P, "high"): int(800 * MI * 0.8) // 4096 * 4096,
         ("/kubepods/burstable", "low"): 192 * MI, ("/kubepods", "low"): 192 * MI,
     }  # fmt: skip
     uids = {a.cgroup: a.uid for a in plan.actions if isinstance(a, SetMemoryProtection)}
     assert uids[P] == "a" and uids["/kubepods"] == SHARED
     assert restores(plan) == {SHARED}  # shared cgroups no target names go back
-    assert rep(plan)["pods"]["a"] == {"protected_bytes": 192 * MI, "high_bytes": int(768 * MI * 0.8) // 4096 * 4096}
+    assert rep(plan)["pods"]["a"] == {"protected_bytes": 192 * MI, "high_bytes": int(800 * MI * 0.8) // 4096 * 4096}
     minimum = MemoryQos(MemoryQosConfig(enabled=True, protection="min"), True, "/kubepods").plan(state([a]), rec())
     assert memory_actions(minimum)[(P, "min")] == 384 * MI and (P, "low") not in memory_actions(minimum)
 

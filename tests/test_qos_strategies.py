@@ -6,8 +6,10 @@ import pytest
 
 from agent.config import ConfigError, CpuBurstConfig, MemoryQosConfig, QuotaBurstConfig, load_config
 from agent.qos.burst import BURST_TIME_ANNOTATION, ENABLE_ANNOTATION, BurstInputs, parse_bool, plan_burst
-from agent.qos.memory_qos import ContainerMemory, MemoryTarget, PodMemory, plan_memory_qos
+from agent.qos.memory_qos import MemoryTarget, supported
 from agent.qos.quota_burst import ContainerCpu, NodeCpu, QuietSince, node_state, plan_quota_burst
+from agent.snapshot import PodSample
+from testsupport.qos import Ctr, memory_targets, online_pod
 
 MIB = 1 << 20
 C1, C2, POD = "/kubepods/burstable/podA/c1", "/kubepods/burstable/podA/c2", "/kubepods/burstable/podA"
@@ -191,17 +193,16 @@ def test_unlimited_pod_stays_unlimited() -> None:
 TIERS = ("/kubepods/burstable", "/kubepods")
 
 
-def mem_pod(online: bool = True, cgroup: str = POD, c1: str = C1, c2: str = C2) -> PodMemory:
-    return PodMemory(
-        cgroup, TIERS, online, None,
-        {c1: ContainerMemory(256 * MIB, 512 * MIB), c2: ContainerMemory(100 * MIB + 123, 200 * MIB)},
-    )  # fmt: skip
+def mem_pod(online: bool = True, cgroup: str = POD, c1: str = C1, c2: str = C2) -> PodSample:
+    ctrs = [Ctr(c1, memory=(256 * MIB, 512 * MIB)), Ctr(c2, memory=(100 * MIB + 123, 200 * MIB))]
+    return online_pod(cgroup.rsplit("/", 1)[1], cgroup, ctrs, cls="online" if online else "offline")
 
 
 def test_memory_qos_v1_reports_unsupported() -> None:
-    plan = plan_memory_qos(MemoryQosConfig(enabled=True), False, [mem_pod()])
-    assert not plan.supported and "cgroup v2" in plan.reason and not plan.targets
-    assert plan_memory_qos(MemoryQosConfig(), True, [mem_pod()]).targets == {}
+    report, targets = memory_targets(MemoryQosConfig(enabled=True), False, [mem_pod()])
+    assert not report["supported"] and "cgroup v2" in report["reason"] and not targets
+    assert memory_targets(MemoryQosConfig(), True, [mem_pod()])[1] == {}
+    assert supported(MemoryQosConfig(), True) == (True, "disabled")
 
 
 @pytest.mark.parametrize(
@@ -231,19 +232,21 @@ def test_memory_qos_targets(
     offline = mem_pod(
         False, "/kubepods/besteffort/podB", "/kubepods/besteffort/podB/c1", "/kubepods/besteffort/podB/c2"
     )
-    plan = plan_memory_qos(cfg, True, [mem_pod(), offline])
-    assert plan.supported
-    assert plan.targets[C1] == c1 and plan.targets[C2] == c2 and plan.targets[POD] == pod
-    assert plan.targets["/kubepods/burstable"] == tier and plan.targets["/kubepods"] == tier
-    assert not any(k.startswith("/kubepods/besteffort/") for k in plan.targets)  # offline pods keep theirs
+    report, targets = memory_targets(cfg, True, [mem_pod(), offline])
+    assert report["supported"]
+    assert targets[C1] == c1 and targets[C2] == c2 and targets[POD] == pod
+    if cfg.protection == "none":  # nothing protected: the cgroups above pods are asked for nothing
+        assert "/kubepods/burstable" not in targets and "/kubepods" not in targets
+    else:
+        assert targets["/kubepods/burstable"] == tier and targets["/kubepods"] == tier
+    assert not any(k.startswith("/kubepods/besteffort/") for k in targets)  # offline pods keep theirs
 
 
 def test_memory_protection_sums_up_the_tree_and_caps_at_limits() -> None:
-    other = PodMemory(
-        "/kubepods/podG", ("/kubepods",), True, 64 * MIB, {"/kubepods/podG/c": ContainerMemory(1 << 30, None)}
-    )
-    plan = plan_memory_qos(MemoryQosConfig(enabled=True), True, [mem_pod(), other])
-    assert plan.targets["/kubepods/podG/c"].low_bytes == 1 << 30  # no container limit: the request
-    assert plan.targets["/kubepods/podG"].low_bytes == 64 * MIB  # capped at the pod's own limit
-    assert plan.targets["/kubepods/burstable"].low_bytes == 356 * MIB
-    assert plan.targets["/kubepods"].low_bytes == 356 * MIB + 64 * MIB
+    other = online_pod("podG", "/kubepods/podG", [Ctr("/kubepods/podG/c", memory=(1 << 30, None))],
+                       memory_limit_bytes=64 * MIB)  # fmt: skip
+    _, targets = memory_targets(MemoryQosConfig(enabled=True), True, [mem_pod(), other])
+    assert targets["/kubepods/podG/c"].low_bytes == 1 << 30  # no container limit: the request
+    assert targets["/kubepods/podG"].low_bytes == 64 * MIB  # capped at the pod's own limit
+    assert targets["/kubepods/burstable"].low_bytes == 356 * MIB
+    assert targets["/kubepods"].low_bytes == 356 * MIB + 64 * MIB

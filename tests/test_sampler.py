@@ -130,6 +130,23 @@ def test_container_memory_detail_every_n_passes(v1tree_cgroupfs: V1Tree) -> None
 
 
 @pytest.mark.cgroupv1
+def test_the_pods_memory_limit_is_read_on_its_turn(v1tree_cgroupfs: V1Tree) -> None:
+    """kubelet's pod limit (overhead and sidecars included) as the cgroup holds it: read at first sight and
+    then on the pod's turn every N passes, like container details (a resize is rare)."""
+    tree = v1tree_cgroupfs
+    uid, pod_cg, _ = tree.pod("burstable")
+    writer = CgroupWriter(tree.layout)
+    writer.set_memory_limit(pod_cg, 300 << 20)
+    sampler = Sampler(tree.layout, tree.model, CgroupPodSource(tree.layout, tree.model, 0.0), WindowStore(),
+                      container_stat_every=3)  # fmt: skip
+    assert sampler.sample().pods[uid].memory_limit_bytes == 300 << 20
+    writer.set_memory_limit(pod_cg, None)
+    seen = [sampler.sample().pods[uid].memory_limit_bytes for _ in range(3)]
+    turn = next(i for i in range(3) if (1 + i + zlib.crc32(pod_cg.encode())) % 3 == 0)
+    assert seen == [None if i >= turn else 300 << 20 for i in range(3)]
+
+
+@pytest.mark.cgroupv1
 def test_guaranteed_tier_is_kubepods_without_the_other_tiers(v1tree_cgroupfs: V1Tree) -> None:
     tree = v1tree_cgroupfs
     _, _, (ctr,) = tree.pod("burstable")

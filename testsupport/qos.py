@@ -9,10 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent import qos_report
-from agent.config import AgentConfig, EnforcementConfig
+from agent.actions import Recorded, SetMemoryHigh, SetMemoryProtection
+from agent.config import AgentConfig, EnforcementConfig, MemoryQosConfig
 from agent.enforcer import Enforcer, detect_facts
 from agent.node_state import NodeState, node_state
+from agent.qos.memory_qos import MemoryTarget
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
+from agent.strategies.memory_qos import MemoryQos
 from agent.strategies.registry import strategies
 from cgroup import CgroupReader, Layout, PathModel
 
@@ -41,11 +44,14 @@ def online_pod(uid: str, cgroup: str, containers: Sequence[Ctr], cls: str = "onl
     memory = {i: c.memory for i, c in zip(ids, containers, strict=True) if c.memory is not None}
     mem_limits = [m[1] for m in memory.values()]
     pod_memory_limit = None if not mem_limits or None in mem_limits else sum(x or 0 for x in mem_limits)
+    meta.setdefault("memory_limit_bytes", pod_memory_limit)
     pm = PodMeta(uid, "default", uid, cls, cpu_limit_cores=pod_limit,  # type: ignore[arg-type]
                  container_cpu_limits=dict(zip(ids, limits, strict=True)), container_memory=memory,
-                 memory_limit_bytes=pod_memory_limit, **meta)  # fmt: skip
+                 **meta)  # fmt: skip
     throttled = max((c.throttled or 0.0 for c in containers), default=0.0)
-    return PodSample(pm, "burstable", cgroup, 0.0, 0, 0, 0, 0, throttled, samples)
+    # the pod cgroup's memory limit as the sampler reads it: kubelet's, here the meta's (overhead none)
+    return PodSample(pm, "burstable", cgroup, 0.0, 0, 0, 0, 0, throttled, samples,
+                     memory_limit_bytes=pm.memory_limit_bytes)  # fmt: skip
 
 
 def qos_state(pods: Sequence[PodSample], busy: float | None = 0.2, cpus: float = 2.0, *, evicting: bool = False,
@@ -56,14 +62,31 @@ def qos_state(pods: Sequence[PodSample], busy: float | None = 0.2, cpus: float =
     return dataclasses.replace(state, evicting=evicting, offline_suppressed=offline_suppressed)
 
 
-def qos_stage(layout: Layout, model: PathModel, ledger_file: str, *, dry_run: bool = False, **qos: Any) -> Enforcer:
+def qos_stage(layout: Layout, model: PathModel, ledger_file: str, *, dry_run: bool = False, every: bool = False,
+              **qos: Any) -> Enforcer:  # fmt: skip
     """The enforcement stage with the online QoS strategies only (as the registry builds them from `qos`),
-    the offline ones left out: nothing here is offline."""
+    the offline ones left out; with `every`, all the registry's (a pod that turns offline meets them)."""
     reader = CgroupReader(layout)
     cfg = AgentConfig.model_validate({"qos": qos})
-    chosen = [s for s in strategies(cfg, detect_facts(layout, model, reader)) if s.name in QOS_STRATEGIES]
+    chosen = [s for s in strategies(cfg, detect_facts(layout, model, reader)) if every or s.name in QOS_STRATEGIES]
     return Enforcer(layout, model, reader, EnforcementConfig(ledger_file=ledger_file), lambda: (2.0, 8 * GI),
                     dry_run=dry_run, registered=chosen)  # fmt: skip
+
+
+def memory_targets(
+    cfg: MemoryQosConfig, is_v2: bool, pods: Sequence[PodSample], kubepods: str = "/kubepods"
+) -> tuple[dict[str, Any], dict[str, MemoryTarget]]:
+    """The memory_qos strategy's report and, per cgroup, the target its actions ask for (the production
+    path: the same plan the stage carries out)."""
+    plan = MemoryQos(cfg, is_v2, kubepods).plan(qos_state(pods), Recorded({}, {}))
+    found: dict[str, dict[str, int | None]] = {}
+    for a in plan.actions:
+        if isinstance(a, SetMemoryProtection):
+            found.setdefault(a.cgroup, {})[a.kind] = a.value
+        elif isinstance(a, SetMemoryHigh):
+            found.setdefault(a.cgroup, {})["high"] = a.limit
+    targets = {cg: MemoryTarget(f.get("min") or 0, f.get("low") or 0, f.get("high")) for cg, f in found.items()}
+    return plan.report["memory_qos"], targets
 
 
 def section(stage: Enforcer) -> dict[str, Any]:

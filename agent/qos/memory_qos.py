@@ -10,8 +10,8 @@ memory.high enforcement gives them; v1 has no such files, so there the feature r
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from agent.config import MemoryQosConfig
 
@@ -30,7 +30,7 @@ class PodMemory:
     cgroup: str
     ancestors: tuple[str, ...]  # its QoS tier up to kubepods, e.g. ('/kubepods/burstable', '/kubepods')
     online: bool
-    limit_bytes: int | None  # the pod's own hard limit; None: unlimited
+    limit_bytes: int | None  # the pod cgroup's hard limit as read (kubelet's); None: unlimited
     containers: Mapping[str, ContainerMemory]  # container cgroup -> request and limit
 
 
@@ -39,13 +39,6 @@ class MemoryTarget:
     min_bytes: int
     low_bytes: int
     high_bytes: int | None  # None: leave memory.high alone
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryQosPlan:
-    supported: bool  # False on cgroup v1, whatever the config says
-    reason: str
-    targets: dict[str, MemoryTarget] = field(default_factory=dict)
 
 
 def _pages(n: float) -> int:
@@ -71,12 +64,7 @@ def pod_targets(cfg: MemoryQosConfig, pod: PodMemory) -> dict[str, MemoryTarget]
         t = _target(cfg, _pages(c.request_bytes * cfg.protect_percent / 100), c.limit_bytes)
         targets[cgroup] = t
         total += max(t.min_bytes, t.low_bytes)
-    pod_limit_share = None
-    limits = [c.limit_bytes for c in pod.containers.values()]
-    if pod.containers and all(limit is not None for limit in limits):
-        pod_limit_share = sum(limit for limit in limits if limit is not None)
-    limit = pod.limit_bytes if pod.limit_bytes is not None else pod_limit_share
-    targets[pod.cgroup] = _target(cfg, total, limit)
+    targets[pod.cgroup] = _target(cfg, total, pod.limit_bytes)  # the pod's real limit: never the spec's sum
     return targets
 
 
@@ -86,21 +74,8 @@ def ancestor_target(cfg: MemoryQosConfig, protect: int) -> MemoryTarget:
     return MemoryTarget(t.min_bytes, t.low_bytes, None)
 
 
-def plan_memory_qos(cfg: MemoryQosConfig, is_v2: bool, pods: Sequence[PodMemory]) -> MemoryQosPlan:
-    """Targets for every online pod's containers, the pod and its ancestors; offline pods are left out."""
+def supported(cfg: MemoryQosConfig, is_v2: bool) -> tuple[bool, str]:
+    """Whether the node can have memory QoS, and why it is not applied ("" when it is)."""
     if not is_v2:
-        return MemoryQosPlan(False, V1_REASON)
-    if not cfg.enabled:
-        return MemoryQosPlan(True, "disabled")
-    targets: dict[str, MemoryTarget] = {}
-    above: dict[str, int] = {}
-    for pod in pods:
-        if not pod.online:
-            continue
-        targets.update(pod_targets(cfg, pod))
-        protect = max(targets[pod.cgroup].min_bytes, targets[pod.cgroup].low_bytes)
-        for a in pod.ancestors:
-            above[a] = above.get(a, 0) + protect
-    for a, protect in above.items():
-        targets[a] = ancestor_target(cfg, protect)
-    return MemoryQosPlan(True, "", targets)
+        return False, V1_REASON
+    return True, "" if cfg.enabled else "disabled"

@@ -9,17 +9,20 @@ agent/cpu_budget.py). A CPU rate not known yet gives no budget: the caller keeps
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.actions import SetCpuQuota
 from agent.config import EnforcementConfig
 from agent.cpu_budget import OfflineCpu, offline_budget, split_budget
 from agent.ledger import Touched
 from agent.node_state import NodeState
 from agent.snapshot import PodSample
 from agent.strategies import release
+from cgroup import CpuSettings
 
 log = logging.getLogger("agent.enforcer")
 
@@ -115,3 +118,10 @@ def tier_cap(
     requesting = sum(quotas.get(p.uid, 0.0) for p in in_tier if cpu_demand(p).request_cores > 0)
     cores = max(config.cpu_min_offline_cores, besteffort_cores) + requesting
     return max(MIN_QUOTA_US, int(cores * config.cpu_period_us))
+
+
+def never_lower(a: SetCpuQuota, cur: CpuSettings) -> SetCpuQuota:
+    """A raise that asks for less than the cgroup holds keeps what it holds (unlimited stays unlimited)."""
+    if a.quota_us is None or cpus(a.quota_us, a.period_us) >= cpus(cur.quota_us, cur.period_us):
+        return a
+    return dataclasses.replace(a, quota_us=cur.quota_us, period_us=cur.period_us if cur.quota_us is not None else 0)

@@ -25,8 +25,8 @@ from agent.qos.memory_qos import (
     MemoryTarget,
     PodMemory,
     ancestor_target,
-    plan_memory_qos,
     pod_targets,
+    supported,
 )
 from agent.snapshot import PodSample
 from agent.strategies.online import SpecCache, online_pod
@@ -87,7 +87,7 @@ class MemoryQos:
         if not containers:
             return None
         up = ancestors(p.cgroup, self.kubepods)
-        targets = pod_targets(self.config, PodMemory(p.cgroup, up, True, p.meta.memory_limit_bytes, containers))
+        targets = pod_targets(self.config, PodMemory(p.cgroup, up, True, p.memory_limit_bytes, containers))
         kind = self.config.protection
         files, with_high = frozenset({kind}), frozenset({kind, "high"})
         cgroups = tuple((cg, t, self._actions(cg, t, p.uid), files if t.high_bytes is None else with_high)
@@ -100,10 +100,10 @@ class MemoryQos:
     def plan(self, state: NodeState, recorded: Recorded) -> Plan:
         cfg, kind = self.config, self.config.protection
         active = self.is_v2 and cfg.enabled  # else nothing to plan: no pod is looked at
-        mp = plan_memory_qos(cfg, self.is_v2, ())  # whether it is supported, and why not
+        ok, reason = supported(cfg, self.is_v2)
         report_pods: dict[str, Any] = {}
-        report: dict[str, Any] = {"enabled": cfg.enabled and mp.supported, "supported": mp.supported,
-                                  "reason": mp.reason, "protection": kind, "pods": report_pods}  # fmt: skip
+        report: dict[str, Any] = {"enabled": cfg.enabled and ok, "supported": ok, "reason": reason,
+                                  "protection": kind, "pods": report_pods}  # fmt: skip
         actions: list[Action] = []
         planned: set[str] = set()
         above: dict[str, int] = {}

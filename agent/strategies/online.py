@@ -49,14 +49,15 @@ def cores(quota_us: int | None, period_us: int = PERIOD_US) -> float | None:
 
 class SpecCache(Generic[T]):
     """Per pod, a value computed from nothing but the pod's spec and cgroups: its `PodMeta` object (frozen; the
-    pod source replaces it when the pod's resourceVersion changes), its cgroup, and its running containers'
-    IDs and cgroups (a container can come or go without the spec changing). The value is computed again when
+    pod source replaces it when the pod's resourceVersion changes), its cgroup, its running containers'
+    IDs and cgroups (a container can come or go without the spec changing), and the pod cgroup's memory
+    limit as read (kubelet's, which the spec's sum of containers does not give). The value is computed again when
     any of these differs and must not depend on anything else of the sample (usage, throttling): so a plan
     that uses it stays a pure function of its inputs. Pods not seen in a pass are dropped."""
 
     def __init__(self, compute: Callable[[PodSample], T]) -> None:
         self._compute = compute
-        self._entries: dict[str, tuple[PodMeta, str, tuple[tuple[str, str], ...], T]] = {}
+        self._entries: dict[str, tuple[PodMeta, str, tuple[tuple[str, str], ...], int | None, T]] = {}
 
     def each(self, pods: Iterable[PodSample]) -> list[tuple[PodSample, T]]:
         """Every pod with its value, in order; what was not among `pods` is forgotten."""
@@ -67,9 +68,9 @@ class SpecCache(Generic[T]):
             meta = p.meta
             containers = tuple(map(_ID_AND_CGROUP, p.containers))
             e = old.get(meta.uid)
-            if e is None or e[0] is not meta or e[1] != p.cgroup or e[2] != containers:
-                e = (meta, p.cgroup, containers, compute(p))
+            if e is None or e[0] is not meta or e[1] != p.cgroup or e[2] != containers or e[3] != p.memory_limit_bytes:
+                e = (meta, p.cgroup, containers, p.memory_limit_bytes, compute(p))
             new[meta.uid] = e
-            out.append((p, e[3]))
+            out.append((p, e[4]))
         self._entries = new
         return out

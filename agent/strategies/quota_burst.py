@@ -17,6 +17,7 @@ from typing import Any
 
 from agent.actions import Action, Part, Plan, Recorded, Restore, SetCpuQuota
 from agent.config import QuotaBurstConfig
+from agent.ledger import Touched
 from agent.node_state import NodeState
 from agent.qos.quota_burst import CpuRow, NodeCpu, QuietSince, plan_quota_burst_rows
 from agent.snapshot import PodSample
@@ -52,6 +53,24 @@ def _pod_quotas(p: PodSample) -> PodQuotas | None:
     limited = tuple((i, c.cgroup, c.id, c.quota_us, c.quota_us / PERIOD_US)
                     for i, c in enumerate(o.containers) if c.quota_us is not None)  # fmt: skip
     return PodQuotas(o.quota_us, limited) if limited else None
+
+
+def _pod_base(entry: Touched | None, q: PodQuotas) -> int | None:
+    """The pod quota raises add to. Never the spec's alone: kubelet's pod quota also holds the pod overhead
+    and restartable sidecars, which the spec's sum of containers misses. After the first raise it is the
+    pod quota recorded then, moved by as much as an in-place resize since moved its limited containers'
+    own quotas; before it, the spec's, and the executor never lets that first raise lower the pod's quota
+    (the recorder reads the real one for the passes after)."""
+    if entry is None or not entry.quota_burst:
+        return q.own_us
+    if entry.quota_us is None or not entry.period_us:
+        return None  # an unlimited pod stays unlimited
+    base = entry.quota_us * PERIOD_US // entry.period_us
+    for _, cg, _, own, _ in q.containers:
+        was = entry.containers.get(cg)
+        if was is not None:
+            base += own - was * PERIOD_US // entry.container_periods.get(cg, entry.period_us)
+    return base
 
 
 class QuotaBurst:
@@ -93,10 +112,11 @@ class QuotaBurst:
             restores = [Restore(uid, PARTS) for uid, e in recorded.entries.items() if e.quota_burst]
             return Plan(tuple(restores), QuotaMemo(), {"quota_burst": report})
         rows, pods = self._inputs(state, memo)
-        own_pod = {cg: q.own_us for cg, (_, q) in pods.items()}
+        entries = recorded.entries
+        own_pod = {cg: _pod_base(entries.get(p.uid), q) for cg, (p, q) in pods.items()}
         qp = plan_quota_burst_rows(self.config, node_cpu(state), rows, memo.quiet, own_pod, recorded.now)
         report["node_state"], report["headroom_cores"] = qp.node, round(qp.headroom_cores, 3)
-        decided, threshold, entries = qp.containers, self.config.throttled_ratio, recorded.entries
+        decided, threshold = qp.containers, self.config.throttled_ratio
         actions: list[Action] = []
         asked: dict[str, SetCpuQuota] = {}
         last = self._asked
@@ -113,8 +133,9 @@ class QuotaBurst:
                     quotas[cg] = quota
             if raised:
                 raised_uids.add(uid)
-            # raised before, not any more, still online and limited: own quotas from the current spec (a resize
-            # since the raise wins over what was recorded), and the Restore clears the record once they hold
+            # raised before, not any more, still online and limited: the containers' own quotas from the current
+            # spec (a resize since the raise wins over what was recorded), the pod's from its record
+            # (`_pod_base`), and the Restore clears the record once they hold
             write = raised or getattr(entries.get(uid), "quota_burst", False)
             if write:
                 written.append((pod_cg, uid))

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 
 from agent.config import MemoryQosConfig
-from agent.qos.memory_qos import ContainerMemory, PodMemory, plan_memory_qos
 from cgroup import CgroupReader, CgroupValueError, CgroupWriteError, CgroupWriter, MemoryProtection
-from testsupport.qos import Ctr, online_pod, qos_stage, qos_state, section
+from testsupport.qos import Ctr, memory_targets, online_pod, qos_stage, qos_state, section
 from testsupport.spiky import PERIOD_US, QUOTA_US, Throttling, run_spikes
 
 # the cgroup v2 tier (a user-mode Linux kernel booted by pytest) lands from branch v2kernel; until it does,
@@ -72,23 +71,22 @@ def test_memory_qos_lands_and_is_restored(v2tree: V2Tree) -> None:
     cgroups = (c1, c2, pod, tier)
     own = {cg: reader.memory_protection(cg) for cg in cgroups}  # what a ledger records first
     assert own[c1] == MemoryProtection(0, 0, None)
-    spec = PodMemory(
-        pod, (tier,), True, None, {c1: ContainerMemory(64 * MIB, 256 * MIB), c2: ContainerMemory(32 * MIB, 128 * MIB)}
-    )
+    ctrs = [Ctr(c1, memory=(64 * MIB, 256 * MIB)), Ctr(c2, memory=(32 * MIB, 128 * MIB))]
+    spec = online_pod(pod.rsplit("/", 1)[1], pod, ctrs)
     for cfg in (
         MemoryQosConfig(enabled=True, protection="min"),
         MemoryQosConfig(enabled=True, protection="low", high_percent=80),
     ):
-        plan = plan_memory_qos(cfg, True, [spec])
+        _, targets = memory_targets(cfg, True, [spec], v2tree.model.kubepods())  # the strategy's plan
         for cg in cgroups:
-            t = plan.targets[cg]
+            t = targets[cg]
             writer.set_memory_min(cg, t.min_bytes)
             writer.set_memory_low(cg, t.low_bytes)
             if t.high_bytes is not None:
                 writer.set_memory_high(cg, t.high_bytes)
         got = {cg: reader.memory_protection(cg) for cg in cgroups}
         want = {cg: MemoryProtection(t.min_bytes, t.low_bytes, t.high_bytes if t.high_bytes is not None else own[cg].high_bytes)
-                for cg, t in plan.targets.items()}  # fmt: skip
+                for cg, t in targets.items() if cg in cgroups}  # fmt: skip
         assert got == want
     assert reader.memory_protection(c1) == MemoryProtection(0, 64 * MIB, 256 * MIB * 8 // 10 // 4096 * 4096)
     assert reader.memory_protection(tier).low_bytes == 96 * MIB
@@ -140,3 +138,36 @@ def test_memory_qos_and_burst_through_the_stage_land_and_are_restored(v2tree: V2
     assert {cg: reader.memory_protection(cg) for cg in cgroups} == own
     assert [v2tree.read(cg, "cpu.max.burst") for cg in (c1, c2, pod)] == ["0", "0", "0"]
     assert stage.ledger.entries == {} and stage.ledger.shared == {}
+
+
+def test_a_pod_changing_class_under_the_full_registry_keeps_one_memory_high_original(
+    v2tree: V2Tree, tmp_path: Path
+) -> None:
+    """Every strategy registered: offline enforcement's memory.high and online memory QoS share the pod's
+    memory.high. Turning offline, the pod keeps offline enforcement's value (memory QoS puts back only its
+    other files); online again, memory QoS's; shutdown puts back what was there before either wrote it."""
+    uid, pod, (c1, c2) = v2tree.pod("burstable", containers=2)
+    reader, writer = CgroupReader(v2tree.layout), CgroupWriter(v2tree.layout)
+    writer.set_memory_limit(c1, 256 * MIB)
+    writer.set_memory_limit(c2, 128 * MIB)
+    cgroups = (c1, c2, pod, v2tree.model.tier("burstable"), v2tree.model.kubepods())
+    own = {cg: reader.memory_protection(cg) for cg in cgroups}
+    ctrs = [Ctr(c1, 0.5, memory=(64 * MIB, 256 * MIB)), Ctr(c2, 1.0, memory=(32 * MIB, 128 * MIB))]
+    online, offline = online_pod(uid, pod, ctrs), online_pod(uid, pod, ctrs, cls="offline")
+    stage = qos_stage(v2tree.layout, v2tree.model, str(tmp_path / "qos.json"), every=True,
+                      memory={"enabled": True, "protection": "low", "high_percent": 80})  # fmt: skip
+    assert {"memory_high", "memory_qos"} <= {s.name for s in stage.strategies}
+    stage.on_state(qos_state([online]))
+    qos_high = reader.memory_protection(pod).high_bytes
+    assert qos_high == 384 * MIB * 8 // 10 // 4096 * 4096, stage.executor.last_error
+    for _ in range(2):
+        stage.on_state(qos_state([offline]))
+        got = reader.memory_protection(pod)
+        assert stage.ledger.entries[uid].memory_high and got.high_bytes not in (qos_high, own[pod].high_bytes)
+        assert (got.min_bytes, got.low_bytes) == (own[pod].min_bytes, own[pod].low_bytes)
+        assert reader.memory_protection(c1) == own[c1]
+    stage.on_state(qos_state([online]))
+    assert reader.memory_protection(pod).high_bytes == qos_high
+    stage.stop()
+    assert {cg: reader.memory_protection(cg) for cg in cgroups} == own
+    assert stage.executor.errors == 0, stage.executor.last_error
