@@ -43,6 +43,7 @@ from agent.actions import (
 )
 from agent.ledger import Ledger, Touched
 from agent.originals import Originals
+from agent.quota_changes import RestartedContainers, quota_change
 from agent.recorders import RECORDERS, held_parts, memory_files, record_memory
 from agent.restore import Restorer
 from agent.snapshot import Snapshot
@@ -52,7 +53,6 @@ from cgroup import (
     CgroupGone,
     CgroupReader,
     CgroupWriter,
-    CpuSettings,
     Layout,
     LimitChange,
     apply_in_safe_order,
@@ -98,6 +98,7 @@ class CgroupExecutor:
         self.writes = 0
         self.errors = 0
         self.last_error: str | None = None
+        self.restarted = RestartedContainers(reader, self.writer)
 
     # -- the pass --------------------------------------------------------------------------------------
     def apply(self, actions: Sequence[Action], snapshot: Snapshot | None = None) -> Outcome:
@@ -165,13 +166,13 @@ class CgroupExecutor:
                 cur = self.reader.cpu_settings(a.cgroup)
                 if a.part == "quota_burst" and not getattr(self.ledger.entries.get(a.uid), "quota_burst", False):
                     a = cpu_quota.never_lower(a, cur)  # a first raise from the spec's base: kubelet's may be above it
-                change = self._quota_change(a.cgroup, cur, a.quota_us, a.period_us or cur.period_us, a.tolerance)
+                change = quota_change(self.writer, a.cgroup, cur, a.quota_us, a.period_us or cur.period_us, a.tolerance)
                 if change is None:
                     if a.uid == "" and a.quota_us is None:
                         self.ledger.drop_tier(a.cgroup)  # uncapped already: nothing left to put back
                     # the containers follow their pod: within its tolerance none is written, but for one
                     # without any quota (first seen since: restarted), which gets its own, never above its pod's
-                    fresh = self._fresh_containers(a, cur)
+                    fresh = self.restarted.changes(a.containers, cur)
                     return _Step(a, cur, quotas=fresh) if fresh else None
                 below = [self.quota_change(path, quota, period) for path, (quota, period) in a.containers.items()]
                 return _Step(a, cur, change=change, quotas=[c for c in below if c is not None])
@@ -182,20 +183,6 @@ class CgroupExecutor:
             return None
         current, holds, write = probe
         return None if holds else _Step(a, current, write)
-
-    def _fresh_containers(self, a: SetCpuQuota, pod: CpuSettings) -> list[LimitChange]:
-        changes = []
-        for path, (quota, period) in a.containers.items():
-            if cpu_quota.cpus(quota, period) > cpu_quota.cpus(pod.quota_us, pod.period_us):
-                quota, period = pod.quota_us, pod.period_us
-            try:
-                cur = self.reader.cpu_settings(path)
-            except CgroupError:
-                continue
-            change = self._quota_change(path, cur, quota, period, 0.0) if cur.quota_us is None else None
-            if quota is not None and change is not None:
-                changes.append(change)
-        return changes
 
     def _probe(self, a: Action) -> tuple[Any, bool, Callable[[], Any]] | None:
         """(what the cgroup holds, whether that is what the action wants, the write) of a plain action;
@@ -336,22 +323,7 @@ class CgroupExecutor:
             cur = self.reader.cpu_settings(path)
         except CgroupError:
             return None
-        return self._quota_change(path, cur, quota, period, threshold)
-
-    def _quota_change(self, path: str, cur: CpuSettings, quota: int | None, period: int,
-                      threshold: float) -> LimitChange | None:  # fmt: skip
-        if cur.quota_us == quota and cur.period_us == period:
-            return None
-        if (
-            threshold
-            and quota is not None
-            and cur.quota_us is not None
-            and cur.period_us == period
-            and abs(quota - cur.quota_us) < threshold * cur.quota_us
-        ):
-            return None  # not worth a write
-        loosens = cpu_quota.cpus(quota, period) >= cpu_quota.cpus(cur.quota_us, cur.period_us)
-        return LimitChange(path, loosens, partial(self.writer.set_cpu_quota, path, quota, period))
+        return quota_change(self.writer, path, cur, quota, period, threshold)
 
     def move_cpuset(self, pod: str, current: frozenset[int], pod_cpus: frozenset[int],
                      containers: dict[str, frozenset[int]]) -> bool:  # fmt: skip

@@ -148,3 +148,29 @@ def test_a_strategy_added_to_the_list_needs_no_change_anywhere_else(tmp_path: Pa
     enf.stop()
     assert tree.read(online.cgroup, "memory.max").strip() == str(GI).encode()  # never restored
     assert tree.read(offline.cgroup, "cpu.idle").strip() == b"0"
+
+
+def test_a_restarted_container_gets_its_quota_and_a_steady_one_is_not_read_again(tmp_path: Path) -> None:
+    """Under a pod quota that holds, a container without a quota (a new cgroup: restarted) gets its own, never
+    above its pod's; a container once seen with a quota is not read again while its pod's quota stays."""
+    from agent.quota_changes import RestartedContainers
+    from cgroup import CgroupWriter, CpuSettings
+
+    tree = V2Tree(str(tmp_path / "host"))
+    reader = CgroupReader(tree.layout)
+    restarted = RestartedContainers(reader, CgroupWriter(tree.layout, reader))
+    pod = CpuSettings(quota_us=40_000, period_us=100_000, shares=None, weight=100, idle=None)
+    old, new = "/kubepods.slice/pod-a/old", "/kubepods.slice/pod-a/new"
+    tree.put(old, V2Cgroup(cpu_max=(30_000, 100_000)))
+    assert restarted.changes({old: (30_000, 100_000)}, pod) == []
+    tree.put(old, V2Cgroup(cpu_max=(None, 100_000)))  # not read again while the pod's quota holds
+    assert restarted.changes({old: (30_000, 100_000)}, pod) == []
+    tree.put(new, V2Cgroup(cpu_max=(None, 100_000)))
+    (change,) = restarted.changes({new: (90_000, 100_000)}, pod)  # asks more than the pod holds: the pod's
+    change.apply()
+    assert tree.read(new, "cpu.max").strip() == b"40000 100000"
+    # the pod's quota moved: every container is looked at again
+    moved = dataclasses.replace(pod, quota_us=50_000)
+    (again,) = restarted.changes({old: (30_000, 100_000)}, moved)
+    again.apply()
+    assert tree.read(old, "cpu.max").strip() == b"30000 100000"
