@@ -9,11 +9,11 @@ not what is left of it:
     allocatable = capacity                                     cpu
     allocatable = max(0, capacity − Σ_batch max(0, working set − batch-memory request − overhead))  memory
     allocated   = Σ batch requests of the node's pods that have not finished (what the scheduler subtracts)
+    free        = allocatable − allocated                      negative: over-allocated, nothing more fits
 
 The scheduler adds a pod's `spec.overhead` per resource name: a RuntimeClass's cpu/memory overhead counts
 against plain cpu/memory, never batch-*, so it is not allocated here. It is in the pod cgroup's working
 set, though, and reserved (as plain memory): not above the pod's requests.
-    free        = allocatable − allocated                      negative: over-allocated, nothing more fits
 
 Batch pods' usage is not online usage (they are offline pods, outside `online_peak` and outside system
 usage), so their own running does not shrink the capacity. What they hold is accounted by the scheduler
