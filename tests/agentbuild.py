@@ -24,10 +24,11 @@ def build_agent(
     *,
     interval: float,
     qos: dict[str, Any] | None = None,
+    oversubscription: dict[str, Any] | None = None,
     **enforcement: Any,
 ) -> tuple[Agent, ClusterLink]:
-    """An in-cluster agent on `layout` with eviction off; `dry_run`, the `qos` section and any enforcement
-    key may be given."""
+    """An in-cluster agent on `layout` with eviction off; `dry_run`, the `qos` and `oversubscription`
+    sections and any enforcement key may be given."""
     cfg = AgentConfig.model_validate(
         {
             "interval": interval,
@@ -43,6 +44,7 @@ def build_agent(
                 **enforcement,
             },
             "qos": qos or {},
+            "oversubscription": oversubscription or {},
         }
     )
     agent = main.build_agent(cfg, kube=kube, layout=layout, backoff_initial=0.05, backoff_max=0.5)
@@ -57,11 +59,14 @@ def build_enforcer(
     ledger_file: str = "",
     allocatable: tuple[float, int] | Callable[[], tuple[float | None, int | None]] = (2.0, 8 << 30),
     memory_high_watermark: Callable[[], float] | None = None,
+    *,
+    dry_run: bool = False,
     **config: Any,
 ) -> Enforcer:
     """An enforcer driven by hand-made snapshots (`on_snapshot`) on a node of `allocatable` (cores, bytes)."""
     cfg = EnforcementConfig(ledger_file=ledger_file, **config)
     node = allocatable if callable(allocatable) else (lambda: allocatable)
+    reader = CgroupReader(layout)
     if memory_high_watermark is None:
-        return Enforcer(layout, model, CgroupReader(layout), cfg, node)
-    return Enforcer(layout, model, CgroupReader(layout), cfg, node, memory_high_watermark=memory_high_watermark)
+        return Enforcer(layout, model, reader, cfg, node, dry_run=dry_run)
+    return Enforcer(layout, model, reader, cfg, node, dry_run=dry_run, memory_high_watermark=memory_high_watermark)

@@ -19,14 +19,13 @@ import jsonpatch  # type: ignore[import-untyped]
 import pytest
 
 from agent.cluster import ClusterLink
-from agent.config import AgentConfig
-from agent.main import build_agent
 from agent.runtime import Agent
 from cgroup import CgroupReader, CgroupWriter
 from controller.admission.server import AdmissionWebhook
 from controller.admission.settings import AdmissionSettings
 from controller.metrics import ControllerMetrics
 from kube import Kube
+from tests.agentbuild import build_agent
 from tests.test_admission_server import free_port, make_cert, post
 from testsupport.admission_reviews import container, pod, review
 from testsupport.cgtree import V1Tree
@@ -65,21 +64,11 @@ def webhook(kube: Kube, kube_api: FakeKubeAPI, tmp_path: Path) -> Iterator[Admis
 @pytest.fixture
 def agent(v1tree_cgroupfs: V1Tree, kube: Kube, tmp_path: Path) -> Iterator[tuple[Agent, ClusterLink]]:
     tree = v1tree_cgroupfs
-    cfg = AgentConfig.model_validate(
-        {
-            "interval": 0.2,
-            "cgroup_root": tree.cgroup_root,
-            "cgroup_driver": "cgroupfs",
-            "state_file": "",
-            "node_name": NODE,
-            "enforcement": {"ledger_file": str(tmp_path / "ledger.json"), "eviction": {"enabled": False}},
-            # no history needed, a short peak window, extended_resources left at its default
-            "oversubscription": {"min_history_seconds": 0, "update_interval_seconds": 1.0, "peak_window": "avg_1m"},
-        }
-    )
-    agent = build_agent(cfg, kube=kube, layout=tree.layout, backoff_initial=0.05, backoff_max=0.5)
-    (link,) = agent.services
-    assert isinstance(link, ClusterLink)
+    # no history needed, a short peak window, extended_resources left at its default
+    agent, link = build_agent(
+        tree.layout, tree.model, kube, str(tmp_path / "ledger.json"), interval=0.2,
+        oversubscription={"min_history_seconds": 0, "update_interval_seconds": 1.0, "peak_window": "avg_1m"},
+    )  # fmt: skip
     try:
         yield agent, link
     finally:

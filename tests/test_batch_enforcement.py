@@ -15,13 +15,12 @@ from typing import Any
 
 import pytest
 
-from agent.config import EnforcementConfig
 from agent.enforcer import Enforcer
 from agent.snapshot import ContainerBatch, ContainerSample, NodeSample, PodBatch, PodMeta, PodSample, Snapshot
 from cgroup import CgroupReader, CgroupWriter
 from cgroup.kubelet_rules import BatchResources
 from kube import Kube
-from tests.agentbuild import build_agent
+from tests.agentbuild import build_agent, build_enforcer
 from testsupport.cgtree import V1Tree, quota_window
 from testsupport.k8sobjects import container_id_of, node, pod
 from testsupport.kubeapi.server import FakeKubeAPI
@@ -78,9 +77,7 @@ def snapshot(pods: list[PodSample], node_cpu: float) -> Snapshot:
 
 
 def enforcer(tree: V1Tree, ledger: str = "", *, dry_run: bool = False, **config: Any) -> Enforcer:
-    cfg = EnforcementConfig(ledger_file=ledger, **config)
-    return Enforcer(tree.layout, tree.model, CgroupReader(tree.layout), cfg, lambda: (2.0, 8 << 30),
-                    dry_run=dry_run)  # fmt: skip
+    return build_enforcer(tree.layout, tree.model, ledger, dry_run=dry_run, **config)
 
 
 @pytest.fixture
