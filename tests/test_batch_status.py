@@ -73,6 +73,10 @@ class Node:
         publisher = NodePublisher(self.kube, NODE, self.node, [self.owner], clock=lambda: self.now)
         assert publisher.run_once()
 
+    def status_writes(self) -> int:
+        """Status patches the API server has received so far."""
+        return len(self.api.requests_for("PATCH", rf"/api/v1/nodes/{NODE}/status$"))
+
     def status(self) -> dict[str, dict[str, str]]:
         """The batch resources in status.capacity and status.allocatable."""
         st = self.node()["status"]
@@ -117,9 +121,9 @@ def test_status_follows_the_hysteresis_of_the_annotations(kube: Kube, kube_api: 
     n.batch_ws = 4 * GI  # 2 GiB above: -33%, written at once
     n.round(advance=1.0)
     assert n.status() == both(3000, 4 * GI)
-    writes = len(kube_api.requests_for("PATCH", rf"/api/v1/nodes/{NODE}/status$"))
+    writes = n.status_writes()
     n.round(advance=1.0)
-    assert len(kube_api.requests_for("PATCH", rf"/api/v1/nodes/{NODE}/status$")) == writes, "no change, no write"
+    assert n.status_writes() == writes, "no change, no write"
 
 
 def test_a_status_the_api_server_wrote_in_its_own_form_is_not_rewritten(kube: Kube, kube_api: FakeKubeAPI) -> None:
@@ -131,9 +135,9 @@ def test_a_status_the_api_server_wrote_in_its_own_form_is_not_rewritten(kube: Ku
     for f in ("capacity", "allocatable"):
         obj["status"][f][BATCH_CPU] = "3k"
     kube_api.put("nodes", obj)
-    writes = len(kube_api.requests_for("PATCH", rf"/api/v1/nodes/{NODE}/status$"))
+    writes = n.status_writes()
     n.round()
-    assert len(kube_api.requests_for("PATCH", rf"/api/v1/nodes/{NODE}/status$")) == writes
+    assert n.status_writes() == writes
 
 
 def test_zero_at_once_while_evicting_then_back(kube: Kube, kube_api: FakeKubeAPI) -> None:
@@ -160,9 +164,9 @@ def test_removed_when_the_key_is_set_false(kube: Kube, kube_api: FakeKubeAPI) ->
     assert n.status() == {"capacity": {}, "allocatable": {}}
     assert n.annotations() == {ANN_CPU: "3000", ANN_MEMORY: str(6 * GI)}, "the annotations stay"
     assert n.owner.section()["extended_resources"] is False
-    writes = len(kube_api.requests_for("PATCH", rf"/api/v1/nodes/{NODE}/status$"))
+    writes = n.status_writes()
     n.round()
-    assert len(kube_api.requests_for("PATCH", rf"/api/v1/nodes/{NODE}/status$")) == writes, "removed once"
+    assert n.status_writes() == writes, "removed once"
 
 
 def test_removed_with_the_annotations_when_the_label_goes(kube: Kube, kube_api: FakeKubeAPI) -> None:
