@@ -29,6 +29,8 @@ Part = Literal[
     "quota_burst",  # online pods: CFS quota raised above the pod's own limit while throttled
     "memory_qos",  # online pods, v2: memory.min / memory.low / memory.high
 ]
+#: The `uid` of actions on cgroups no pod owns (QoS tiers, kubepods): a Restore of it puts back those cgroups.
+SHARED = ""
 #: Parts that are the pod's own limits: written until they hold, left in place when Colo stops.
 OWN_LIMITS: frozenset[Part] = frozenset({"batch"})
 

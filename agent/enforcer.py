@@ -21,10 +21,10 @@ from typing import Any
 from prometheus_client.metrics_core import Metric
 
 from agent import enforcement_report
-from agent.actions import OWN_LIMITS, Action, Recorded, Restore
+from agent.actions import OWN_LIMITS, SHARED, Action, Recorded, Restore
 from agent.config import AgentConfig, EnforcementConfig
 from agent.enforcement_inputs import EnforcementInputs
-from agent.executor import SHARED, CgroupExecutor, DryRunExecutor
+from agent.executor import CgroupExecutor, DryRunExecutor
 from agent.kubelet import kubelet_oom_score_adj, kubelet_quota, kubelet_shares
 from agent.ledger import Ledger
 from agent.node_state import NodeState, node_state

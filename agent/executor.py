@@ -28,6 +28,7 @@ from typing import Any
 
 from agent.actions import (
     OWN_LIMITS,
+    SHARED,
     Action,
     Restore,
     SetCpuBurst,
@@ -61,7 +62,6 @@ from cgroup import (
 from cgroup.files import format_cpuset
 
 log = logging.getLogger("agent.enforcer")
-SHARED = ""  # the uid of actions on cgroups no pod owns (QoS tiers, kubepods)
 
 
 @dataclass(frozen=True, slots=True)

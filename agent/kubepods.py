@@ -16,6 +16,7 @@ from cgroup.kubelet_rules import BatchResources
 from cgroup.paths import QoS
 from contract.annotations import AGENT_POD_ANNOTATIONS
 from contract.classify import has_batch_resources
+from kube.quantity import ceil_int
 
 log = logging.getLogger(__name__)
 FINISHED_PHASES = ("Succeeded", "Failed")
@@ -91,8 +92,8 @@ def _batch(pod: dict[str, Any]) -> PodBatch | None:
     cpu_overhead, mem_overhead = quantity(overhead.get("cpu")), quantity(overhead.get("memory"))
     return PodBatch(
         tuple(containers),
-        0 if cpu_overhead is None else int((cpu_overhead * 1000).to_integral_value(rounding="ROUND_CEILING")),
-        0 if mem_overhead is None else int(mem_overhead.to_integral_value(rounding="ROUND_CEILING")),
+        0 if cpu_overhead is None else ceil_int(cpu_overhead * 1000),
+        0 if mem_overhead is None else ceil_int(mem_overhead),
     )
 
 

@@ -40,7 +40,7 @@ class Touched:
     idle: bool = False  # Colo set cpu.idle (informative: restore clears it whenever it is set)
     baseline: bool = False  # Colo wrote the baseline (weight, SCHED_IDLE, oom_score_adj): restore puts it back
     from_spec: bool = False  # no trustworthy value in the cgroups: the originals are kubelet's, from the spec
-    # online QoS (agent/qos_executor.py), each recorded before Colo's first write of that file:
+    # online QoS (agent/executor.py, agent/recorders.py), each recorded before Colo's first write of that file:
     burst: dict[str, int] = field(default_factory=dict)  # pod/container cgroup -> its CFS burst (µs)
     quota_burst: bool = False  # Colo raised CFS quotas above the pod's own (quota_us / containers hold those)
     memory_qos: dict[str, dict[str, int | None]] = field(default_factory=dict)  # cgroup -> {min, low, high}

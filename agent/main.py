@@ -91,6 +91,8 @@ def build_agent(
         host.layout, host.model, source, windows, host_root=config.host_root, reader=reader,
         container_stat_every=config.container_memory_detail_every,
         collectors=config.collectors.enabled(),
+        # memory QoS (v2, in a cluster) is what reads pods' memory limits from the sample
+        pod_memory_limits=kube is not None and host.layout.is_v2 and config.qos.memory.enabled,
     )  # fmt: skip
     return Agent(config, host, windows, view, reader, sampler, stages=stages, services=services,
                  in_cluster=kube is not None)  # fmt: skip

@@ -100,6 +100,7 @@ class Sampler:
         wall_clock: Callable[[], float] = time.time,
         container_stat_every: int = 1,
         collectors: frozenset[str] = frozenset(COLLECTORS),
+        pod_memory_limits: bool = True,
     ) -> None:
         self.layout, self.model, self.source, self.windows = layout, model, source, windows
         self.reader = reader or CgroupReader(layout)
@@ -113,6 +114,7 @@ class Sampler:
         self._prev_cpu: dict[str, tuple[float, CpuUsage]] = {}  # cgroup -> (time, counters) of the last pass
         self._container_mem: dict[str, MemoryUsage] = {}  # container cgroup -> last full memory reading
         self._pod_limit: dict[str, int | None] = {}  # pod cgroup -> its memory limit, read on the pod's turn
+        self.pod_memory_limits = pod_memory_limits  # only memory QoS reads them: not read while nothing does
         self.container_stat_every = max(1, container_stat_every)
         self._known_cgroups: set[str] = set()
         self._previous_cgroups: set[str] = set()
@@ -217,6 +219,8 @@ class Sampler:
     def _memory_limit(self, path: str, every: int) -> int | None:
         """The pod cgroup's memory limit: it changes only with a resize, so it is read on the pod's turn (as
         container stats are) and kept in between; unreadable counts as unlimited."""
+        if not self.pod_memory_limits:
+            return None
         if path in self._pod_limit and (self.seq + zlib.crc32(path.encode())) % every:
             return self._pod_limit[path]
         try:

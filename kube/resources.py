@@ -7,7 +7,7 @@ from decimal import Decimal
 from typing import Any
 
 from contract.annotations import BATCH_CPU, BATCH_MEMORY
-from kube.quantity import parse_quantity
+from kube.quantity import ceil_int, parse_quantity
 
 
 def quantity(value: object, default: Decimal | None = None) -> Decimal | None:
@@ -79,9 +79,7 @@ def _whole(value: object) -> int | None:
     """A batch quantity as an integer, rounded up (batch-cpu is milli-cores, batch-memory bytes); None when
     absent or malformed."""
     q = quantity(value)
-    if q is None:
-        return None
-    return int(q.to_integral_value(rounding="ROUND_CEILING"))
+    return None if q is None else ceil_int(q)
 
 
 def container_batch(container: Mapping[str, Any]) -> tuple[int | None, int | None, int | None, int | None]:

@@ -9,7 +9,6 @@ import os
 import shutil
 import socket
 import ssl
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,24 +21,17 @@ from controller.admission.settings import AdmissionSettings
 from controller.metrics import ControllerMetrics
 from kube import Kube
 from serving.tls import CertReloader
+from testsupport import certs
 from testsupport.admission_reviews import pod, review
 from testsupport.kubeapi.server import FakeKubeAPI
 from testsupport.waiting import wait_for
 
-pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl (to make test certificates) missing")
+pytestmark = pytest.mark.skipif(not certs.have_openssl(), reason="openssl (to make test certificates) missing")
 
 
 def make_cert(directory: Path, cn: str) -> tuple[Path, Path]:
     """A self-signed certificate for 127.0.0.1/localhost, written as the Secret volume's tls.crt/tls.key."""
-    directory.mkdir(parents=True, exist_ok=True)
-    crt, key = directory / "tls.crt", directory / "tls.key"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-         "-keyout", str(key), "-out", str(crt), "-days", "1", "-subj", f"/CN={cn}",
-         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-        check=True, capture_output=True, timeout=30,
-    )  # fmt: skip
-    return crt, key
+    return certs.make_cert(directory, "tls", san="IP:127.0.0.1,DNS:localhost", cn=cn)
 
 
 def swap_in(live: Path, new: Path) -> None:

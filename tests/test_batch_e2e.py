@@ -28,13 +28,17 @@ from kube import Kube
 from tests.agentbuild import build_agent
 from tests.test_admission_server import free_port, make_cert, post
 from testsupport.admission_reviews import container, pod, review
+from testsupport.certs import have_openssl
 from testsupport.cgtree import V1Tree
 from testsupport.k8sobjects import NODE, container_id_of, node
 from testsupport.k8sobjects import pod as running_pod
 from testsupport.kubeapi.server import FakeKubeAPI
 from testsupport.waiting import wait_for
 
-pytestmark = pytest.mark.cgroupv1
+pytestmark = [
+    pytest.mark.cgroupv1,
+    pytest.mark.skipif(not have_openssl(), reason="openssl (to make the webhook's certificate) missing"),
+]
 MI = 1 << 20
 BATCH_CPU, BATCH_MEMORY = "kubernetes.io/batch-cpu", "kubernetes.io/batch-memory"
 PROFILE = {

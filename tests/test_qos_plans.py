@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from agent.actions import Plan, Recorded, Restore, SetCpuBurst, SetCpuQuota, SetMemoryHigh, SetMemoryProtection
+from agent.actions import SHARED, Plan, Recorded, Restore, SetCpuBurst, SetCpuQuota, SetMemoryHigh, SetMemoryProtection
 from agent.config import CpuBurstConfig, EnforcementConfig, MemoryQosConfig, QuotaBurstConfig
 from agent.enforcer import Enforcer
 from agent.ledger import Touched
 from agent.node_state import NodeState, node_state
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
 from agent.strategies.cpu_burst import RECHECK_SECONDS, CpuBurst
-from agent.strategies.memory_qos import SHARED, MemoryQos, ancestors
+from agent.strategies.memory_qos import MemoryQos, ancestors
 from agent.strategies.quota_burst import QuotaBurst
 from cgroup import CgroupReader, Layout, PathModel
 from cgroup.layout import Mount

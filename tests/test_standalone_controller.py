@@ -160,6 +160,8 @@ def test_serves_the_extender_and_metrics_and_stops_on_sigterm(agents: dict[str, 
             ranked = get(base + "/prioritize", args)
             if get(base + "/api/v1/scores") == scores:
                 break
+        else:
+            pytest.fail("the scores never held across a /prioritize call")
         assert set(scores) == set(agents)
         assert [h["Host"] for h in ranked] == sorted(agents)
         expected = {name: (scores[name]["score"] * 10 + 50) // 100 for name in agents}

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agent.actions import Action, Part, Plan, Recorded, Restore, SetMemoryHigh, SetMemoryProtection
+from agent.actions import SHARED, Action, Part, Plan, Recorded, Restore, SetMemoryHigh, SetMemoryProtection
 from agent.config import MemoryQosConfig
 from agent.node_state import NodeState
 from agent.qos.memory_qos import (
@@ -32,7 +32,6 @@ from agent.snapshot import PodSample
 from agent.strategies.online import SpecCache, online_pod
 
 PARTS: frozenset[Part] = frozenset({"memory_qos"})
-SHARED = ""  # the uid of Restore for the cgroups above pods
 
 
 def ancestors(cgroup: str, kubepods: str) -> tuple[str, ...]:
