@@ -340,12 +340,11 @@ class CgroupReader:
         """v2 memory.min/low/high; `Unsupported` on v1, which has no memory protection files."""
         if not self.layout.is_v2:
             raise Unsupported(f"{self.layout.dir('memory', cgroup)}/memory.min", "memory QoS needs cgroup v2")
-        base = self.layout.dir("memory", cgroup)
-        values = []
-        for name in ("memory.min", "memory.low", "memory.high"):
-            path = f"{base}/{name}"
-            values.append(parse_int_or_max(path, read_once(path)))
-        floor, low, high = values
+        # through the descriptor cache: memory QoS compares these every pass while it is on
+        floor, low, high = (
+            parse_int_or_max(*self._read("memory", cgroup, name))
+            for name in ("memory.min", "memory.low", "memory.high")
+        )
         # min/low read 'max' only when set to it (protect everything), which the writers never do
         return MemoryProtection(MAX_BYTES if floor is None else floor, MAX_BYTES if low is None else low, high)
 
