@@ -155,17 +155,21 @@ Action = (
 )
 
 
+def cpus(quota_us: int | None, period_us: int) -> float:
+    """CPUs a CFS quota allows (v1 compares parent and child by this ratio, not by the raw quota)."""
+    return float("inf") if quota_us is None or period_us <= 0 else quota_us / period_us
+
+
 def tightest_quotas(actions: Sequence[Action]) -> list[Action]:
     """The actions with one SetCpuQuota per cgroup, the tightest (the first on a tie): a pod's own limit
     (batch) and suppression may both ask for one in a pass, and suppression works on top of the pod's own
     limit, never looser; two writes pulling one file two ways in a pass would be a fight."""
-
-    def cpus(a: SetCpuQuota) -> float:
-        return float("inf") if a.quota_us is None or a.period_us <= 0 else a.quota_us / a.period_us
-
     best: dict[str, SetCpuQuota] = {}
     for a in actions:
-        if isinstance(a, SetCpuQuota) and (a.cgroup not in best or cpus(a) < cpus(best[a.cgroup])):
+        if not isinstance(a, SetCpuQuota):
+            continue
+        held = best.get(a.cgroup)
+        if held is None or cpus(a.quota_us, a.period_us) < cpus(held.quota_us, held.period_us):
             best[a.cgroup] = a
     return [a for a in actions if not isinstance(a, SetCpuQuota) or best[a.cgroup] is a]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import partial
 
-from agent.strategies import cpu_quota
+from agent.actions import cpus
 from cgroup import CgroupError, CgroupReader, CgroupWriter, CpuSettings, LimitChange
 
 #: container cgroups remembered by RestartedContainers before the memory starts over (bounded for dead paths)
@@ -26,7 +26,7 @@ def quota_change(writer: CgroupWriter, path: str, cur: CpuSettings, quota: int |
         and abs(quota - cur.quota_us) < threshold * cur.quota_us
     ):
         return None  # not worth a write
-    loosens = cpu_quota.cpus(quota, period) >= cpu_quota.cpus(cur.quota_us, cur.period_us)
+    loosens = cpus(quota, period) >= cpus(cur.quota_us, cur.period_us)
     return LimitChange(path, loosens, partial(writer.set_cpu_quota, path, quota, period))
 
 
@@ -47,7 +47,7 @@ class RestartedContainers:
         for path, (quota, period) in containers.items():
             if self._seen.get(path) == held:
                 continue
-            if cpu_quota.cpus(quota, period) > cpu_quota.cpus(pod.quota_us, pod.period_us):
+            if cpus(quota, period) > cpus(pod.quota_us, pod.period_us):
                 quota, period = pod.quota_us, pod.period_us
             try:
                 cur = self.reader.cpu_settings(path)

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.actions import SetCpuQuota
+from agent.actions import SetCpuQuota, cpus
 from agent.config import EnforcementConfig
 from agent.cpu_budget import OfflineCpu, offline_budget, split_budget
 from agent.ledger import Touched
@@ -80,11 +80,6 @@ def cpu_demand(pod: PodSample) -> OfflineCpu:
 def split(total: float, offline: Sequence[PodSample], config: EnforcementConfig) -> tuple[dict[str, float], float]:
     """Cores per offline pod (by CPU request, never above its limit) and the best-effort pods' slice."""
     return split_budget(total, [cpu_demand(p) for p in offline], config.besteffort_share)
-
-
-def cpus(quota_us: int | None, period_us: int) -> float:
-    """CPUs a CFS quota allows (v1 compares parent and child by this ratio, not by the raw quota)."""
-    return float("inf") if quota_us is None else quota_us / period_us
 
 
 def pod_targets(cores: float, entry: Touched, config: EnforcementConfig) -> list[tuple[str, int | None, int]]:
