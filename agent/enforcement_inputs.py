@@ -10,8 +10,7 @@ from collections.abc import Callable
 
 from agent.cpu_budget import exclusive_cpus
 from agent.node_state import NodeState
-from agent.strategies.cpuset import parent_cgroup
-from cgroup import CgroupError, CgroupReader
+from cgroup import CgroupError, CgroupReader, parent_cgroup
 
 
 class EnforcementInputs:

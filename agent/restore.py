@@ -12,8 +12,7 @@ from typing import Any, Protocol
 from agent.actions import Part
 from agent.ledger import Ledger, Touched
 from agent.originals import Originals
-from agent.strategies.cpuset import parent_cgroup
-from cgroup import CgroupError, CgroupGone, CgroupReader, CgroupWriter, Layout, LimitChange
+from cgroup import CgroupError, CgroupGone, CgroupReader, CgroupWriter, Layout, LimitChange, parent_cgroup
 from cgroup.files import parse_cpuset
 
 

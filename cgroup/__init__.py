@@ -14,7 +14,16 @@ from cgroup.errors import (
 )
 from cgroup.files import FileCache
 from cgroup.layout import Layout, Mount, detect_layout, parse_mountinfo
-from cgroup.paths import QOS_CLASSES, ContainerID, Driver, PathModel, QoS, normalize_qos, parse_container_id
+from cgroup.paths import (
+    QOS_CLASSES,
+    ContainerID,
+    Driver,
+    PathModel,
+    QoS,
+    normalize_qos,
+    parent_cgroup,
+    parse_container_id,
+)
 from cgroup.reader import CgroupReader, CpuSettings, CpuUsage, MemoryProtection, MemoryUsage, Psi, PsiLine
 from cgroup.writer import CgroupWriter, LimitChange, apply_in_safe_order, shares_to_weight, weight_to_shares
 
@@ -52,6 +61,7 @@ __all__ = [
     "detect_layout",
     "discover_pods",
     "normalize_qos",
+    "parent_cgroup",
     "parse_container_id",
     "parse_mountinfo",
     "resolve_pod",

@@ -28,6 +28,11 @@ class ContainerID:
     id: str
 
 
+def parent_cgroup(cgroup: str) -> str:
+    """The cgroup one level up ("/" above a top-level one)."""
+    return cgroup.rstrip("/").rsplit("/", 1)[0] or "/"
+
+
 def parse_container_id(value: str) -> ContainerID:
     """Parse `<runtime>://<id>`; a bare id is accepted with runtime ''. Raises ValueError when malformed."""
     runtime, sep, cid = value.partition("://")

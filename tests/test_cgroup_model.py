@@ -221,3 +221,11 @@ def test_psi_avg10_fast_path() -> None:
         parse_psi_avg10("p", b"some avg10=x avg60=0.00\n")
     with pytest.raises(CgroupParseError):
         parse_psi_avg10("p", b"nothing\n")
+
+
+def test_parent_cgroup() -> None:
+    from cgroup import parent_cgroup
+
+    assert parent_cgroup("/kubepods/besteffort/pod1") == "/kubepods/besteffort"
+    assert parent_cgroup("/kubepods/besteffort/pod1/") == "/kubepods/besteffort"
+    assert parent_cgroup("/kubepods") == "/"

@@ -11,11 +11,8 @@ from agent.cpu_budget import pick_cpuset
 from agent.node_state import NodeState
 from agent.strategies import cpu_quota
 from agent.strategies.cpu_quota import CpuMemo
+from cgroup import parent_cgroup
 from cgroup.files import format_cpuset
-
-
-def parent_cgroup(cgroup: str) -> str:
-    return cgroup.rsplit("/", 1)[0] or "/"
 
 
 class Cpuset:

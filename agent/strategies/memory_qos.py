@@ -30,6 +30,7 @@ from agent.qos.memory_qos import (
 )
 from agent.snapshot import PodSample
 from agent.strategies.online import SpecCache, online_pod
+from cgroup import parent_cgroup
 
 PARTS: frozenset[Part] = frozenset({"memory_qos"})
 
@@ -40,7 +41,7 @@ def ancestors(cgroup: str, kubepods: str) -> tuple[str, ...]:
     path = cgroup.rstrip("/")
     root = kubepods.rstrip("/") or "/"
     while path.startswith(root) and path != root:
-        path = path.rsplit("/", 1)[0] or "/"
+        path = parent_cgroup(path)
         out.append(path)
     return tuple(out)
 
