@@ -22,7 +22,7 @@ from agent.publisher import AnnotationOwner, ApiHealth, NodePublisher
 from agent.resources import node_allocatable
 from agent.runtime import Host
 from agent.snapshot import Snapshot
-from agent.strategies.registry import Strategy
+from agent.strategies.registry import Facts, Strategy
 from agent.view import AgentView, MetricSource
 from cgroup import CgroupReader, CgroupWriter
 from kube import Informer, Kube
@@ -57,6 +57,7 @@ class ClusterLink:
         kube: Kube,
         *,
         registered: Sequence[Strategy] | None = None,
+        facts: Facts | None = None,
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
     ) -> None:
@@ -82,6 +83,7 @@ class ClusterLink:
             host.layout, host.model, reader, enf, lambda: node_allocatable(self.node_object() or {}),
             dry_run=cfg.dry_run, host_root=cfg.host_root,
             memory_high_watermark=lambda: float(self.evictor.watermarks.high["memory"]), registered=registered,
+            facts=facts,
         )  # fmt: skip
         if self.enforcer.ledger.problem:
             self.evictor.node_event("EnforcementLedgerCorrupt", self.enforcer.ledger.problem)

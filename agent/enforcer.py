@@ -63,15 +63,17 @@ class Enforcer:
         memory_high_watermark: Callable[[], float] = lambda: 60.0,
         clock: Callable[[], float] = time.monotonic,
         registered: Sequence[Strategy] | None = None,
+        facts: Facts | None = None,
     ) -> None:
         """`registered`: the strategies (agent/strategies/registry.py `strategies`, built by the composition
-        root); by default those the registry picks for `config`."""
+        root); by default those the registry picks for `config`. `facts`: what the composition root detected
+        for them (detected here when not given)."""
         self.layout, self.reader, self.config = layout, reader, config
         self.allocatable, self.dry_run, self.clock = allocatable, dry_run, clock
         # dry run: a ledger in memory only; the file (and what it says a previous run changed) stays as it is
         self.ledger = Ledger("" if dry_run else config.ledger_file)
         self.ledger.load()
-        self.facts = detect_facts(layout, model, reader)
+        self.facts = facts or detect_facts(layout, model, reader)
         chosen = strategies(AgentConfig(enforcement=config), self.facts) if registered is None else registered
         self.strategies: tuple[Strategy, ...] = tuple(chosen)
         # a batch pod's originals are its batch values (what release and restore put back)

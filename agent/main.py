@@ -74,9 +74,10 @@ def build_agent(
         from agent.enforcer import detect_facts
         from agent.strategies.registry import strategies
 
-        registered = strategies(config, detect_facts(host.layout, host.model, reader))  # one list, built once
-        link = ClusterLink(config, host, view, reader, kube, registered=registered, backoff_initial=backoff_initial,
-                           backoff_max=backoff_max)  # fmt: skip
+        facts = detect_facts(host.layout, host.model, reader)
+        registered = strategies(config, facts)  # one list, built once
+        link = ClusterLink(config, host, view, reader, kube, registered=registered, facts=facts,
+                           backoff_initial=backoff_initial, backoff_max=backoff_max)  # fmt: skip
         source, stages, services = link.source, [link.stage], [link]
         view.install(node_sections=link.node_sections(), metric_sources={**link.metric_sources(), **own},
                      cluster_synced=link.pods.synced.is_set)  # fmt: skip
