@@ -91,7 +91,9 @@ class Enforcer:
         self._warned: set[str] = set()
         # exported to the HTTP thread: only ever replaced, never changed in place
         self.reports: Mapping[str, Mapping[str, Any]] = {}
-        self.touched: tuple[str, ...] = tuple(sorted(self.ledger.entries))
+        self.touched: tuple[str, ...] = ()
+        self.qos_touched: tuple[str, ...] = ()  # online pods the ledger holds QoS values for
+        self._publish_touched()
         self.memory_status = "v2 memory.high" if layout.is_v2 else "unsupported on cgroup v1: eviction protects memory"
 
     # -- what a pass decided (the reports, merged) --------------------------------------------------------
@@ -163,7 +165,16 @@ class Enforcer:
             self._memos, self.reports = memos, reports
         for entry in gone:
             self.executor.restorer.forget(entry)  # an open descriptor would keep the removed cgroup alive
-        self.touched = tuple(sorted(self.ledger.entries))
+        self._publish_touched()
+
+    def _publish_touched(self) -> None:
+        """The pods the ledger holds values for, as tuples the HTTP thread reads (the ledger's dict changes
+        under the sampling thread)."""
+        entries = self.ledger.entries
+        self.touched = tuple(sorted(entries))
+        self.qos_touched = tuple(
+            uid for uid in self.touched if (t := entries[uid]).burst or t.quota_burst or t.memory_qos
+        )
 
     def _own_limits(self, state: NodeState) -> None:
         """With enforcement off, the strategies of pods' own limits (batch) still run: they are the pods'
@@ -200,7 +211,7 @@ class Enforcer:
         self.executor.apply((*reconcile.everything(self.ledger.entries, self._tiers(), held_parts), *shared))
         self.ledger.save()
         self._memos, self.reports = {}, {}
-        self.touched = tuple(sorted(self.ledger.entries))
+        self._publish_touched()
 
     def stop(self) -> None:
         if not self.dry_run:

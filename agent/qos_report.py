@@ -23,13 +23,12 @@ def section(e: Enforcer) -> dict[str, Any]:
     """`cpu_burst`, `quota_burst`, `memory` (empty while enforcement is off: nothing is planned then) and the
     online pods the ledger holds QoS values for; writes and errors are enforcement's (one executor)."""
     r = merged(e.reports)
-    online = [uid for uid, t in e.ledger.entries.items() if t.burst or t.quota_burst or t.memory_qos]
     return {
         "dry_run": e.dry_run,
         "cpu_burst": dict(r["cpu_burst"]),
         "quota_burst": dict(r["quota_burst"]),
         "memory": dict(r["memory_qos"]),
-        "pods_touched": sorted(online),
+        "pods_touched": list(e.qos_touched),
     }
 
 
