@@ -119,7 +119,6 @@ class QuotaBurst:
         decided, threshold = qp.containers, self.config.throttled_ratio
         actions: list[Action] = []
         asked: dict[str, SetCpuQuota] = {}
-        last = self._asked
         quotas: dict[str, int] = {}
         raised_uids: set[str] = set()
         written: list[tuple[str, str]] = []  # pods whose quotas are asked for: raised, or given back
@@ -145,11 +144,7 @@ class QuotaBurst:
                 d = decided[cg]
                 ratio = samples[i].cpu_throttled_ratio
                 if write:
-                    a = last.get(cg)  # inline of `_quota`: this runs for every container of a raised pod
-                    if a is None or a.quota_us != d.quota_us or a.uid != uid:
-                        a = SetCpuQuota(cg, d.quota_us, PERIOD_US, "quota_burst", uid)
-                    asked[cg] = a
-                    actions.append(a)
+                    actions.append(self._quota(asked, cg, d.quota_us, uid))
                 elif (ratio or 0.0) < threshold:
                     continue  # reported: pods with a raise or a give-back, and throttled containers
                 if pod_report is None:
