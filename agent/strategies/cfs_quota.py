@@ -8,7 +8,7 @@ from __future__ import annotations
 from agent.actions import Action, Part, Plan, Recorded, Restore, SetCpuQuota
 from agent.config import EnforcementConfig
 from agent.node_state import NodeState
-from agent.strategies import cpu_quota
+from agent.strategies import cpu_quota, reconcile
 from agent.strategies.cpu_quota import CpuMemo
 
 
@@ -16,7 +16,7 @@ def tier_actions(tier: str, cap: int | None, recorded: Recorded, period: int) ->
     """Cap the tier at `cap`; or (None) lift a cap, at the period the tier had before (0: as it is)."""
     if cap is not None:
         return [SetCpuQuota(tier, cap, period, "quota")]
-    return [SetCpuQuota(tier, None, recorded.tiers.get(tier, 0), "quota")]
+    return reconcile.uncap({tier: recorded.tiers.get(tier, 0)})
 
 
 class CfsQuota:
