@@ -120,7 +120,8 @@ class Enforcer:
     @property
     def suppressing(self) -> bool:
         """Offline pods are held by a CPU budget (quotas or a cpuset) rather than released to their limits."""
-        return self.config.enabled and (bool(self.quotas) or self.report()["offline_cpuset"] is not None)
+        r = self.report()
+        return self.config.enabled and (bool(r["offline_cpu_quota_cores"]) or r["offline_cpuset"] is not None)
 
     @property
     def writes(self) -> int:
