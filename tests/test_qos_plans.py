@@ -4,7 +4,6 @@ enforcement hands them (offline pods suppressed)."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,13 +14,14 @@ from agent.actions import SHARED, Plan, Recorded, Restore, SetCpuBurst, SetCpuQu
 from agent.config import CpuBurstConfig, EnforcementConfig, MemoryQosConfig, QuotaBurstConfig
 from agent.enforcer import Enforcer
 from agent.ledger import Touched
-from agent.node_state import NodeState, node_state
-from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
+from agent.node_state import NodeState
+from agent.snapshot import ContainerSample, PodMeta, PodSample
 from agent.strategies.cpu_burst import RECHECK_SECONDS, CpuBurst
 from agent.strategies.memory_qos import MemoryQos, ancestors
 from agent.strategies.quota_burst import QuotaBurst
 from cgroup import CgroupReader, Layout, PathModel
 from cgroup.layout import Mount
+from testsupport.qos import qos_state
 
 GI, MI = 1 << 30, 1 << 20
 
@@ -54,9 +54,8 @@ def pod(
 
 
 def state(pods: Sequence[PodSample], busy: float | None = 0.5, **facts: bool) -> NodeState:
-    node = NodeSample(8.0, busy, 32 * GI, 4 * GI, 0)
-    snap = Snapshot(1, 100.0, 0.0, node, {}, {p.uid: p for p in pods}, (), 0.0)
-    return dataclasses.replace(node_state(snap, (8.0, 32 * GI)), **facts)
+    """An 8-core, 32 GiB node (testsupport.qos.qos_state)."""
+    return qos_state(pods, busy, 8.0, memory=32 * GI, used=4 * GI, **facts)
 
 
 def entry(uid: str, **fields: Any) -> Touched:

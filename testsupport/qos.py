@@ -54,11 +54,13 @@ def online_pod(uid: str, cgroup: str, containers: Sequence[Ctr], cls: str = "onl
                      memory_limit_bytes=pm.memory_limit_bytes)  # fmt: skip
 
 
-def qos_state(pods: Sequence[PodSample], busy: float | None = 0.2, cpus: float = 2.0, *, evicting: bool = False,
-              offline_suppressed: bool = False) -> NodeState:  # fmt: skip
-    """The pass's state on a node of `cpus` with `busy` cores in use (the node's load is the test's input)."""
-    snap = Snapshot(1, 0.0, 0.0, NodeSample(cpus, busy, 8 * GI, GI, 0), {}, {p.uid: p for p in pods}, (), 0.0)
-    state = node_state(snap, (cpus, 8 * GI))
+def qos_state(pods: Sequence[PodSample], busy: float | None = 0.2, cpus: float = 2.0, *, memory: int = 8 * GI,
+              used: int = GI, evicting: bool = False, offline_suppressed: bool = False) -> NodeState:  # fmt: skip
+    """The pass's state on a node of `cpus` and `memory` with `busy` cores and `used` bytes in use (the node's
+    load is the test's input)."""
+    node = NodeSample(cpus, busy, memory, used, 0)
+    snap = Snapshot(1, 0.0, 0.0, node, {}, {p.uid: p for p in pods}, (), 0.0)
+    state = node_state(snap, (cpus, memory))
     return dataclasses.replace(state, evicting=evicting, offline_suppressed=offline_suppressed)
 
 
