@@ -49,17 +49,38 @@ class CollectorsConfig(Strict):
 
 
 class OversubscriptionConfig(Strict):
-    """How oversubscribable capacity is computed and published (agent/capacity.py)."""
+    """How oversubscribable capacity is computed (agent/capacity.py) and published (agent/oversubscription.py,
+    agent/publish_policy.py, docs/publishing.md)."""
 
     enabled_on_all_nodes: bool = False
     peak_window: str = "max_avg_1h"
     min_history_seconds: float = Field(default=300.0, ge=0)
     cpu_reclaim_ratio: float = Field(default=0.8, gt=0, le=1)
     memory_reclaim_ratio: float = Field(default=0.75, gt=0, le=1)
-    update_fraction: float = Field(default=0.1, ge=0, le=1)
-    update_interval_seconds: float = Field(default=60.0, gt=0)
+    update_fraction: float = Field(
+        default=0.1, ge=0, le=1,
+        description="hysteresis band, both directions: a published value moves only when the new one differs "
+        "by more than this fraction of it",
+    )  # fmt: skip
+    update_interval_seconds: float = Field(
+        default=60.0, gt=0,
+        description="minimum seconds between two writes of the same set (annotations, or status) that are not "
+        "for safety; a drop for safety and a rise to the floor are written at once",
+    )  # fmt: skip
+    publish_window_seconds: float = Field(
+        default=120.0, gt=0,
+        description="the number proposed for publishing is the lowest computed in this many seconds: a drop "
+        "shows at once, a rise once it lasted the window",
+    )  # fmt: skip
+    pressure_percent: float = Field(
+        default=60.0, gt=0, le=100,
+        description="a resource is under pressure when the node's smoothed usage of it (eviction's average, "
+        "% of allocatable) is at or above this; a drop of its capacity is then written at once",
+    )  # fmt: skip
     stall_intervals: int = Field(default=5, ge=1)
-    extended_resources: bool = True  # kubernetes.io/batch-* in node status; false removes them (issue 11)
+    # kubernetes.io/batch-* in node status (issue 11); false (or the label removed) holds them at what the
+    # node's batch pods request until none do, then removes them (issue 22)
+    extended_resources: bool = True
 
 
 class EvictionConfig(Strict):
