@@ -172,7 +172,11 @@ class OversubscriptionOwner:
     def on_state(self, state: NodeState, node: Mapping[str, Any]) -> None:
         """Capacity is a stage of the pass: computed from the pass's state, so what is published and what
         /api/v1/node explains come from one pass. Only where it is published (the label) and the Node has an
-        allocatable; elsewhere the smoothing window starts again."""
+        allocatable; elsewhere the smoothing window starts again. A pass whose CPU rate is not known yet (the
+        first after a start) computes nothing: its 0 would hold the window's lowest value for the window."""
+        if not state.cpu.known:
+            self._pass = None
+            return
         if not self.enabled(node) or not state.allocatable_from_node:
             self._pass = None
             for w in self._windows.values():
@@ -232,7 +236,7 @@ class OversubscriptionOwner:
                 reason = "node is evicting offline pods: publishing 0"
             else:
                 values = dict(p.smoothed)
-                shrink_now = p.pressure
+                shrink_now = p.pressure | frozenset(r for r in RESOURCES if r not in types)  # switched off: at once
         values = {k: (v if k in types else 0) for k, v in values.items()}
         extended = floored(values, floor or {})
         use = p.use if p is not None else BatchUse()
