@@ -119,6 +119,11 @@ class EnforcementConfig(Strict):
     cpu_change_threshold: float = Field(default=0.01, ge=0, lt=1)
     # online + system CPU below this share of allocatable releases offline pods to their own limits; 0: never
     cpu_release_below: float = Field(default=0.3, ge=0, le=0.9)
+    cpu_release_confirm_passes: int = Field(
+        default=2, ge=1, le=10,
+        description="offline pods are released, or suppressed again, only when this many passes in a row "
+        "agree (a one-second spike changes nothing; a real rise is answered on the second pass)",
+    )  # fmt: skip
     besteffort_share: float = Field(default=0.1, gt=0, le=1)
     cpu_period_us: int = Field(default=100_000, ge=1000, le=1_000_000)
     memory_high: bool = True
