@@ -73,8 +73,9 @@ class ClusterLink:
         enf = cfg.enforcement
         self.health = ApiHealth()
         self.oversubscription = OversubscriptionOwner(
-            view, cfg.oversubscription, evicting=self.is_evicting, batch_requests=self.batch_requests
-        )
+            view, cfg.oversubscription, evicting=self.is_evicting, batch_requests=self.batch_requests,
+            high_watermarks=lambda: self.evictor.watermarks.high,
+        )  # fmt: skip
         self.evictor = Evictor(
             kube, node, self.node_object, CgroupWriter(host.layout, reader), enf.eviction,
             api_healthy=self.api_healthy, health=self.health, oversubscribed=self.oversubscription.enabled,

@@ -68,14 +68,15 @@ class OversubscriptionConfig(Strict):
         "for safety; a drop for safety and a rise to the floor are written at once",
     )  # fmt: skip
     publish_window_seconds: float = Field(
-        default=120.0, gt=0,
-        description="the number proposed for publishing is the lowest computed in this many seconds: a drop "
-        "shows at once, a rise once it lasted the window",
+        default=60.0, gt=0,
+        description="the number proposed for publishing is the mean of the capacities computed in this many "
+        "seconds: one noisy sample of system usage moves it by 1/window",
     )  # fmt: skip
-    pressure_percent: float = Field(
-        default=60.0, gt=0, le=100,
+    pressure_margin_percent: float = Field(
+        default=10.0, ge=0, le=100,
         description="a resource is under pressure when the node's smoothed usage of it (eviction's average, "
-        "% of allocatable) is at or above this; a drop of its capacity is then written at once",
+        "% of allocatable) is within this many points of its eviction high watermark; a drop of its capacity "
+        "is then written at once",
     )  # fmt: skip
     stall_intervals: int = Field(default=5, ge=1)
     # kubernetes.io/batch-* in node status (issue 11); false (or the label removed) holds them at what the

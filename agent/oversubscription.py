@@ -9,10 +9,10 @@ docs/publishing.md has the whole table):
   selected is published as 0 in the annotations;
 - `volcano.sh/oversubscription-cpu` in integer milli-CPU, `volcano.sh/oversubscription-memory` in bytes;
   0 while the node is evicting, sampling has stalled, no pass has computed yet, and at shutdown;
-- the number a pass proposes is the lowest computed in the last `publish_window_seconds`; it is written
+- the number a pass proposes is the mean computed over the last `publish_window_seconds`; it is written
   with hysteresis (`update_fraction`, both directions) at most once per `update_interval_seconds`, except
-  a drop for safety (evicting, stalled, not computed, the resource under pressure), written at once
-  (agent/publish_policy.py);
+  a drop for safety (evicting, stalled, not computed, the resource under pressure or deselected), written
+  at once (agent/publish_policy.py);
 - the extended resources, in `status.capacity` and `status.allocatable`, never go below what the node's
   batch pods request (the floor: kubelet re-admits every running pod against them at its restart), in every
   state, at shutdown included; switched off (the label removed, or `extended_resources: false`) they are
@@ -36,7 +36,7 @@ from agent import batch_capacity, capacity
 from agent.batch_capacity import BatchRequests, BatchUse
 from agent.config import OversubscriptionConfig
 from agent.node_state import NodeState
-from agent.publish_policy import Band, RunningMin, floored, should_write
+from agent.publish_policy import Band, WindowMean, floored, should_write
 from agent.publisher import Changes
 from agent.resources import node_allocatable, quantity
 from agent.view import AgentView
@@ -120,8 +120,8 @@ class PassCapacity:
     cpu: capacity.ResourceCapacity
     memory: capacity.ResourceCapacity
     computed: dict[str, int]  # this pass's batch allocatable, milli-cores and bytes
-    smoothed: dict[str, int]  # the lowest of `computed` over the publish window
-    pressure: frozenset[str]  # resources whose smoothed node usage is at or above pressure_percent
+    smoothed: dict[str, int]  # the mean of `computed` over the publish window
+    pressure: frozenset[str]  # resources whose smoothed usage is near eviction's high watermark
     use: BatchUse
 
 
@@ -150,8 +150,10 @@ class OversubscriptionOwner:
         *,
         evicting: Callable[[], bool] = lambda: False,
         batch_requests: Callable[[], BatchRequests | None] = BatchRequests,
+        high_watermarks: Callable[[], Mapping[str, int]] = lambda: {"cpu": 80, "memory": 60},
     ) -> None:
         self.view, self.config, self.evicting = view, config, evicting
+        self.high_watermarks = high_watermarks  # eviction's, in percent: pressure is near them
         self.batch_requests = batch_requests  # None: the pod list is not known yet
         self.params = capacity.CapacityParams(
             config.peak_window, config.min_history_seconds, config.cpu_reclaim_ratio, config.memory_reclaim_ratio
@@ -164,7 +166,7 @@ class OversubscriptionOwner:
         self._warned_types: str | None = None
         self._withdrawn = False
         self._pass: PassCapacity | None = None  # the latest pass's (sampling thread)
-        self._windows = {r: RunningMin(config.publish_window_seconds) for r in RESOURCES}  # sampling thread only
+        self._windows = {r: WindowMean(config.publish_window_seconds) for r in RESOURCES}  # sampling thread only
 
     def enabled(self, node: Mapping[str, Any]) -> bool:
         return oversubscription_enabled(node, self.config.enabled_on_all_nodes)
@@ -189,7 +191,9 @@ class OversubscriptionOwner:
                     "memory": batch_capacity.allocatable("memory", int(mem.oversubscription), use)}  # fmt: skip
         t = state.snapshot.mono
         smoothed = {r: self._windows[r].add(t, v) for r, v in computed.items()}
-        pressure = frozenset(r for r, pct in state.smoothed_percent.items() if pct >= self.config.pressure_percent)
+        high = self.high_watermarks()
+        margin = self.config.pressure_margin_percent
+        pressure = frozenset(r for r, pct in state.smoothed_percent.items() if pct >= high.get(r, 100) - margin)
         self._pass = PassCapacity(cpu, mem, computed, smoothed, pressure, use)
 
     def withdraw(self) -> None:

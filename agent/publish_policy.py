@@ -1,13 +1,14 @@
 """When a published capacity number changes: the pure rules behind agent/oversubscription.py (docs/publishing.md).
 
-- smoothing: the number a pass proposes is the lowest of the last `publish_window_seconds` of computed
-  values (`RunningMin`): a drop shows at once, a rise only once it has lasted the whole window;
+- smoothing: the number a pass proposes is the mean of the values computed in the last
+  `publish_window_seconds` (`WindowMean`): one noisy sample of system usage moves it by 1/window;
 - the floor: `kubernetes.io/batch-*` never go below what the node's batch pods request (kubelet re-admits
   every running pod against status.allocatable when it restarts: below that it rejects and kills them);
 - hysteresis in both directions: a value moves only when it leaves the band `update_fraction` around what the
   node carries, and then at most once per `update_interval_seconds`;
-- except for safety, written at once: a value below the floor, and a drop while the node is evicting, under
-  pressure for that resource, not sampled, or the agent is stopping.
+- except for safety, written at once: a value below the floor, and a drop while the node is evicting, not
+  sampled or not computed, the resource is under pressure (its smoothed usage within
+  `pressure_margin_percent` points of eviction's high watermark) or deselected, or the agent is stopping.
 """
 
 from __future__ import annotations
@@ -17,23 +18,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 
-class RunningMin:
-    """The lowest value of the last `seconds` (monotonic time), in O(1) per sample on average."""
+class WindowMean:
+    """The mean of the values of the last `seconds` (monotonic time), kept as a running sum: O(1) per sample."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
-        self._q: collections.deque[tuple[float, int]] = collections.deque()  # increasing values
+        self._q: collections.deque[tuple[float, int]] = collections.deque()
+        self._sum = 0
 
     def add(self, t: float, value: int) -> int:
-        while self._q and self._q[-1][1] >= value:
-            self._q.pop()
         self._q.append((t, value))
+        self._sum += value
         while self._q[0][0] <= t - self.seconds:
-            self._q.popleft()
-        return self._q[0][1]
+            self._sum -= self._q.popleft()[1]
+        return self._sum // len(self._q)
 
     def clear(self) -> None:
         self._q.clear()
+        self._sum = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,7 +89,7 @@ def computing(n: Kubelet) -> None:
 
 def online_rose(n: Kubelet) -> None:
     """Online usage rose: capacity (1.2 cores) fell below what batch pods request (2.5)."""
-    n.restart(OversubscriptionConfig(cpu_reclaim_ratio=0.2, pressure_percent=1))
+    n.restart(OversubscriptionConfig(cpu_reclaim_ratio=0.2, pressure_margin_percent=100))
     n.round(advance=1.0)
 
 
@@ -118,7 +118,7 @@ def restarted_without_history(n: Kubelet) -> None:
 
 def pod_list_not_synced(n: Kubelet) -> None:
     """Restarted and computing, its pod list not listed yet: what the node carries is held."""
-    n.restart(OversubscriptionConfig(cpu_reclaim_ratio=0.2, pressure_percent=1))
+    n.restart(OversubscriptionConfig(cpu_reclaim_ratio=0.2, pressure_margin_percent=100))
     n.pods_known = False
     n.round(advance=1.0)
 

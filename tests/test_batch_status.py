@@ -28,6 +28,13 @@ ANN_CPU, ANN_MEMORY = "volcano.sh/oversubscription-cpu", "volcano.sh/oversubscri
 LABEL = {"volcano.sh/oversubscription": "true"}
 
 
+def unsmoothed(config: OversubscriptionConfig) -> OversubscriptionConfig:
+    """Each pass's capacity stands alone (a 1-second publish window) unless the test sets a window."""
+    if "publish_window_seconds" in config.model_fields_set:
+        return config
+    return config.model_copy(update={"publish_window_seconds": 1.0})
+
+
 @dataclass
 class Node:
     """One agent's publishing half over a synthetic pass: an online pod that reclaims 3 cores and 6 GiB, and
@@ -51,6 +58,7 @@ class Node:
         self.batch_running = True
 
     def _owner(self, config: OversubscriptionConfig) -> OversubscriptionOwner:
+        config = unsmoothed(config)
         self.meta = batch_meta("spark", 1000, 2 * GI)
         return OversubscriptionOwner(self.view, config, evicting=lambda: self.evicting,
                                      batch_requests=lambda: batch_requests([self.meta] if self.batch_running else []))  # fmt: skip
@@ -127,17 +135,34 @@ def test_status_follows_the_hysteresis_of_the_annotations(kube: Kube, kube_api: 
     writes = n.status_writes()
     n.round(advance=1.0)
     assert n.status_writes() == writes, "no change, no write"
-    n.batch_ws = 2 * GI  # back: a rise waits for the publish window (the lowest of its values is published)
+    n.batch_ws = 2 * GI  # back: a rise outside the band waits for update_interval_seconds too
+    n.round(advance=1.0)
+    assert n.status() == both(3000, 4 * GI)
+    n.round(advance=60.0)
+    assert n.status() == both(3000, 6 * GI)
+
+
+def test_published_from_the_mean_of_the_publish_window(kube: Kube, kube_api: FakeKubeAPI) -> None:
+    """One noisy pass moves the proposed number by 1/window: within the band, nothing is written."""
+    kube_api.put("nodes", node(labels=LABEL))
+    n = Node(kube, kube_api, config=OversubscriptionConfig(publish_window_seconds=60.0))
     for _ in range(60):
         n.round(advance=1.0)
-    assert n.status() == both(3000, 4 * GI)
-    n.round(advance=n.config.publish_window_seconds)
     assert n.status() == both(3000, 6 * GI)
+    writes = n.status_writes()
+    n.batch_ws = 6 * GI  # one pass with 4 GiB above its request: the pass alone would publish 2 GiB
+    n.round(advance=1.0)
+    assert n.owner.section()["computed"]["memory"] == 2 * GI
+    n.batch_ws = 2 * GI
+    n.round(advance=1.0)
+    assert n.status() == both(3000, 6 * GI) and n.status_writes() == writes
 
 
 def test_a_drop_under_pressure_is_written_at_once(kube: Kube, kube_api: FakeKubeAPI) -> None:
     kube_api.put("nodes", node(labels=LABEL))
-    n = Node(kube, kube_api, config=OversubscriptionConfig(pressure_percent=5))  # memory at ~8%: under pressure
+    n = Node(
+        kube, kube_api, config=OversubscriptionConfig(pressure_margin_percent=55)
+    )  # memory ~8% ≥ 60 − 55: pressure
     n.round()
     n.batch_ws = 4 * GI
     n.round(advance=1.0)
