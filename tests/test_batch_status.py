@@ -241,3 +241,18 @@ def test_floor_at_shutdown(kube: Kube, kube_api: FakeKubeAPI) -> None:
     n.owner.withdraw()
     n.round()
     assert n.status() == both(1000, 2 * GI) and n.annotations() == {ANN_CPU: "0", ANN_MEMORY: "0"}
+
+
+def test_the_last_round_decides_on_the_node_as_the_api_server_has_it(kube: Kube, kube_api: FakeKubeAPI) -> None:
+    """The cause of issue 22's flaky shutdown test: the last round decided on the informer's copy, which may not
+    show the latest write yet (cpu 0 from the first pass, 3000 on the server): it skipped the value it
+    believed already 0, and the server kept 3000."""
+    kube_api.put("nodes", node(labels=LABEL))
+    n = Node(kube, kube_api)
+    n.round()
+    stale = n.node()
+    stale["metadata"]["annotations"][ANN_CPU] = "0"  # what the watch had delivered before the last write
+    assert n.annotations()[ANN_CPU] == "3000"
+    n.owner.withdraw()
+    NodePublisher(kube, NODE, lambda: stale, [n.owner], clock=lambda: n.now).stop(final=[n.owner])
+    assert n.annotations() == {ANN_CPU: "0", ANN_MEMORY: "0"}
