@@ -1,9 +1,10 @@
 """The acting side of eviction: one worker thread that carries out what the evictor decided (evictions through
 the `policy/v1` Eviction subresource, so PodDisruptionBudgets hold; Events on pods and the node; the
-optional evicting taint), reporting each call's result to the shared `ApiHealth`, and the kill fallback
-(through the pods' cgroups, at once, in the caller's thread: it is for when the API server does not answer).
-Decisions are made in the sampling thread and only queued here, so an API server that hangs never stalls a
-pass. A dry run swaps in `DryRunActuator`, which logs and counts what it would do."""
+optional evicting taint, removed when the worker stops), reporting each call's result to the shared
+`ApiHealth`, and the kill fallback (through the pods' cgroups, at once, in the caller's thread: it is for
+when the API server does not answer). Decisions are made in the sampling thread and only queued here, so an
+API server that hangs never stalls a pass. A dry run swaps in `DryRunActuator`, which logs and counts what
+it would do."""
 
 from __future__ import annotations
 
@@ -186,6 +187,18 @@ class KubeActuator:
             return
         self.health.note(None)
 
+    def _clear_taint(self) -> None:
+        """At stop: the NoSchedule taint goes with the agent (no agent evicts, the node must take pods again).
+        The write reads the node first and does nothing when the taint is not there."""
+        if not (self.config.taint or self._taint_state):
+            return  # never set by this agent; one left by an earlier run is removed by _sync_taint while running
+        try:
+            self.kube.set_node_taint(self.node_name, EVICTING_TAINT, "true", "NoSchedule", False)
+            self._taint_state = False
+        except ApiError as exc:
+            self.health.note(exc.status)
+            log.warning("cannot remove taint %s at shutdown: %s", EVICTING_TAINT, exc)
+
     def _work(self) -> None:
         while True:
             try:
@@ -198,6 +211,7 @@ class KubeActuator:
                 continue
             try:
                 if job is None:
+                    self._clear_taint()
                     return
                 self._run_job(job)
                 self._sync_taint()
@@ -245,4 +259,7 @@ class DryRunActuator(KubeActuator):
         return "evicted"
 
     def _sync_taint(self) -> None:
+        return None
+
+    def _clear_taint(self) -> None:
         return None

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent import qos_report
+from agent.batch_capacity import BatchRequests
 from agent.classify import Classifier
 from agent.config import AgentConfig
 from agent.enforcer import Enforcer
@@ -72,8 +73,9 @@ class ClusterLink:
         enf = cfg.enforcement
         self.health = ApiHealth()
         self.oversubscription = OversubscriptionOwner(
-            view, cfg.oversubscription, evicting=self.is_evicting, batch_requests=lambda: self.source.batch_requests
-        )
+            view, cfg.oversubscription, evicting=self.is_evicting, batch_requests=self.batch_requests,
+            high_watermarks=lambda: self.evictor.watermarks.high,
+        )  # fmt: skip
         self.evictor = Evictor(
             kube, node, self.node_object, CgroupWriter(host.layout, reader), enf.eviction,
             api_healthy=self.api_healthy, health=self.health, oversubscribed=self.oversubscription.enabled,
@@ -106,6 +108,11 @@ class ClusterLink:
 
     def enforcement_section(self) -> dict[str, Any]:
         return {**self.enforcer.section(), "eviction": self.evictor.section()}
+
+    def batch_requests(self) -> BatchRequests | None:
+        """Σ batch requests of the node's pods (the floor of the batch resources); None until the pod list
+        has synced: an empty cache is not an empty node."""
+        return self.source.batch_requests if self.pods.synced.is_set() else None
 
     def is_evicting(self) -> bool:
         return self.evictor.is_evicting()
@@ -147,11 +154,14 @@ class ClusterLink:
         self.evictor.start()
 
     def stop(self) -> None:
-        """Capacity goes to 0 first (one last publisher round; the evicting annotation is left as it is),
-        then eviction stops and enforcement restores what it changed, then the watches end."""
+        """One last publisher round first, on the node as the API server has it: the annotations go to 0,
+        the batch resources to what the node's batch pods request (kubelet re-admits them at its restart;
+        nothing new fits), the evicting annotation is removed; then eviction stops (its worker removes the
+        taint), enforcement restores what it changed, and the watches end."""
         self.oversubscription.withdraw()
+        self.evictor.withdraw()
         steps: list[tuple[str, Callable[[], None]]] = [
-            ("publisher", lambda: self.publisher.stop(final=[self.oversubscription])),
+            ("publisher", lambda: self.publisher.stop(final=[self.oversubscription, self.evictor])),
             ("eviction", self.evictor.stop),
             ("enforcement", self.enforcer.stop),
             ("pod informer", self.pods.stop),

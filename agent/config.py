@@ -49,17 +49,39 @@ class CollectorsConfig(Strict):
 
 
 class OversubscriptionConfig(Strict):
-    """How oversubscribable capacity is computed and published (agent/capacity.py)."""
+    """How oversubscribable capacity is computed (agent/capacity.py) and published (agent/oversubscription.py,
+    agent/publish_policy.py, docs/publishing.md)."""
 
     enabled_on_all_nodes: bool = False
     peak_window: str = "max_avg_1h"
     min_history_seconds: float = Field(default=300.0, ge=0)
     cpu_reclaim_ratio: float = Field(default=0.8, gt=0, le=1)
     memory_reclaim_ratio: float = Field(default=0.75, gt=0, le=1)
-    update_fraction: float = Field(default=0.1, ge=0, le=1)
-    update_interval_seconds: float = Field(default=60.0, gt=0)
+    update_fraction: float = Field(
+        default=0.1, ge=0, le=1,
+        description="hysteresis band, both directions: a published value moves only when the new one differs "
+        "by more than this fraction of it",
+    )  # fmt: skip
+    update_interval_seconds: float = Field(
+        default=60.0, gt=0,
+        description="minimum seconds between two writes of the same set (annotations, or status) that are not "
+        "for safety; a drop for safety and a rise to the floor are written at once",
+    )  # fmt: skip
+    publish_window_seconds: float = Field(
+        default=60.0, gt=0,
+        description="the number proposed for publishing is the mean of the capacities computed in this many "
+        "seconds: one noisy sample of system usage moves it by 1/window",
+    )  # fmt: skip
+    pressure_margin_percent: float = Field(
+        default=10.0, ge=0, le=100,
+        description="a resource is under pressure when the node's smoothed usage of it (eviction's average, "
+        "% of allocatable) is within this many points of its eviction high watermark; a drop of its capacity "
+        "is then written at once",
+    )  # fmt: skip
     stall_intervals: int = Field(default=5, ge=1)
-    extended_resources: bool = True  # kubernetes.io/batch-* in node status; false removes them (issue 11)
+    # kubernetes.io/batch-* in node status (issue 11); false (or the label removed) holds them at what the
+    # node's batch pods request until none do, then removes them (issue 22)
+    extended_resources: bool = True
 
 
 class EvictionConfig(Strict):
@@ -98,6 +120,11 @@ class EnforcementConfig(Strict):
     cpu_change_threshold: float = Field(default=0.01, ge=0, lt=1)
     # online + system CPU below this share of allocatable releases offline pods to their own limits; 0: never
     cpu_release_below: float = Field(default=0.3, ge=0, le=0.9)
+    cpu_release_confirm_passes: int = Field(
+        default=2, ge=1, le=10,
+        description="offline pods are released, or suppressed again, only when this many passes in a row "
+        "agree (a one-second spike changes nothing; a real rise is answered on the second pass)",
+    )  # fmt: skip
     besteffort_share: float = Field(default=0.1, gt=0, le=1)
     cpu_period_us: int = Field(default=100_000, ge=1000, le=1_000_000)
     memory_high: bool = True

@@ -8,7 +8,8 @@ so one spike does not evict, is compared with the watermarks from the node annot
   oversubscription published as 0, optionally a NoSchedule taint; offline pods are evicted (lowest priority,
   then highest usage of the resource under pressure, then youngest) until the projected usage falls below
   the high watermark, at most `max_per_round` per round and one round per cooldown;
-- below the low watermark of that resource the state clears (hysteresis).
+- below the low watermark of that resource the state clears (hysteresis);
+- at shutdown the annotation and the taint are removed: no agent evicts once this one has stopped.
 
 Decisions are made in the sampling thread; API calls happen in this module's worker thread, through the
 `policy/v1` Eviction subresource so PodDisruptionBudgets hold (a 429 moves on to the next victim). If the
@@ -127,6 +128,7 @@ class Evictor:
         self._above_since: dict[str, float | None] = {r: None for r in RESOURCES}
         self._killed_during_outage: list[str] = []
         self._killed_uids: set[str] = set()
+        self._withdrawn = False  # shutting down: the evicting annotation is removed
         # dry run swaps the actuator, not the decisions
         self.actuator = (DryRunActuator if dry_run else KubeActuator)(
             kube, node_name, get_node, writer, config, self.health, self.is_evicting, clock=clock
@@ -149,6 +151,11 @@ class Evictor:
 
     def is_evicting(self) -> bool:
         return any(self.evicting.values())
+
+    def withdraw(self) -> None:
+        """Shutting down: the evicting mark goes (no agent evicts once this one has stopped); the worker
+        removes the taint as it stops."""
+        self._withdrawn = True
 
     # -- deciding (sampling thread) ------------------------------------------------------------------
     def on_snapshot(self, snap: Snapshot) -> None:
@@ -275,7 +282,7 @@ class Evictor:
     # -- the evicting annotation, written by the node publisher ---------------------------------------
     def changes(self, node: dict[str, Any], now: float) -> Changes:
         annotations = (node.get("metadata") or {}).get("annotations") or {}
-        want = "true" if self.is_evicting() else None
+        want = "true" if self.is_evicting() and not self._withdrawn else None
         current = annotations.get(EVICTING_ANNOTATION)
         if current == want or (want is None and current is None):
             return Changes()

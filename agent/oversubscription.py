@@ -1,18 +1,22 @@
 """Publishes oversubscribable capacity as Volcano's node annotations and as the extended resources
 `kubernetes.io/batch-cpu`/`batch-memory` in node status (koordinator's), following the rules of the
-oversubscription issue (11 for the extended resources):
+oversubscription issue (11 for the extended resources, 22 for the floor and the steady publishing;
+docs/publishing.md has the whole table):
 
 - enabled by node label `volcano.sh/oversubscription=true` (or on all nodes by configuration); switched
   off, Colo's annotations are removed;
 - `volcano.sh/oversubscription-types` on the node selects cpu, memory or both (default both); a type not
-  selected is published as 0;
+  selected is published as 0 in the annotations;
 - `volcano.sh/oversubscription-cpu` in integer milli-CPU, `volcano.sh/oversubscription-memory` in bytes;
-- 0 while the node is evicting or sampling has stalled (no stale capacity);
-- a value is patched when it moved by more than `update_fraction`, or changed at all and
-  `update_interval_seconds` passed since the last write; a drop to 0 is written at once;
-- at shutdown the published values become 0: no agent protects the node until the next one starts;
-- the extended resources carry the same numbers, in `status.capacity` and `status.allocatable`, on by default
-  (`extended_resources`); switched off (the label removed, or `extended_resources: false`) they are removed.
+  0 while the node is evicting, sampling has stalled, no pass has computed yet, and at shutdown;
+- the number a pass proposes is the mean computed over the last `publish_window_seconds`; it is written
+  with hysteresis (`update_fraction`, both directions) at most once per `update_interval_seconds`, except
+  a drop for safety (evicting, stalled, not computed, the resource under pressure or deselected), written
+  at once (agent/publish_policy.py);
+- the extended resources, in `status.capacity` and `status.allocatable`, never go below what the node's
+  batch pods request (the floor: kubelet re-admits every running pod against them at its restart), in every
+  state, at shutdown included; switched off (the label removed, or `extended_resources: false`) they are
+  held at the floor while batch pods hold them and removed once none do.
 
 What is published is the node's batch allocatable (agent/batch_capacity.py): the scheduler subtracts the
 requests of the batch pods already bound; batch memory above its requests is taken off here.
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily
@@ -31,6 +36,7 @@ from agent import batch_capacity, capacity
 from agent.batch_capacity import BatchRequests, BatchUse
 from agent.config import OversubscriptionConfig
 from agent.node_state import NodeState
+from agent.publish_policy import Band, WindowMean, floored, should_write
 from agent.publisher import Changes
 from agent.resources import node_allocatable, quantity
 from agent.view import AgentView
@@ -89,8 +95,51 @@ def _batch_held(node: Mapping[str, Any]) -> dict[str, list[object]]:
     return out
 
 
+RESOURCES = ("cpu", "memory")
+ANNOTATION_OF = {"cpu": ANNOTATION_CPU, "memory": ANNOTATION_MEMORY}
+EXTENDED_OF = {"cpu": BATCH_CPU, "memory": BATCH_MEMORY}
+# after a write, the node informer's copy may still show the old value for a moment: within this many
+# seconds a difference from what was written is that lag, not someone else's change
+CACHE_SETTLE_SECONDS = 5.0
+
+
+def _held_value(values: list[object] | None) -> int | None:
+    """One batch resource's value when status.capacity and status.allocatable agree on it, else None."""
+    if not values:
+        return None
+    ints = {_status_int(v) for v in values}
+    if len(ints) != 1 or len(values) != 2:
+        return None
+    return ints.pop()
+
+
+@dataclass(frozen=True, slots=True)
+class PassCapacity:
+    """What one pass computed (sampling thread), replaced whole, never changed."""
+
+    cpu: capacity.ResourceCapacity
+    memory: capacity.ResourceCapacity
+    computed: dict[str, int]  # this pass's batch allocatable, milli-cores and bytes
+    smoothed: dict[str, int]  # the mean of `computed` over the publish window
+    pressure: frozenset[str]  # resources whose smoothed usage is near eviction's high watermark
+    use: BatchUse
+
+
+@dataclass(frozen=True, slots=True)
+class Targets:
+    """What the node should carry now, before hysteresis."""
+
+    enabled: bool
+    extended_on: bool  # enabled and extended_resources
+    reason: str
+    annotations: dict[str, int]  # Volcano's rule: 0 unless computed
+    extended: dict[str, int]  # the batch allocatable, floored
+    floor: dict[str, int] | None  # Σ batch requests; None while the pod list is not known
+    shrink_now: frozenset[str]  # resources whose drop is written at once
+
+
 class OversubscriptionOwner:
-    """Computes capacity from the latest snapshot and decides which annotations to write."""
+    """Computes capacity in each pass and decides which annotations and status values to write."""
 
     name = "oversubscription"
 
@@ -100,20 +149,24 @@ class OversubscriptionOwner:
         config: OversubscriptionConfig,
         *,
         evicting: Callable[[], bool] = lambda: False,
-        batch_requests: Callable[[], BatchRequests] = BatchRequests,
+        batch_requests: Callable[[], BatchRequests | None] = BatchRequests,
+        high_watermarks: Callable[[], Mapping[str, int]] = lambda: {"cpu": 80, "memory": 60},
     ) -> None:
         self.view, self.config, self.evicting = view, config, evicting
-        self.batch_requests = batch_requests
+        self.high_watermarks = high_watermarks  # eviction's, in percent: pressure is near them
+        self.batch_requests = batch_requests  # None: the pod list is not known yet
         self.params = capacity.CapacityParams(
             config.peak_window, config.min_history_seconds, config.cpu_reclaim_ratio, config.memory_reclaim_ratio
         )
+        self.band = Band(config.update_fraction, config.update_interval_seconds)
         self.last: dict[str, Any] = {"enabled": None, "reason": "no node object yet"}
-        self._last_write: float | None = None
+        self._started: float | None = None  # the publisher's clock at the first round
+        self._last_write: dict[str, float] = {}  # "annotations" / "extended" -> when last written
+        self._written: dict[str, tuple[dict[str, int | None], float]] = {}  # what was last written, and when
         self._warned_types: str | None = None
         self._withdrawn = False
-        # the capacity of the latest pass, computed in that pass (sampling thread); replaced, never changed
-        self._pass: tuple[capacity.ResourceCapacity, capacity.ResourceCapacity] | None = None
-        self._batch: tuple[BatchRequests, BatchUse] = (BatchRequests(), BatchUse())
+        self._pass: PassCapacity | None = None  # the latest pass's (sampling thread)
+        self._windows = {r: WindowMean(config.publish_window_seconds) for r in RESOURCES}  # sampling thread only
 
     def enabled(self, node: Mapping[str, Any]) -> bool:
         return oversubscription_enabled(node, self.config.enabled_on_all_nodes)
@@ -121,17 +174,30 @@ class OversubscriptionOwner:
     def on_state(self, state: NodeState, node: Mapping[str, Any]) -> None:
         """Capacity is a stage of the pass: computed from the pass's state, so what is published and what
         /api/v1/node explains come from one pass. Only where it is published (the label) and the Node has an
-        allocatable."""
+        allocatable; elsewhere the smoothing window starts again. A pass whose CPU rate is not known yet (the
+        first after a start) computes nothing: its 0 would hold the window's lowest value for the window."""
+        if not state.cpu.known:
+            self._pass = None
+            return
         if not self.enabled(node) or not state.allocatable_from_node:
             self._pass = None
-            self._batch = (self.batch_requests(), BatchUse())
+            for w in self._windows.values():
+                w.clear()
             return
         with self.view.windows_lock:
-            self._pass = capacity.compute_state(state, self.view.windows, self.params)
-        self._batch = (self.batch_requests(), batch_capacity.batch_use(state.offline))
+            cpu, mem = capacity.compute_state(state, self.view.windows, self.params)
+        use = batch_capacity.batch_use(state.offline)
+        computed = {"cpu": batch_capacity.allocatable("cpu", int(cpu.oversubscription * 1000), use),
+                    "memory": batch_capacity.allocatable("memory", int(mem.oversubscription), use)}  # fmt: skip
+        t = state.snapshot.mono
+        smoothed = {r: self._windows[r].add(t, v) for r, v in computed.items()}
+        high = self.high_watermarks()
+        margin = self.config.pressure_margin_percent
+        pressure = frozenset(r for r, pct in state.smoothed_percent.items() if pct >= high.get(r, 100) - margin)
+        self._pass = PassCapacity(cpu, mem, computed, smoothed, pressure, use)
 
     def withdraw(self) -> None:
-        """Shutting down: from now on only zeros for the values the node carries."""
+        """Shutting down: from now on the annotations go to 0 and the batch resources to the floor."""
         self._withdrawn = True
 
     def _warn_types(self, msg: str) -> None:
@@ -139,37 +205,45 @@ class OversubscriptionOwner:
             self._warned_types = msg
             log.warning(msg)
 
-    def desired(self, node: dict[str, Any], now: float) -> tuple[bool, dict[str, int]]:
-        """(enabled, {"cpu": milli, "memory": bytes}) and the explanation kept in `self.last`."""
+    def _floor(self) -> tuple[BatchRequests | None, dict[str, int] | None]:
+        requests = self.batch_requests()
+        if requests is None:
+            return None, None
+        return requests, {"cpu": requests.cpu_milli, "memory": requests.memory_bytes}
+
+    def desired(self, node: dict[str, Any], now: float) -> Targets:
+        """What the node should carry now, and the explanation kept in `self.last`."""
         meta = node.get("metadata") or {}
         annotations = meta.get("annotations") or {}
+        requests, floor = self._floor()
         if not self.enabled(node):
-            self.last = {"enabled": False, "reason": f"node label {LABEL_ENABLED} is not 'true'"}
-            return False, {}
+            self.last = {"enabled": False, "reason": f"node label {LABEL_ENABLED} is not 'true'",
+                         "floor": floor}  # fmt: skip
+            return Targets(False, False, self.last["reason"], {}, dict(floor or {}), floor, frozenset(RESOURCES))
         types = parse_types(annotations.get(ANNOTATION_TYPES), self._warn_types)
-        snap = self.view.snapshot
         alloc_cpu, alloc_mem = node_allocatable(node)
         stall = self.config.stall_intervals * self.view.interval
         reason = "computed"
         values = {"cpu": 0, "memory": 0}
         detail: dict[str, Any] = {}
-        if snap is None or self.view.last_tick_mono is None or now - self.view.last_tick_mono > stall:
+        shrink_now = frozenset(RESOURCES)
+        p = self._pass
+        if self.view.snapshot is None or self.view.last_tick_mono is None or now - self.view.last_tick_mono > stall:
             reason = "sampling stalled: publishing 0"
         elif alloc_cpu is None or alloc_mem is None:
             reason = "node has no status.allocatable: publishing 0"
-        elif self._pass is None:
+        elif p is None:
             reason = "no pass has computed capacity yet: publishing 0"
         else:
-            cpu, mem = self._pass
-            detail = capacity.as_json(cpu, mem)
+            detail = capacity.as_json(p.cpu, p.memory)
             if self.evicting():
                 reason = "node is evicting offline pods: publishing 0"
             else:
-                use = self._batch[1]
-                values = {"cpu": batch_capacity.allocatable("cpu", int(cpu.oversubscription * 1000), use),
-                          "memory": batch_capacity.allocatable("memory", int(mem.oversubscription), use)}  # fmt: skip
+                values = dict(p.smoothed)
+                shrink_now = p.pressure | frozenset(r for r in RESOURCES if r not in types)  # switched off: at once
         values = {k: (v if k in types else 0) for k, v in values.items()}
-        requests, use = self._batch
+        extended = floored(values, floor or {})
+        use = p.use if p is not None else BatchUse()
         self.last = {
             "enabled": True,
             "types": sorted(types),
@@ -177,65 +251,97 @@ class OversubscriptionOwner:
             "cpu_millicores": values["cpu"],
             "memory_bytes": values["memory"],
             "extended_resources": self.config.extended_resources,
-            "batch": batch_capacity.section(values, requests, use),
+            "batch": batch_capacity.section(extended, requests or BatchRequests(), use),
+            "floor": floor,
+            "computed": dict(p.computed) if p is not None else None,
+            "pressure": sorted(p.pressure) if p is not None else [],
             **detail,
         }
-        return True, values
+        return Targets(True, self.config.extended_resources, reason, values, extended, floor, shrink_now)
 
-    def _should_write(self, old: int | None, new: int, now: float) -> bool:
-        if old is None:
-            return True
-        if old == new:
-            return False
-        if new == 0:
-            return True  # safety first: take capacity away at once
-        if abs(new - old) > self.config.update_fraction * max(abs(old), 1):
-            return True
-        return self._last_write is None or now - self._last_write >= self.config.update_interval_seconds
+    def _since_last_write(self, kind: str, now: float) -> float | None:
+        last = self._last_write.get(kind, self._started)
+        return None if last is None else now - last
+
+    def _current(self, kind: str, on_node: dict[str, int | None], now: float) -> dict[str, int | None]:
+        """What the node carries: the informer's copy, or what was just written while that copy lags."""
+        written = self._written.get(kind)
+        if written is not None and on_node != written[0] and now - written[1] < CACHE_SETTLE_SECONDS:
+            return written[0]
+        return on_node
 
     def changes(self, node: dict[str, Any], now: float) -> Changes:
-        """Annotations and extended resources move together: one decision (hysteresis) over both, so the
-        scheduler and Volcano never see two different numbers for long. Extended resources switched off
-        (label removed or `extended_resources: false`) are removed from status."""
-        meta = node.get("metadata") or {}
-        annotations = meta.get("annotations") or {}
+        """The annotations and the batch resources, each written only when its own rule says so (two
+        PATCHes at most: the annotations are on the Node, the resources on its status subresource)."""
+        if self._started is None:
+            self._started = now
         if self._withdrawn:
-            return self._zeros(node)
-        enabled, values = self.desired(node, now)
-        extended = enabled and self.config.extended_resources
-        out = Changes()
-        if not extended:
-            out.extended_resources = {k: None for k in _batch_held(node)}
-        if not enabled:
-            out.annotations = {k: None for k in (ANNOTATION_CPU, ANNOTATION_MEMORY) if k in annotations}
-            return out
-        status = node.get("status") or {}
-        current = [(k, _int_or_none(annotations.get(key))) for k, key in (("cpu", ANNOTATION_CPU),
-                                                                         ("memory", ANNOTATION_MEMORY))]  # fmt: skip
-        if extended:
-            for field_name in ("capacity", "allocatable"):
-                held = status.get(field_name) or {}
-                current += [("cpu", _status_int(held.get(BATCH_CPU))), ("memory", _status_int(held.get(BATCH_MEMORY)))]
-        if any(self._should_write(old, values[k], now) for k, old in current):
-            out.annotations = {ANNOTATION_CPU: str(values["cpu"]), ANNOTATION_MEMORY: str(values["memory"])}
-            if extended:
-                out.extended_resources = {BATCH_CPU: str(values["cpu"]), BATCH_MEMORY: str(values["memory"])}
-        return out
-
-    def _zeros(self, node: dict[str, Any]) -> Changes:
-        """0 for each published value the node carries (a scheduler must not count on stale capacity)."""
+            return self._final(node)
+        t = self.desired(node, now)
         annotations = (node.get("metadata") or {}).get("annotations") or {}
         out = Changes()
-        out.annotations = {k: "0" for k in (ANNOTATION_CPU, ANNOTATION_MEMORY) if annotations.get(k) not in (None, "0")}
-        if self.config.extended_resources:
+        if not t.enabled:
+            out.annotations = {ANNOTATION_OF[r]: None for r in RESOURCES if ANNOTATION_OF[r] in annotations}
+        else:
+            on_node = {r: _int_or_none(annotations.get(ANNOTATION_OF[r])) for r in RESOURCES}
+            current = self._current("annotations", on_node, now)
+            since = self._since_last_write("annotations", now)
+            if any(should_write(current[r], t.annotations[r], self.band, since_last_write=since,
+                                shrink_now=r in t.shrink_now) for r in RESOURCES):  # fmt: skip
+                out.annotations = {ANNOTATION_OF[r]: str(t.annotations[r]) for r in RESOURCES}
+        out.extended_resources = self._extended_changes(node, t, now)
+        return out
+
+    def _extended_changes(self, node: dict[str, Any], t: Targets, now: float) -> dict[str, str | None]:
+        if t.floor is None:
+            return {}  # the pod list is not known: never lower what running pods may hold
+        held = _batch_held(node)
+        on_node = {r: _held_value(held.get(EXTENDED_OF[r])) for r in RESOURCES}
+        if t.extended_on:
+            target = t.extended
+            wanted = set(RESOURCES)
+        else:
+            # switched off: kept at what running batch pods request (kubelet re-admits them against it),
+            # removed once none do
+            if not any(t.floor.values()):
+                return {EXTENDED_OF[r]: None for r in RESOURCES if EXTENDED_OF[r] in held}
+            target = dict(t.floor)
+            wanted = {r for r in RESOURCES if EXTENDED_OF[r] in held}
+        current = self._current("extended", on_node, now)
+        since = self._since_last_write("extended", now)
+        if any(should_write(current[r], target[r], self.band, since_last_write=since,
+                            shrink_now=not t.extended_on or r in t.shrink_now, floor=t.floor[r])
+               for r in wanted):  # fmt: skip
+            return {EXTENDED_OF[r]: str(target[r]) for r in wanted}
+        return {}
+
+    def _final(self, node: dict[str, Any]) -> Changes:
+        """At shutdown: 0 in the annotations the node carries (no agent protects the node until the next one
+        starts), the batch resources at the floor (the running batch pods are re-admitted; nothing new fits)."""
+        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        out = Changes()
+        out.annotations = {k: "0" for k in ANNOTATION_OF.values() if annotations.get(k) not in (None, "0")}
+        _, floor = self._floor()
+        if floor is not None:
             held = _batch_held(node)
-            if any(_status_int(v) != 0 for values in held.values() for v in values):
-                out.extended_resources = {k: "0" for k in held}
-        self.last = {**self.last, "reason": "agent stopping: publishing 0"}
+            wanted = {r for r in RESOURCES if EXTENDED_OF[r] in held}
+            if self.enabled(node) and self.config.extended_resources and any(floor.values()):
+                wanted = set(RESOURCES)
+            if any(_held_value(held.get(EXTENDED_OF[r])) != floor[r] for r in wanted):
+                out.extended_resources = {EXTENDED_OF[r]: str(floor[r]) for r in wanted}
+        self.last = {**self.last, "reason": "agent stopping: publishing 0, batch resources at what batch pods request",
+                     "floor": floor}  # fmt: skip
         return out
 
     def committed(self, changes: Changes, now: float) -> None:
-        self._last_write = now
+        """Remember what was written and when: the hysteresis counts from it, and the informer's lag is
+        not mistaken for the node's value."""
+        for kind, key_of, written in (("annotations", ANNOTATION_OF, changes.annotations),
+                                      ("extended", EXTENDED_OF, changes.extended_resources)):  # fmt: skip
+            if any(key_of[r] in written for r in RESOURCES):
+                values = {r: _int_or_none(written.get(key_of[r])) for r in RESOURCES}
+                self._written[kind] = (values, now)
+                self._last_write[kind] = now
 
     def section(self) -> dict[str, Any]:
         """The `oversubscription` key of /api/v1/node."""

@@ -1,7 +1,8 @@
 """Writes this node's annotations (and optional extended resources) from one thread, off the sampling path.
 
 Each owner (capacity, the evicting state) says which of its keys should change now; the publisher batches
-them into one JSON merge patch on metadata.annotations. A failed write is not replayed: the next round
+them into at most two JSON merge patches: one on metadata.annotations (the Node), one on the batch resources
+(its status subresource), each only when something in it changes. A failed write is not replayed: the next round
 asks the owners again, so what reaches the API server is always the latest value. While the API server is
 away nothing else stops: sampling, exporting and enforcement go on. At shutdown one last round can withdraw
 what must not outlive the agent (capacity).
@@ -128,13 +129,15 @@ class NodePublisher:
             self._thread.join(timeout)
         if final is not None:
             try:
-                self.run_once(final)
+                self.run_once(final, fresh=True)
             except Exception:
                 log.exception("last publisher round failed")
 
-    def run_once(self, owners: list[AnnotationOwner] | None = None) -> bool:
-        """One round (for all owners, or the given ones); True when nothing failed."""
-        node = self.get_node()
+    def run_once(self, owners: list[AnnotationOwner] | None = None, *, fresh: bool = False) -> bool:
+        """One round (for all owners, or the given ones); True when nothing failed. `fresh` decides on the
+        node as the API server has it now, not on the informer's copy, which may not show the last writes
+        yet: the last round at shutdown must not skip a value it believes already withdrawn."""
+        node = self._fresh_node() if fresh else self.get_node()
         if node is None:
             return True
         now = self.clock()
@@ -177,6 +180,17 @@ class NodePublisher:
             if ch:
                 owner.committed(ch, now)
         return True
+
+    def _fresh_node(self) -> dict[str, Any] | None:
+        """The node read from the API server; the informer's copy when that read fails."""
+        if not self.dry_run:
+            try:
+                return self.kube.get_node(self.node_name)
+            except ApiError as exc:
+                self.health.note(exc.status)
+                log.warning("node %s: cannot read the node for the last round, using the watched copy: %s",
+                            self.node_name, exc)  # fmt: skip
+        return self.get_node()
 
     def _run(self) -> None:
         while not self._stop.is_set():

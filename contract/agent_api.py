@@ -152,6 +152,12 @@ class Oversubscription(_Model):
     memory: CapacityDetail | None = None
     extended_resources: bool | None = None  # also advertised as kubernetes.io/batch-* in node status
     batch: Batch | None = None
+    # issue 22: the floor of the batch resources (Σ batch requests of the node's pods: "cpu" milli-cores,
+    # "memory" bytes; null while the pod list is not known), this pass's unsmoothed batch allocatable, and the
+    # resources under pressure (a drop of their capacity is written at once)
+    floor: dict[Literal["cpu", "memory"], Bytes] | None = None
+    computed: dict[Literal["cpu", "memory"], Bytes] | None = None
+    pressure: list[Literal["cpu", "memory"]] | None = None
 
     @model_validator(mode="after")
     def _published_when_enabled(self) -> Oversubscription:

@@ -148,6 +148,12 @@ def test_readme_worked_example_batch_pods() -> None:
 
 
 def test_readme_worked_example_online_rises_above_what_was_promised() -> None:
-    """web's CPU peak rises to 6 cores: the batch allocatable falls below what batch pods hold; free < 0."""
-    batch = worked_example(web_cpu_peak=6.0)["section"]["batch"]
-    assert batch["cpu"]["allocatable"] == 2000 and batch["cpu"]["allocated"] == 4500 and batch["cpu"]["free"] == -2500
+    """web's CPU peak rises to 6 cores: the capacity (2 cores) falls below what batch pods hold (4.5): the batch
+    allocatable stays at the allocated amount (kubelet re-admits them at a restart), free is 0; Volcano's
+    annotation says the capacity (issue 22)."""
+    out = worked_example(web_cpu_peak=6.0)
+    batch = out["section"]["batch"]
+    assert batch["cpu"]["allocatable"] == 4500 and batch["cpu"]["allocated"] == 4500 and batch["cpu"]["free"] == 0
+    assert out["section"]["cpu_millicores"] == 2000 and out["section"]["computed"]["cpu"] == 2000
+    assert out["changes"].extended_resources["kubernetes.io/batch-cpu"] == "4500"
+    assert out["changes"].annotations["volcano.sh/oversubscription-cpu"] == "2000"

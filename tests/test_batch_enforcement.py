@@ -77,6 +77,9 @@ def snapshot(pods: list[PodSample], node_cpu: float) -> Snapshot:
 
 
 def enforcer(tree: V1Tree, ledger: str = "", *, dry_run: bool = False, **config: Any) -> Enforcer:
+    # each pass here decides release on its own load (not two passes in a row, the default): these tests are
+    # about the batch values; the confirmation has its own tests (test_strategies, test_enforcement)
+    config.setdefault("cpu_release_confirm_passes", 1)
     return build_enforcer(tree.layout, tree.model, ledger, dry_run=dry_run, **config)
 
 

@@ -284,7 +284,8 @@ def test_batch_and_suppression_quotas_never_pull_against_each_other(
     passes: list[float | None], expected: list[int]
 ) -> None:
     pod = batch_pod(containers=[("main", "c1", BatchResources(600, 600, None, None))], samples=[])
-    cfs, batch = CfsQuota(EnforcementConfig(), TIER), BatchLimits(BatchConfig())
+    # release decided on each pass alone (not two in a row, the default): the passes here are the table's
+    cfs, batch = CfsQuota(EnforcementConfig(cpu_release_confirm_passes=1), TIER), BatchLimits(BatchConfig())
     held: dict[str, int | None] = {pod.cgroup: None}  # kubelet's BestEffort pod: no quota
     entry = Touched("b", pod.cgroup, 2, None, 100_000)
     as_originals(entry, pod, batch.targets(pod.meta), is_v2=False)  # recorded at first sight, before any write

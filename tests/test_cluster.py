@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,7 +52,12 @@ def agent_in_cluster(
             "node_name": NODE,
             "enforcement": {"ledger_file": str(tmp_path / "ledger.json")},  # never the node's real ledger
             # a short peak window so a test does not wait for minute boundaries
-            "oversubscription": {"min_history_seconds": 0, "update_interval_seconds": 1.0, "peak_window": "avg_1m"},
+            "oversubscription": {
+                "min_history_seconds": 0,
+                "update_interval_seconds": 1.0,
+                "peak_window": "avg_1m",
+                "publish_window_seconds": 0.5,
+            },
         }
     )
     agent, link = in_cluster(cfg, kube, tree)
@@ -236,17 +242,42 @@ def test_api_reachability_ignores_refusals(
     wait_for(link.api_healthy)
 
 
-def test_shutdown_publishes_zero_capacity(v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI) -> None:
+def batch_pod(name: str, uid: str, cpu_milli: int, memory: int) -> dict[str, Any]:
+    """A bound batch pod (no cgroup needed: the scheduler and kubelet count it all the same)."""
+    obj = pod(name, uid, qos="BestEffort", annotations={"volcano.sh/qos-level": "-1"})
+    obj["spec"]["containers"][0]["resources"] = {
+        "requests": {"kubernetes.io/batch-cpu": str(cpu_milli), "kubernetes.io/batch-memory": str(memory)},
+        "limits": {"kubernetes.io/batch-cpu": str(cpu_milli), "kubernetes.io/batch-memory": str(memory)},
+    }
+    return obj
+
+
+def batch_status(api: FakeKubeAPI) -> tuple[str | None, ...]:
+    obj = api.get("nodes", None, NODE) or {}
+    st = obj.get("status") or {}
+    return tuple(st.get(f, {}).get(k) for f in ("capacity", "allocatable")
+                 for k in ("kubernetes.io/batch-cpu", "kubernetes.io/batch-memory"))  # fmt: skip
+
+
+def test_shutdown_publishes_zero_annotations_and_floors_batch_resources(
+    v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI
+) -> None:
+    """At shutdown Volcano's annotations go to 0 and the batch resources to what the node's batch pods request
+    (kubelet re-admits them at its restart). The last round decides on the node as the API server has it:
+    the informer's copy may still show an earlier write (the first pass publishes cpu 0, its CPU rate not
+    known yet), and a round deciding on it skipped the value it believed already 0 (issue 22's flaky test)."""
     tree = v1tree_cgroupfs
     cfg = AgentConfig.model_validate(
         {"interval": 0.2, "cgroup_root": tree.cgroup_root, "cgroup_driver": "cgroupfs", "state_file": "",
          "node_name": NODE, "enforcement": {"ledger_file": ""},
-         "oversubscription": {"min_history_seconds": 0, "peak_window": "avg_1m"}}
+         "oversubscription": {"min_history_seconds": 0, "peak_window": "avg_1m", "publish_window_seconds": 0.5,
+                              "update_interval_seconds": 0.5}}
     )  # fmt: skip
     agent, _ = in_cluster(cfg, kube, tree)
     uid, _, (ctr,) = tree.pod("burstable")
     kube_api.put("nodes", node(labels={"volcano.sh/oversubscription": "true"}, annotations={"other.io/keep": "yes"}))
     kube_api.put("pods", pod("web", uid, container_ids=[container_id_of(ctr)], cpu_request="1", memory_request="1Gi"))
+    kube_api.put("pods", batch_pod("spark", "spark-uid", 300, 256 << 20))
     agent.start()
     try:
         wait_for(lambda: int(node_annotations(kube_api).get(CPU_KEY, "0")) > 0)
@@ -255,6 +286,36 @@ def test_shutdown_publishes_zero_capacity(v1tree_cgroupfs: V1Tree, kube: Kube, k
         agent.stop()
     annotations = node_annotations(kube_api)
     assert (annotations[CPU_KEY], annotations[MEM_KEY], annotations["other.io/keep"]) == ("0", "0", "yes")
+    assert batch_status(kube_api) == ("300", str(256 << 20)) * 2
+
+
+def test_shutdown_removes_the_evicting_mark_and_taint(
+    v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI
+) -> None:
+    """Evicting when the agent stops: the mark and the NoSchedule taint it set go with it (issue 22)."""
+    tree = v1tree_cgroupfs
+    cfg = AgentConfig.model_validate(
+        {"interval": 0.2, "cgroup_root": tree.cgroup_root, "cgroup_driver": "cgroupfs", "state_file": "",
+         "node_name": NODE, "enforcement": {"ledger_file": "", "eviction": {"taint": True}}}
+    )  # fmt: skip
+    agent, link = in_cluster(cfg, kube, tree)
+    # any memory use is above a 1% high watermark: the node evicts (nothing to evict: no offline pod)
+    kube_api.put("nodes", node(annotations={"volcano.sh/evicting-memory-high-watermark": "1",
+                                            "volcano.sh/evicting-memory-low-watermark": "0"}))  # fmt: skip
+    kube_api.put("pods", batch_pod("spark", "spark-uid", 300, 256 << 20))
+
+    def taints() -> list[str]:
+        obj = kube_api.get("nodes", None, NODE) or {}
+        return [t["key"] for t in (obj.get("spec") or {}).get("taints") or []]
+
+    agent.start()
+    try:
+        wait_for(lambda: node_annotations(kube_api).get("volcano.sh/offline-job-evicting") == "true")
+        wait_for(lambda: taints() == ["volcano.sh/offline-job-evicting"])
+    finally:
+        agent.stop()
+    assert "volcano.sh/offline-job-evicting" not in node_annotations(kube_api) and taints() == []
+    assert link.evictor.is_evicting(), "the state itself is the agent's; only what it wrote on the node goes"
 
 
 def test_the_overcommit_rule_shares_the_publishers_definition(
@@ -275,7 +336,8 @@ def test_extended_resources_by_default(v1tree_cgroupfs: V1Tree, kube: Kube, kube
     cfg = AgentConfig.model_validate(
         {"interval": 0.2, "cgroup_root": tree.cgroup_root, "cgroup_driver": "cgroupfs", "state_file": "",
          "node_name": NODE, "enforcement": {"ledger_file": ""},
-         "oversubscription": {"min_history_seconds": 0, "peak_window": "avg_1m"}}
+         "oversubscription": {"min_history_seconds": 0, "peak_window": "avg_1m", "publish_window_seconds": 0.5,
+                              "update_interval_seconds": 0.5}}
     )  # fmt: skip
     agent, _ = in_cluster(cfg, kube, tree)
     uid, _, (ctr,) = tree.pod("burstable")

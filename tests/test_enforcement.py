@@ -448,12 +448,18 @@ def test_quiet_node_releases_offline_pods_with_hysteresis(v1tree_cgroupfs: V1Tre
 
     enf.on_snapshot(_snapshot(pods, node_cpu=1.5))  # online + system 1.3 cores of 2: suppressed
     assert quotas() == [5_000, 5_000] and not enf.released
-    enf.on_snapshot(_snapshot(pods, node_cpu=0.4))  # 0.2 cores: released to their own limits
+    enf.on_snapshot(_snapshot(pods, node_cpu=0.4))  # 0.2 cores: one quiet pass is not enough
+    assert not enf.released
+    enf.on_snapshot(_snapshot(pods, node_cpu=0.4))  # the second in a row: released to their own limits
     assert quotas() == [None, 40_000] and enf.released
     assert all(e.quota is False for e in enf.ledger.entries.values())
     enf.on_snapshot(_snapshot(pods, node_cpu=0.9))  # 0.7 cores, 35%: between the two, stays released
     assert quotas() == [None, 40_000] and enf.released
-    enf.on_snapshot(_snapshot(pods, node_cpu=1.1))  # 0.9 cores, 45%: suppressed again
+    enf.on_snapshot(_snapshot(pods, node_cpu=1.1))  # 0.9 cores, 45%: a one-pass spike changes nothing
+    assert quotas() == [None, 40_000] and enf.released
+    enf.on_snapshot(_snapshot(pods, node_cpu=0.9))
+    enf.on_snapshot(_snapshot(pods, node_cpu=1.1))  # 45% twice in a row: suppressed again
+    enf.on_snapshot(_snapshot(pods, node_cpu=1.1))
     assert all(q is not None and q < 40_000 for q in quotas()) and not enf.released
     assert reader.cpu_settings(unlimited).idle is True  # released pods keep the baseline all along
     assert enf.errors == 0

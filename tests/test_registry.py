@@ -99,7 +99,8 @@ def test_cfs_quota_suppresses_pod_then_containers_and_caps_a_tier_of_only_offlin
 
 def test_cfs_quota_releases_a_quiet_node_through_restore_and_uncaps_the_tier() -> None:
     a, b = pod("a"), pod("b")
-    rec = Recorded({"a": entry(a, quota=True), "b": entry(b)}, {TIER: 50_000}, CpuMemo(0.1, False), 0.0)
+    # the previous pass was quiet too: two passes agree (cpu_release_confirm_passes)
+    rec = Recorded({"a": entry(a, quota=True), "b": entry(b)}, {TIER: 50_000}, CpuMemo(0.1, False, {}, (0.0,)), 0.0)
     plan = CfsQuota(EnforcementConfig(), TIER).plan(state([a, b], node_cpu=0.3), rec)
     assert plan.actions == (Restore("a", frozenset({"quota"})), SetCpuQuota(TIER, None, 50_000, "quota"))
     assert plan.memo.released and plan.report["offline_cpu_released"] is True
@@ -128,7 +129,8 @@ def test_cpuset_picks_from_the_parents_cpus_away_from_exclusive_ones() -> None:
 def test_cpuset_skips_a_pod_whose_parent_is_unknown_and_releases_through_restore() -> None:
     a = pod("a")
     assert Cpuset(EnforcementConfig()).plan(state([a]), recorded([a])).actions == ()
-    plan = Cpuset(EnforcementConfig()).plan(state([a], node_cpu=0.3), recorded([a], cpuset="0-3"))
+    quiet_before = CpuMemo(None, False, {}, (0.0,))  # two quiet passes agree (cpu_release_confirm_passes)
+    plan = Cpuset(EnforcementConfig()).plan(state([a], node_cpu=0.3), recorded([a], quiet_before, cpuset="0-3"))
     assert plan.actions == (Restore("a", frozenset({"cpuset"})),) and plan.report["offline_cpuset"] is None
 
 

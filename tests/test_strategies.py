@@ -25,7 +25,7 @@ from tests.test_capacity import GI, sample, snapshot
     ],
 )
 def test_release_with_hysteresis(load: float, released: bool, below: float, expected: bool) -> None:
-    assert release.plan(load, released, below) is expected
+    assert release.plan((load,), released, below) is expected
 
 
 @pytest.mark.parametrize(

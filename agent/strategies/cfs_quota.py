@@ -32,14 +32,14 @@ class CfsQuota:
         step = cpu_quota.budget_and_release(state, memo, c)
         if step is None:  # the quotas the cgroups hold (a previous run's, or none) stay one more interval
             return Plan((), memo, memo.report)
-        budget, released = step
+        budget, released, loads = step
         offline = [p for p in state.offline if p.uid in recorded.entries]
         actions: list[Action] = []
         if released:
             actions += [Restore(p.uid, frozenset({"quota"})) for p in offline if recorded.entries[p.uid].quota]
             actions += tier_actions(self.tier, None, recorded, c.cpu_period_us)
             report = _report(budget, True, {}, 0.0, None)
-            return Plan(tuple(actions), CpuMemo(budget, True, report), report)
+            return Plan(tuple(actions), CpuMemo(budget, True, report, loads), report)
         quotas, besteffort = cpu_quota.split(budget, offline, c)
         for p in offline:
             (pod, quota, period), *containers = cpu_quota.pod_targets(quotas[p.uid], recorded.entries[p.uid], c)
@@ -48,7 +48,7 @@ class CfsQuota:
         cap = cpu_quota.tier_cap(state, besteffort, c, quotas)
         actions += tier_actions(self.tier, cap, recorded, c.cpu_period_us)
         report = _report(budget, False, quotas, besteffort, None if cap is None else cap / c.cpu_period_us)
-        return Plan(tuple(actions), CpuMemo(budget, False, report), report)
+        return Plan(tuple(actions), CpuMemo(budget, False, report, loads), report)
 
 
 def _report(budget: float, released: bool, quotas: dict[str, float], besteffort: float,

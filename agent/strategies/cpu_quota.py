@@ -37,21 +37,27 @@ class CpuMemo:
     budget: float | None = None
     released: bool = False
     report: Mapping[str, Any] = field(default_factory=dict)
+    loads: tuple[float, ...] = ()  # online + system CPU / allocatable of the latest passes, newest last
 
 
-def budget_and_release(state: NodeState, memo: CpuMemo, config: EnforcementConfig) -> tuple[float, bool] | None:
-    """This pass's budget and whether offline pods are released; None while the CPU rate is unknown (the
-    first pass after a start: unknown is not idle, so nothing is released or re-budgeted)."""
+def budget_and_release(
+    state: NodeState, memo: CpuMemo, config: EnforcementConfig
+) -> tuple[float, bool, tuple[float, ...]] | None:
+    """This pass's budget, whether offline pods are released (decided on the last
+    `cpu_release_confirm_passes` loads, see agent/strategies/release.py) and the loads to remember; None
+    while the CPU rate is unknown (the first pass after a start: unknown is not idle, so nothing is
+    released or re-budgeted)."""
     total = budget(state, memo.budget, config)
     if total is None:
         return None
     load = state.cpu.online_and_system_ratio()
     load = 1.0 if load is None else load  # no allocatable: never quiet
-    released = release.plan(load, memo.released, config.cpu_release_below)
+    loads = (*memo.loads, load)[-config.cpu_release_confirm_passes :]
+    released = release.plan(loads, memo.released, config.cpu_release_below, config.cpu_release_confirm_passes)
     if released != memo.released and config.cpu_release_below > 0:
         what = "released" if released else "suppressed again"
         log.info("online and system CPU at %.0f%% of allocatable: offline pods %s", 100 * load, what)
-    return total, released
+    return total, released, loads
 
 
 def budget(state: NodeState, previous: float | None, config: EnforcementConfig) -> float | None:

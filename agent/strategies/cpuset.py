@@ -27,7 +27,7 @@ class Cpuset:
         step = cpu_quota.budget_and_release(state, memo, self.config)
         if step is None:
             return Plan((), memo, memo.report)
-        budget, released = step
+        budget, released, loads = step
         offline = [p for p in state.offline if p.uid in recorded.entries]
         actions: list[Action] = []
         chosen: frozenset[int] | None = None
@@ -45,4 +45,4 @@ class Cpuset:
                 actions.append(SetCpuset(p.cgroup, cpus, "cpuset", p.uid, containers))
         report = {"offline_cpu_budget_cores": budget, "offline_cpu_released": released,
                   "offline_cpuset": None if chosen is None else format_cpuset(chosen)}  # fmt: skip
-        return Plan(tuple(actions), CpuMemo(budget, released, report), report)
+        return Plan(tuple(actions), CpuMemo(budget, released, report, loads), report)
