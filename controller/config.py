@@ -93,6 +93,12 @@ class WriterSettings(_Section):
     qps: float = Field(default=100.0, gt=0)
     burst: int = Field(default=200, ge=1)
     workers: int = Field(default=4, ge=1, le=64)
+    #: A load metric moved by less than this (a ratio, 0..1) since it was written is not rewritten until it
+    #: would expire as crane reads it (stamp + period + 5m) or crosses a predicate's limit; 0: every change.
+    min_change: float = Field(default=0.05, ge=0, le=1)
+    #: A change of `min_change` or more waits until the written values are this old (a predicate crossing,
+    #: a missing value and an expiring one do not wait).
+    min_interval: Annotated[float, BeforeValidator(to_seconds)] = Field(default=120.0, ge=0)
 
     @field_validator("qps")
     @classmethod

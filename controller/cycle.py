@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from common.logs import OnChange
-from controller.annotator import Annotator
+from controller.annotator import Annotator, write_margin
 from controller.config import ControllerConfig
 from controller.discovery import discover
 from controller.hotvalue import BindingRecords
@@ -75,13 +75,16 @@ class PollingCycle:
         hot = self.bindings.hot_values(now)
         # Until each node is planned again: at least an interval, longer while cycles overrun.
         gap = max(poll_seconds, previous.seconds if previous is not None else 0.0)
+        margin = write_margin(self.cfg.polling.timeout, len(targets), self.cfg.writer.qps)
         patches = 0
         for node in nodes:
             name = node_name(node)
             if name is None or name not in targets:
                 continue  # out of scope: neither polled nor annotated
             anns = node_annotations(self.latest.get(node))
-            patch = self.annotator.plan(name, anns, result.samples.get(name), hot.get(name, 0), now, gap=gap)
+            patch = self.annotator.plan(
+                name, anns, result.samples.get(name), hot.get(name, 0), now, gap=gap, margin=margin
+            )
             if patch:
                 self.writer.submit(name, patch)
                 patches += 1

@@ -75,7 +75,11 @@ class Controller:
         self.board = ScoreBoard(self.scorer, on_rejected=self._on_capacity_rejected)
         self.bindings = BindingRecords(policy.spec.hot_value, clock=clock)
         self.annotator = Annotator(
-            self.scorer, interval=cfg.polling.interval, legacy_oversubscription=cfg.legacy_oversubscription_annotation
+            self.scorer,
+            interval=cfg.polling.interval,
+            legacy_oversubscription=cfg.legacy_oversubscription_annotation,
+            min_change=cfg.writer.min_change,
+            min_interval=cfg.writer.min_interval,
         )
         if cfg.legacy_oversubscription_annotation:
             log.warning(
