@@ -75,6 +75,10 @@ class PollingSettings(_Section):
     #: Agent connections kept open between polls (0: a new connection per poll); also at most half the
     #: open-file limit. About 36 KiB each over HTTPS.
     max_idle_connections: int = Field(default=10000, ge=0)
+    #: A node publishing batch capacity whose agent has not answered this many cycles in a row (its endpoint
+    #: gone or not ready counts) gets its kubernetes.io/batch-* held at the allocated amount and
+    #: volcano.sh/oversubscription-* set to 0 until it answers again (controller/floor.py); 0: never.
+    floor_silent_after: int = Field(default=4, ge=0)
 
     @field_validator("interval")
     @classmethod

@@ -4,6 +4,7 @@ patch from the samples, then let rebalancing act on the same samples. The runnin
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -13,6 +14,7 @@ from common.logs import OnChange
 from controller.annotator import Annotator, write_margin
 from controller.config import ControllerConfig
 from controller.discovery import discover
+from controller.floor import Floorer
 from controller.hotvalue import BindingRecords
 from controller.latest import LatestNodes
 from controller.metrics import ControllerMetrics
@@ -52,11 +54,13 @@ class PollingCycle:
         metrics: ControllerMetrics,
         rebalancer: Rebalancer | None,
         clock: Callable[[], float],
+        floorer: Floorer | None = None,
     ) -> None:
         self.cfg = cfg
         self.poller, self.annotator, self.writer = poller, annotator, writer
         self.bindings, self.latest, self.metrics, self.rebalancer = bindings, latest, metrics, rebalancer
         self.clock = clock
+        self.floorer = floorer
         self._failed_logs = OnChange()
 
     async def run(
@@ -97,6 +101,13 @@ class PollingCycle:
                 log.info("%d of %d agents failing since this cycle (e.g. %s)", len(result.failed), len(targets), sample)
             else:
                 log.info("every agent answered (%d)", len(targets))
+        if self.floorer is not None:
+            try:  # the nodes as we last wrote them: a floor already written is not written again
+                current = [self.latest.get(node) for node in nodes]
+                bound = pods.items() if pods is not None else []
+                await asyncio.to_thread(self.floorer.run, current, result.samples.keys(), bound)
+            except Exception:
+                log.exception("flooring the batch capacity of silent agents' nodes failed")
         if self.rebalancer is not None and pods is not None:
             try:
                 await self.rebalancer.run(result.samples, targets, nodes, pods.get, pods.items)

@@ -88,6 +88,19 @@ class ControllerMetrics:
             ["node"],
             registry=r,
         )
+        self.nodes_floored = Gauge(
+            "colo_controller_nodes_floored",
+            "Nodes whose agent stopped answering and whose kubernetes.io/batch-* allocatable the controller holds "
+            "at the allocated amount (volcano.sh/oversubscription-* at 0) until it answers again.",
+            registry=r,
+        )
+        self.floor_writes = Counter(
+            "colo_controller_floor_writes_total",
+            "Node writes (status or annotations) made to floor the batch capacity of nodes with a silent agent, "
+            "by result.",
+            ["result"],
+            registry=r,
+        )
         self.is_leader = Gauge("colo_controller_is_leader", "1 while this replica holds the lease.", registry=r)
         ProcessCollector(registry=r)  # process_*: the controller's own CPU, memory and open files
         r.register(_BuildInfo())
