@@ -146,6 +146,12 @@ class ExtenderSettings(_Section):
     #: The largest real ExtenderArgs with nodeCacheCapable: 5000 names of up to 253 characters (1.3 MB) and a
     #: Pod of up to 1.5 MiB (the API server's object limit), doubled (controller.extender).
     max_body_bytes: int = Field(default=8 << 20, ge=1024)
+    #: Offline pods (batch resources or an offline class) through crane's load predicates too. Off: their
+    #: batch capacity is computed from the node's load already, and a busy hour must not block batch work.
+    filter_offline: bool = False
+    #: When the load predicates would filter every candidate node, filter none (count it, log it): the load
+    #: annotations are a soft signal, and a stale max_avg_1h must not stop scheduling on a small cluster.
+    fail_open: bool = True
 
     @field_validator("max_priority")
     @classmethod

@@ -76,6 +76,12 @@ class ControllerMetrics:
             registry=r,
             buckets=_EXTENDER_BUCKETS,
         )
+        self.extender_fail_open = Counter(
+            "colo_controller_extender_fail_open_total",
+            "Filter calls in which the load predicates would have filtered every candidate node and, with "
+            "extender.fail_open, filtered none.",
+            registry=r,
+        )
         self.node_score = Gauge(
             "colo_controller_node_load_score",
             "crane Dynamic score of the node (0..100) from its annotations.",

@@ -91,7 +91,7 @@ class Controller:
         # Nodes as the informer shows them, or as our own last patch left them when the watch lags behind
         # it: planning from the informer alone would rewrite what we wrote a cycle ago.
         self.latest = LatestNodes(on_change=self.board.update_node)
-        self.extender = Extender(self.board, cfg.classify, clock=clock)
+        self.extender = Extender(self.board, cfg.classify, clock=clock, settings=cfg.extender, metrics=self.metrics)
         self._stop = threading.Event()
         self._started = False
         self._threads: list[threading.Thread] = []

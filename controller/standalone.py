@@ -100,7 +100,7 @@ class StandaloneController:
             min_change=cfg.writer.min_change,
             min_interval=cfg.writer.min_interval,
         )
-        self.extender = Extender(self.board, cfg.classify, clock=clock)
+        self.extender = Extender(self.board, cfg.classify, clock=clock, settings=cfg.extender, metrics=self.metrics)
         self.poller = AgentPoller(
             wanted=self.scorer.metric_names,
             concurrency=cfg.polling.concurrency,
