@@ -16,6 +16,12 @@ it (an agent's sliding 5-minute mean moves like that), `*_max_avg_1h` / `*_max_a
 the 5-minute means over the past hour / day. Hours are taken on weekdays at 10:00 UTC, one per `--hours`.
 
 Prints writes per node per hour: median and spread (min, max) over nodes × hours.
+
+Measured (10 nodes × 5 hours, shipped settings: 30 s polling, crane's default policy): before issue 22,
+20 (min 20, max 20): every 3 minutes, each 5m window's sync period. After: 8 (min 8, max 14): a steady node
+is written only before crane would stop trusting its 5m windows (stamp + 3m period + 5m, less one cycle and
+the write margin: every 450 s), a node whose load moves by writer.min_change more often. crane's rule alone
+bounds it at 60 / 8 = 7.5 per hour with these periods.
 """
 
 from __future__ import annotations
