@@ -180,3 +180,12 @@ def test_no_surge_pod_for_a_workload_that_may_hold_a_host_port(tmp_path: Path) -
              "spec": {"template": {"spec": {"hostNetwork": True}}}}  # fmt: skip
     hosted = find(overlay(tmp_path, patches=[{"patch": yaml.safe_dump(patch)}]), "Deployment", "colo-controller")
     assert on_host_port(hosted) and surge(hosted) == 0
+
+
+@pytest.mark.parametrize("component", ["apparmor", *(f"kubelet-{d}" for d in sorted(KUBELET_CONFIGS))])
+def test_every_component_renders_to_valid_workloads(tmp_path: Path, component: str) -> None:
+    import kubernetes_validate  # type: ignore[import-untyped]
+
+    for obj in overlay(tmp_path, [component]):
+        if obj["kind"] in ("DaemonSet", "Deployment"):
+            kubernetes_validate.validate(obj, "1.37", strict=True)
