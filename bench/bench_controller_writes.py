@@ -21,7 +21,8 @@ Measured (10 nodes × 5 hours, shipped settings: 30 s polling, crane's default p
 20 (min 20, max 20): every 3 minutes, each 5m window's sync period. After: 8 (min 8, max 14): a steady node
 is written only before crane would stop trusting its 5m windows (stamp + 3m period + 5m, less one cycle and
 the write margin: every 450 s), a node whose load moves by writer.min_change more often. crane's rule alone
-bounds it at 60 / 8 = 7.5 per hour with these periods.
+bounds it at 60 / 8 = 7.5 per hour with these periods. With a policy whose 5m windows have a 6m period
+(`--policy`, the shipped ConfigMap with `period: 6m` for them): 6 (min 6, max 12).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from controller.config import build_config
-from controller.policy import default_policy
+from controller.policy import DynamicSchedulerPolicy, default_policy, load_policy
 from controller.service import Controller
 from kube import Kube
 from testsupport.agentfleet import AgentFleet, agent_payload
@@ -145,7 +146,9 @@ def _writes(api: FakeKubeAPI) -> dict[str, int]:
     return out
 
 
-def simulate_hour(traces: list[NodeTrace], start: float, interval: float, tmp: Path) -> list[int]:
+def simulate_hour(
+    traces: list[NodeTrace], start: float, interval: float, tmp: Path, policy: DynamicSchedulerPolicy
+) -> list[int]:
     """Writes of each node during the hour after `start` (a warm-up hour before it is not counted)."""
     fleet = AgentFleet()
     api = FakeKubeAPI().start()
@@ -170,7 +173,7 @@ def simulate_hour(traces: list[NodeTrace], start: float, interval: float, tmp: P
             "writer": {"qps": 1000, "burst": 1000, "workers": 2},
             "leader_election": {"enabled": False},
         })  # fmt: skip
-        controller = Controller(kube, cfg, default_policy(), clock=clock)
+        controller = Controller(kube, cfg, policy, clock=clock)
         controller.start(run_loop=False)
         try:
             _wait(controller.synced)
@@ -213,12 +216,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--nodes", type=int, default=10)
     p.add_argument("--hours", type=int, default=3, choices=range(1, len(HOURS) + 1))
     p.add_argument("--interval", type=float, default=30.0, help="polling interval, seconds (shipped: 30)")
+    p.add_argument("--policy", metavar="FILE", help="crane DynamicSchedulerPolicy (default: crane's default)")
     args = p.parse_args(argv)
+    policy = load_policy(args.policy) if args.policy else default_policy()
     per_node: list[int] = []
     for start in HOURS[: args.hours]:
         traces = load_nodes(args.nodes, start - DAY - HOUR, start + HOUR)
         with tempfile.TemporaryDirectory() as tmp:
-            writes = simulate_hour(traces, start, args.interval, Path(tmp))
+            writes = simulate_hour(traces, start, args.interval, Path(tmp), policy)
         print(f"hour from {start:.0f}: writes per node {writes}", flush=True)
         per_node += writes
     print(f"controller writes per node per hour: {summary(per_node)}")
