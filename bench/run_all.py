@@ -6,7 +6,8 @@ import importlib
 import sys
 
 BENCHES = ("bench.cgroup_read_pass", "bench.bench_windows", "bench.agent_overhead", "bench.agent_cluster",
-           "bench.bench_exporter", "bench.bench_contract", "bench.bench_controller", "bench.bench_cpu_burst",
+           "bench.bench_exporter", "bench.bench_contract", "bench.bench_controller",
+           "bench.bench_controller_writes", "bench.bench_cpu_burst",
            "bench.bench_rebalance", "bench.bench_serving", "bench.bench_admission",
            "bench.bench_batch_limits", "bench.bench_batch_capacity", "bench.enforcement_pass",
            "bench.bench_qos_plans", "bench.bench_api_writes", "bench.bench_release_flaps")  # fmt: skip

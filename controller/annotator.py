@@ -1,10 +1,17 @@
 """Decide which annotations each node needs now: the heart of one cycle, pure and clock-driven.
 
-- each syncPolicy metric is written when its annotation is missing, unreadable, or at least its own
-  period old, and only from a sample polled in this cycle (a failing node keeps its last value, which
-  ages out as crane expects);
-- `node_hot_value` is written with any metric, when it changed, or early enough that the next chance to
-  rewrite it (one cycle gap later, plus polling and writing) still comes before crane's 5 minutes are up;
+A node is written only when what crane would read before our next chance to write differs from what it
+should read (issue 22: the controller's writes are API load on every node, every hour):
+
+- the load metrics (syncPolicy) are written, all together from this cycle's sample, when one of them is
+  missing or unreadable, would expire (crane trusts it until its stamp + period + 5 minutes) before the
+  next cycle could renew it, moved by `min_change` or more since it was written (at most once per
+  `min_interval`), or crossed a predicate's limit (at once: that changes where pods may go). Noise below
+  `min_change` is not written; only a sample polled in this cycle is (a failing node keeps its last values,
+  which age out as crane expects);
+- `node_hot_value` is written when crane would read another value before the next cycle: it changed, or a
+  non-zero value would expire (crane reads an expired hot value as 0, so a 0 is never refreshed); it rides
+  along with any other write;
 - the deprecated `colo.io/oversubscription` (a copy of the agent's `volcano.sh/oversubscription-*`) rides
   along with metric writes (or when missing/stale) only with `legacy_oversubscription`; otherwise a node
   that still carries it has it removed with its next patch;
@@ -19,9 +26,25 @@ from collections.abc import Mapping
 
 from controller import annotations as ann
 from controller.poller import AgentSample
-from controller.scoring import HOT_VALUE_ACTIVE_PERIOD, MAX_POLLING_INTERVAL, REFRESH_MARGIN, Scorer
+from controller.scoring import (
+    EXTRA_ACTIVE_PERIOD,
+    HOT_VALUE_ACTIVE_PERIOD,
+    MAX_POLLING_INTERVAL,
+    REFRESH_MARGIN,
+    Scorer,
+)
 
-__all__ = ["MAX_POLLING_INTERVAL", "REFRESH_MARGIN", "Annotator"]
+__all__ = ["MAX_POLLING_INTERVAL", "REFRESH_MARGIN", "Annotator", "write_margin"]
+
+#: Slack on top of the measured parts of `write_margin` (scheduling, the clock's second granularity).
+MARGIN_SLACK = 5.0
+
+
+def write_margin(poll_timeout: float, nodes: int, qps: float) -> float:
+    """How long after a cycle's start its writes may land: the slowest poll, then `nodes` patches drained
+    at `qps`, plus MARGIN_SLACK; never more than REFRESH_MARGIN (the bound the polling interval's limit
+    assumes). A small cluster renews its annotations later, so less often, than 5000 nodes must."""
+    return min(REFRESH_MARGIN, poll_timeout + nodes / qps + MARGIN_SLACK)
 
 
 class Annotator:
@@ -32,26 +55,54 @@ class Annotator:
     look missing and be written again.
     """
 
-    def __init__(self, scorer: Scorer, *, interval: float = 30.0, legacy_oversubscription: bool = False) -> None:
+    def __init__(
+        self,
+        scorer: Scorer,
+        *,
+        interval: float = 30.0,
+        legacy_oversubscription: bool = False,
+        min_change: float = 0.05,
+        min_interval: float = 120.0,
+    ) -> None:
         self.scorer = scorer
         self.interval = interval
         self.legacy_oversubscription = legacy_oversubscription
+        self.min_change = min_change
+        self.min_interval = min_interval
         self.periods = {s.name: s.period for s in scorer.spec.sync_policy}
         self.shortest = min(self.periods.values(), default=180.0)
+        #: metric -> the predicate limits crane compares it with (`usage > limit` filters the node)
+        self.limits: dict[str, tuple[float, ...]] = {}
+        for p in scorer.spec.predicate:
+            if p.name in self.periods and p.max_limit_percent != 0:
+                self.limits[p.name] = (*self.limits.get(p.name, ()), p.max_limit_percent)
 
-    def refresh(self, gap: float | None = None) -> float:
-        """Age at which the hot value and oversubscription are rewritten, given `gap` seconds to the next cycle.
+    def lookahead(self, gap: float | None = None, margin: float = REFRESH_MARGIN) -> float:
+        """Seconds until a value written at the next chance lands: one cycle gap (the polling interval, or
+        longer while cycles overrun) plus `margin` for that cycle's own polling and the writer's queue."""
+        return (self.interval if gap is None else max(gap, self.interval)) + margin
 
-        crane trusts `node_hot_value` for 5 minutes only, and we see the node again only a cycle later
-        (the polling interval, or longer when cycles overrun), so the value is rewritten once it is older
-        than 5 minutes minus that gap minus REFRESH_MARGIN; never later than the shortest sync period.
-        """
-        gap = self.interval if gap is None else max(gap, self.interval)
-        return max(0.0, min(self.shortest, HOT_VALUE_ACTIVE_PERIOD - gap - REFRESH_MARGIN))
+    def refresh(self, gap: float | None = None, margin: float = REFRESH_MARGIN) -> float:
+        """Age at which a non-zero `node_hot_value` (crane trusts it for 5 minutes) is rewritten."""
+        return max(0.0, HOT_VALUE_ACTIVE_PERIOD - self.lookahead(gap, margin))
 
     @staticmethod
     def _stamp(raw: str | None) -> float | None:
         return ann.parse_time(raw.rsplit(",", 1)[-1]) if raw is not None else None
+
+    def _metric_due(self, name: str, raw: str | None, value: float, now: float, ahead: float) -> bool:
+        """Whether metric `name` must be written now, given its published text `raw` and the new `value`."""
+        parsed = ann.parse_value(raw) if raw is not None else None
+        if parsed is None:
+            return True
+        published, stamp = parsed
+        if now + ahead >= stamp + self.periods[name] + EXTRA_ACTIVE_PERIOD:
+            return True  # it would expire before the next cycle could renew it
+        new = ann.sanitize_ratio(value)
+        if any((published > limit) != (new > limit) for limit in self.limits.get(name, ())):
+            return True  # crossed a predicate's limit: the filter's answer changes
+        moved = abs(new - published) >= self.min_change - 1e-9  # 5 decimals are written: no float dust
+        return moved and now - stamp >= self.min_interval
 
     def plan(
         self,
@@ -62,29 +113,25 @@ class Annotator:
         now: float,
         *,
         gap: float | None = None,
+        margin: float = REFRESH_MARGIN,
     ) -> dict[str, str | None]:
-        """The annotations to patch on `node` now (None: remove; empty: nothing to do); `gap`: see `refresh`."""
-        refresh = self.refresh(gap)
+        """The annotations to patch on `node` now (None: remove; empty: nothing to do); `gap` and `margin`:
+        see `lookahead`."""
+        ahead = self.lookahead(gap, margin)
         patch: dict[str, str] = {}
         if sample is not None:
-            for name, period in self.periods.items():
-                value = sample.windows.get(name)
-                if value is None:
-                    continue
-                last = self._stamp(current.get(name))
-                if last is None or now - last >= period or ann.parse_value(current.get(name, "")) is None:
-                    patch[name] = ann.format_value(value, sample.at)
+            values = {name: v for name in self.periods if (v := sample.windows.get(name)) is not None}
+            if any(self._metric_due(name, current.get(name), v, now, ahead) for name, v in values.items()):
+                patch = {name: ann.format_value(v, sample.at) for name, v in values.items()}
 
         hot_raw = current.get(ann.HOT_VALUE)
         hot_parsed = ann.parse_value(hot_raw) if hot_raw is not None else None
-        hot_last = self._stamp(hot_raw)
-        if (
-            patch
-            or hot_parsed is None
-            or hot_parsed[0] != float(hot_value)
-            or hot_last is None
-            or now - hot_last >= refresh
-        ):
+        # what crane reads once our next chance to write has passed: an expired value reads as 0
+        hot_then = 0.0
+        if hot_parsed is not None and now + ahead < hot_parsed[1] + HOT_VALUE_ACTIVE_PERIOD:
+            hot_then = hot_parsed[0]
+        hot_now = hot_parsed[0] if hot_parsed is not None and now < hot_parsed[1] + HOT_VALUE_ACTIVE_PERIOD else 0.0
+        if patch or hot_then != float(hot_value) or hot_now != float(hot_value):
             patch[ann.HOT_VALUE] = ann.format_value(float(hot_value), now)
 
         if self.legacy_oversubscription and sample is not None and sample.oversubscription is not None:
@@ -95,7 +142,7 @@ class Annotator:
                 any(k in self.periods for k in patch)
                 or over_parsed is None
                 or over_last is None
-                or now - over_last >= refresh
+                or now - over_last >= min(self.shortest, self.refresh(gap, margin))
             ):
                 patch[ann.OVERSUBSCRIPTION] = ann.format_oversubscription(sample.oversubscription, sample.at)
 

@@ -75,6 +75,10 @@ class PollingSettings(_Section):
     #: Agent connections kept open between polls (0: a new connection per poll); also at most half the
     #: open-file limit. About 36 KiB each over HTTPS.
     max_idle_connections: int = Field(default=10000, ge=0)
+    #: A node publishing batch capacity whose agent has not answered this many cycles in a row (its endpoint
+    #: gone or not ready counts) gets its kubernetes.io/batch-* held at the allocated amount and
+    #: volcano.sh/oversubscription-* set to 0 until it answers again (controller/floor.py); 0: never.
+    floor_silent_after: int = Field(default=4, ge=0)
 
     @field_validator("interval")
     @classmethod
@@ -93,6 +97,12 @@ class WriterSettings(_Section):
     qps: float = Field(default=100.0, gt=0)
     burst: int = Field(default=200, ge=1)
     workers: int = Field(default=4, ge=1, le=64)
+    #: A load metric moved by less than this (a ratio, 0..1) since it was written is not rewritten until it
+    #: would expire as crane reads it (stamp + period + 5m) or crosses a predicate's limit; 0: every change.
+    min_change: float = Field(default=0.05, ge=0, le=1)
+    #: A change of `min_change` or more waits until the written values are this old (a predicate crossing,
+    #: a missing value and an expiring one do not wait).
+    min_interval: Annotated[float, BeforeValidator(to_seconds)] = Field(default=120.0, ge=0)
 
     @field_validator("qps")
     @classmethod
@@ -136,6 +146,12 @@ class ExtenderSettings(_Section):
     #: The largest real ExtenderArgs with nodeCacheCapable: 5000 names of up to 253 characters (1.3 MB) and a
     #: Pod of up to 1.5 MiB (the API server's object limit), doubled (controller.extender).
     max_body_bytes: int = Field(default=8 << 20, ge=1024)
+    #: Offline pods (batch resources or an offline class) through crane's load predicates too. Off: their
+    #: batch capacity is computed from the node's load already, and a busy hour must not block batch work.
+    filter_offline: bool = False
+    #: When the load predicates would filter every candidate node, filter none (count it, log it): the load
+    #: annotations are a soft signal, and a stale max_avg_1h must not stop scheduling on a small cluster.
+    fail_open: bool = True
 
     @field_validator("max_priority")
     @classmethod

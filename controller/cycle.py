@@ -4,15 +4,17 @@ patch from the samples, then let rebalancing act on the same samples. The runnin
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from common.logs import OnChange
-from controller.annotator import Annotator
+from controller.annotator import Annotator, write_margin
 from controller.config import ControllerConfig
 from controller.discovery import discover
+from controller.floor import Floorer
 from controller.hotvalue import BindingRecords
 from controller.latest import LatestNodes
 from controller.metrics import ControllerMetrics
@@ -52,11 +54,13 @@ class PollingCycle:
         metrics: ControllerMetrics,
         rebalancer: Rebalancer | None,
         clock: Callable[[], float],
+        floorer: Floorer | None = None,
     ) -> None:
         self.cfg = cfg
         self.poller, self.annotator, self.writer = poller, annotator, writer
         self.bindings, self.latest, self.metrics, self.rebalancer = bindings, latest, metrics, rebalancer
         self.clock = clock
+        self.floorer = floorer
         self._failed_logs = OnChange()
 
     async def run(
@@ -75,13 +79,16 @@ class PollingCycle:
         hot = self.bindings.hot_values(now)
         # Until each node is planned again: at least an interval, longer while cycles overrun.
         gap = max(poll_seconds, previous.seconds if previous is not None else 0.0)
+        margin = write_margin(self.cfg.polling.timeout, len(targets), self.cfg.writer.qps)
         patches = 0
         for node in nodes:
             name = node_name(node)
             if name is None or name not in targets:
                 continue  # out of scope: neither polled nor annotated
             anns = node_annotations(self.latest.get(node))
-            patch = self.annotator.plan(name, anns, result.samples.get(name), hot.get(name, 0), now, gap=gap)
+            patch = self.annotator.plan(
+                name, anns, result.samples.get(name), hot.get(name, 0), now, gap=gap, margin=margin
+            )
             if patch:
                 self.writer.submit(name, patch)
                 patches += 1
@@ -94,6 +101,13 @@ class PollingCycle:
                 log.info("%d of %d agents failing since this cycle (e.g. %s)", len(result.failed), len(targets), sample)
             else:
                 log.info("every agent answered (%d)", len(targets))
+        if self.floorer is not None:
+            try:  # the nodes as we last wrote them: a floor already written is not written again
+                current = [self.latest.get(node) for node in nodes]
+                bound = pods.items() if pods is not None else []
+                await asyncio.to_thread(self.floorer.run, current, result.samples.keys(), bound)
+            except Exception:
+                log.exception("flooring the batch capacity of silent agents' nodes failed")
         if self.rebalancer is not None and pods is not None:
             try:
                 await self.rebalancer.run(result.samples, targets, nodes, pods.get, pods.items)

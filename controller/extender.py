@@ -20,9 +20,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
+from common.logs import Repeats, repeated
 from controller.annotations import Oversubscription
 from controller.classify import PodClassifier
-from controller.config import ClassifySettings
+from controller.config import ClassifySettings, ExtenderSettings
 from controller.extender_args import BadRequest, parse_args
 from controller.metrics import ControllerMetrics
 from controller.nodes import node_name
@@ -63,10 +64,35 @@ class Extender:
         classify_settings: ClassifySettings,
         *,
         clock: Callable[[], float] = time.time,
+        settings: ExtenderSettings | None = None,
+        metrics: ControllerMetrics | None = None,
     ) -> None:
         self.board = board
         self.classify = PodClassifier(classify_settings)
         self.clock = clock
+        self.settings = settings or ExtenderSettings()
+        self.metrics = metrics
+        self._fail_open_logs = Repeats(period=600.0)
+
+    def _exempt(self, pod: Mapping[str, Any]) -> str | None:
+        """Why `pod` passes the load predicates whatever the load (crane: DaemonSet pods), or None."""
+        if is_daemonset_pod(pod):
+            return "daemonset"
+        if not self.settings.filter_offline and self.classify(pod) == "offline":
+            return "offline"
+        return None
+
+    def _failed_open(self, pod: Mapping[str, Any], candidates: int) -> None:
+        if self.metrics is not None:
+            self.metrics.extender_fail_open.inc()
+        if (held := self._fail_open_logs.occurred("all")) is not None:
+            meta = pod.get("metadata")
+            meta = meta if isinstance(meta, Mapping) else {}
+            log.warning(
+                "the load predicates would filter all %d candidate nodes of pod %s/%s: none filtered "
+                "(extender.fail_open)%s", candidates, str(meta.get("namespace"))[:64], str(meta.get("name"))[:64],
+                repeated(held),
+            )  # fmt: skip
 
     @staticmethod
     def _scale(score: int) -> int:
@@ -76,10 +102,12 @@ class Extender:
     def filter(
         self, pod: Mapping[str, Any], nodes: list[dict[str, Any]] | None, names: list[str] | None
     ) -> dict[str, Any]:
-        """ExtenderFilterResult: drop nodes whose fresh load is above a predicate limit."""
+        """ExtenderFilterResult: drop nodes whose fresh load is above a predicate limit (not for DaemonSet
+        pods, nor offline ones unless `filter_offline`); none at all when that would drop every candidate
+        and `fail_open`."""
         now = self.clock()
         failed: dict[str, str] = {}
-        skip = is_daemonset_pod(pod)
+        skip = self._exempt(pod) is not None
         result: dict[str, Any] = {"Nodes": None, "NodeNames": None}
         if nodes is not None:
             kept = []
@@ -99,6 +127,14 @@ class Extender:
                 else:
                     failed[name] = v.overloaded
             result["NodeNames"] = kept_names
+        candidates = len(nodes) if nodes is not None else len(names or ())
+        if failed and self.settings.fail_open and len(failed) >= candidates:
+            self._failed_open(pod, candidates)
+            if nodes is not None:
+                result["Nodes"]["items"] = list(nodes)
+            if names is not None:
+                result["NodeNames"] = list(names)
+            failed = {}
         result["FailedNodes"] = failed
         result["FailedAndUnresolvableNodes"] = {}
         result["Error"] = ""

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from common import logs
-from common.cli import EXIT_CONFIG, EXIT_OK, Flags
+from common.cli import EXIT_CONFIG, EXIT_OK, EXIT_RUNTIME, Flags
 from common.config import ConfigError, origin
 from controller.admission.settings import load_admission
 from controller.config import ENV_PREFIX, ControllerConfig, load_config
@@ -58,6 +58,14 @@ def build_flags() -> Flags:
         "else json)",
     )  # fmt: skip
     p.add_argument("--once", action="store_true", help="standalone: run one cycle, print it and exit (no HTTP)")
+    p.add_argument(
+        "--purge-node-state", action="store_true",
+        help="after an uninstall: remove Colo's annotations, taint and kubernetes.io/batch-* resources from every "
+        "node (of node_selector), print what was removed, and exit (docs/uninstall.md)",
+    )  # fmt: skip
+    p.add_argument(
+        "--dry-run", action="store_true", help="with --purge-node-state: print what would be removed, change nothing"
+    )
     for action in p._actions:
         if action.dest in f.flag_of:
             action.default = None  # unset flags must not override the file and the environment
@@ -78,6 +86,10 @@ def load_settings(
     policy = load_policy(cfg.policy_file) if cfg.policy_file else default_policy()
     if (args.once or args.output) and not args.agent:
         raise ConfigError("--once and --output are for standalone mode: add --agent NAME=URL")
+    if args.purge_node_state and args.agent:
+        raise ConfigError("--purge-node-state needs a cluster: it cannot be combined with --agent")
+    if args.dry_run and not args.purge_node_state:
+        raise ConfigError("--dry-run is for --purge-node-state")
     return cfg, policy
 
 
@@ -107,6 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _exit(EXIT_OK, argv)
     from controller import run
 
+    if args.purge_node_state:
+        return _exit(purge(cfg, policy, dry_run=args.dry_run), argv)
     config_path = args.config or os.environ.get(f"{ENV_PREFIX}CONFIG")
     listen = origin("listen", "--listen", args.listen, os.environ, ENV_PREFIX, config_path)
     try:
@@ -118,6 +132,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"colo-controller: {err}", file=sys.stderr)
         code = EXIT_CONFIG
     return _exit(code, argv)
+
+
+def purge(cfg: ControllerConfig, policy: DynamicSchedulerPolicy, *, dry_run: bool) -> int:
+    """--purge-node-state: one line per node that carried something of Colo's, then a summary."""
+    from controller.purge import purge_node_state
+    from controller.run import connect
+
+    try:
+        kube = connect(cfg)
+    except ConfigError as err:
+        print(f"colo-controller: {err}", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        metrics = [s.name for s in policy.spec.sync_policy]
+        done = purge_node_state(kube, metrics, label_selector=cfg.node_selector or None, dry_run=dry_run)
+    except Exception as err:
+        print(f"colo-controller: listing nodes failed: {' '.join(str(err).split())[:300]}", file=sys.stderr)
+        return EXIT_RUNTIME
+    finally:
+        kube.close()
+    for node in done:
+        if node.changed or node.error:
+            print(("would remove from " if dry_run else "removed from ") + node.describe(), flush=True)
+    failed = [n for n in done if n.error]
+    changed = sum(1 for n in done if n.changed)
+    verb = "carry" if dry_run else "carried"
+    print(f"{len(done)} nodes, {changed} {verb} Colo's state, {len(failed)} failed", flush=True)
+    return EXIT_RUNTIME if failed else EXIT_OK
 
 
 def _exit(code: int, argv: Sequence[str] | None) -> int:

@@ -76,6 +76,12 @@ class ControllerMetrics:
             registry=r,
             buckets=_EXTENDER_BUCKETS,
         )
+        self.extender_fail_open = Counter(
+            "colo_controller_extender_fail_open_total",
+            "Filter calls in which the load predicates would have filtered every candidate node and, with "
+            "extender.fail_open, filtered none.",
+            registry=r,
+        )
         self.node_score = Gauge(
             "colo_controller_node_load_score",
             "crane Dynamic score of the node (0..100) from its annotations.",
@@ -86,6 +92,19 @@ class ControllerMetrics:
             "colo_controller_node_overloaded",
             "1 when a fresh load annotation exceeds a predicate limit.",
             ["node"],
+            registry=r,
+        )
+        self.nodes_floored = Gauge(
+            "colo_controller_nodes_floored",
+            "Nodes whose agent stopped answering and whose kubernetes.io/batch-* allocatable the controller holds "
+            "at the allocated amount (volcano.sh/oversubscription-* at 0) until it answers again.",
+            registry=r,
+        )
+        self.floor_writes = Counter(
+            "colo_controller_floor_writes_total",
+            "Node writes (status or annotations) made to floor the batch capacity of nodes with a silent agent, "
+            "by result.",
+            ["result"],
             registry=r,
         )
         self.is_leader = Gauge("colo_controller_is_leader", "1 while this replica holds the lease.", registry=r)

@@ -12,7 +12,12 @@ from collections.abc import Collection, Mapping
 from decimal import Decimal
 from typing import Any
 
+from contract.annotations import BATCH_CPU, BATCH_MEMORY
 from kube.resources import quantity
+
+#: The allocatable resources slim nodes keep: the bounds of the agent's capacity, and the batch resources
+#: the controller floors for silent agents (controller/floor.py).
+KEPT_ALLOCATABLE = ("cpu", "memory", BATCH_CPU, BATCH_MEMORY)
 
 
 def node_name(node: Mapping[str, Any]) -> str | None:
@@ -49,7 +54,7 @@ def node_allocatable(node: Mapping[str, Any]) -> tuple[Decimal | None, Decimal |
 
 def slim_node(node: Mapping[str, Any], annotation_keys: Collection[str]) -> dict[str, Any]:
     """name, resourceVersion, the listed annotations, the InternalIP addresses and allocatable CPU and
-    memory (bounds of the capacity the agent publishes): all the controller reads."""
+    memory (bounds of the capacity the agent publishes) and batch resources: all the controller reads."""
     meta = node.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
     anns = node_annotations(node)
@@ -65,5 +70,5 @@ def slim_node(node: Mapping[str, Any], annotation_keys: Collection[str]) -> dict
     alloc = status.get("allocatable") if isinstance(status, Mapping) else None
     out_status: dict[str, Any] = {"addresses": internal}
     if isinstance(alloc, Mapping):
-        out_status["allocatable"] = {k: alloc[k] for k in ("cpu", "memory") if isinstance(alloc.get(k), str)}
+        out_status["allocatable"] = {k: alloc[k] for k in KEPT_ALLOCATABLE if isinstance(alloc.get(k), str)}
     return {"metadata": out_meta, "status": out_status}

@@ -49,6 +49,11 @@ def _server(app: FastAPI, cfg: ControllerConfig, kube: Kube | None = None) -> Se
         raise ConfigError(f"serving: {err}") from None
 
 
+def served_scheme(server: Server) -> str:
+    """What the server speaks: https once it has a TLS context, else http (the start-up line says which)."""
+    return "https" if getattr(server.config, "ssl", None) is not None else "http"  # set once TLS is loaded
+
+
 def _listen(cfg: ControllerConfig, origin: str) -> socket.socket:
     host, port = parse_listen(cfg.listen)
     return bind(host, port, origin)
@@ -152,7 +157,7 @@ def in_cluster(
     log.info(
         "colo-controller %s listening on %s; %d metrics synced per policy; leader election %s",
         version(),
-        url_of(sock),
+        url_of(sock, served_scheme(server)),
         len(policy.spec.sync_policy),
         "on" if cfg.leader_election.enabled else "off",
     )
@@ -205,7 +210,7 @@ def standalone(
         http = asyncio.create_task(server.serve(sockets=[sock]))
         print(
             f"colo-controller: standalone, polling {len(targets)} agents every {cfg.polling.interval:g}s; "
-            f"extender and metrics on {url_of(sock)}; nothing is written",
+            f"extender and metrics on {url_of(sock, served_scheme(server))}; nothing is written",
             file=sys.stderr,
             flush=True,
         )

@@ -30,6 +30,7 @@ from controller.annotator import Annotator
 from controller.config import ControllerConfig
 from controller.cycle import CycleReport, PollingCycle
 from controller.extender import Extender
+from controller.floor import BATCH_KEY, Floorer, batch_facts
 from controller.hotvalue import BindingRecords
 from controller.httpget import agent_fetch
 from controller.latest import LatestNodes
@@ -75,7 +76,11 @@ class Controller:
         self.board = ScoreBoard(self.scorer, on_rejected=self._on_capacity_rejected)
         self.bindings = BindingRecords(policy.spec.hot_value, clock=clock)
         self.annotator = Annotator(
-            self.scorer, interval=cfg.polling.interval, legacy_oversubscription=cfg.legacy_oversubscription_annotation
+            self.scorer,
+            interval=cfg.polling.interval,
+            legacy_oversubscription=cfg.legacy_oversubscription_annotation,
+            min_change=cfg.writer.min_change,
+            min_interval=cfg.writer.min_interval,
         )
         if cfg.legacy_oversubscription_annotation:
             log.warning(
@@ -86,7 +91,7 @@ class Controller:
         # Nodes as the informer shows them, or as our own last patch left them when the watch lags behind
         # it: planning from the informer alone would rewrite what we wrote a cycle ago.
         self.latest = LatestNodes(on_change=self.board.update_node)
-        self.extender = Extender(self.board, cfg.classify, clock=clock)
+        self.extender = Extender(self.board, cfg.classify, clock=clock, settings=cfg.extender, metrics=self.metrics)
         self._stop = threading.Event()
         self._started = False
         self._threads: list[threading.Thread] = []
@@ -125,7 +130,8 @@ class Controller:
                 label_selector=cfg.agent.endpointslice_selector or None,
             )
         self.pods: Informer | None = None
-        if policy.spec.hot_value or self.rebalancer is not None:
+        floor_after = cfg.polling.floor_silent_after
+        if policy.spec.hot_value or self.rebalancer is not None or floor_after > 0:
             self.pods = Informer(
                 kube, "pods", field_selector="spec.nodeName!=", on_event=self._on_pod, transform=self._keep_pod
             )
@@ -163,9 +169,15 @@ class Controller:
             clock=clock,
             fetch=self.agents,
         )
+        self.floorer: Floorer | None = None
+        if floor_after > 0:
+            self.floorer = Floorer(
+                kube, floor_after, self.metrics, lease_time_left=self.lease_time_left,
+                request_timeout=cfg.kube_request_timeout, on_written=lambda node: self.latest.wrote(self._slim(node)),
+            )  # fmt: skip
         self.polling = PollingCycle(
             cfg, poller=self.poller, annotator=self.annotator, writer=self.writer, bindings=self.bindings,
-            latest=self.latest, metrics=self.metrics, rebalancer=self.rebalancer, clock=clock,
+            latest=self.latest, metrics=self.metrics, rebalancer=self.rebalancer, clock=clock, floorer=self.floorer,
         )  # fmt: skip
 
     # ---- state -----------------------------------------------------------------------------------
@@ -224,17 +236,21 @@ class Controller:
         return slim
 
     def _keep_pod(self, pod: dict[str, Any]) -> dict[str, Any] | None:
-        """The pod informer's transform: the binding stub, plus what rebalancing reads when it is on."""
-        if self.rebalancer is None:
-            return self.bindings.keep(pod)
-        facts = self.rebalancer.pod_facts(pod)
+        """The pod informer's transform: the binding stub, plus what rebalancing reads when it is on and the
+        batch requests a pod holds (the floor of silent agents' nodes) when that is on."""
         kept = self.bindings.keep(pod)
-        if facts is None:
+        facts = self.rebalancer.pod_facts(pod) if self.rebalancer is not None else None
+        held = batch_facts(pod) if self.floorer is not None else None
+        if facts is None and held is None:
             return kept
         if kept is None:  # bound too long ago to count for the hot value: the informer's keys and the facts
             meta = pod.get("metadata") or {}
             kept = {"metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta}}
-        kept[FACTS] = facts
+        if facts is not None:
+            kept[FACTS] = facts
+        if held is not None:
+            kept[BATCH_KEY] = held
+            kept.setdefault("spec", {"nodeName": (pod.get("spec") or {}).get("nodeName")})
         return kept
 
     def rebalance_document(self) -> dict[str, Any]:
@@ -266,6 +282,8 @@ class Controller:
             self.writer.clear()
         if leading and self.rebalancer is not None:
             self.rebalancer.reset()  # what it counted when it last led is stale
+        if self.floorer is not None:
+            self.floorer.silent.reset()  # count silences afresh: another replica may have seen agents answer
         # Either way, trust the informer's objects again rather than our memory of past writes.
         self.latest.reset(self.nodes.items)
 

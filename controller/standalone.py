@@ -94,8 +94,13 @@ class StandaloneController:
         self.metrics = metrics or ControllerMetrics()
         self.scorer = Scorer(policy.spec)
         self.board = ScoreBoard(self.scorer)
-        self.annotator = Annotator(self.scorer, interval=cfg.polling.interval)
-        self.extender = Extender(self.board, cfg.classify, clock=clock)
+        self.annotator = Annotator(
+            self.scorer,
+            interval=cfg.polling.interval,
+            min_change=cfg.writer.min_change,
+            min_interval=cfg.writer.min_interval,
+        )
+        self.extender = Extender(self.board, cfg.classify, clock=clock, settings=cfg.extender, metrics=self.metrics)
         self.poller = AgentPoller(
             wanted=self.scorer.metric_names,
             concurrency=cfg.polling.concurrency,

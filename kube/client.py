@@ -176,13 +176,18 @@ class Kube(Connection):
         """Set (or, with None, remove) only these labels."""
         return self._merge_patch_node(name, {"metadata": {"labels": dict(labels)}})
 
-    def patch_node_extended_resources(self, name: str, resources: Mapping[str, str | None]) -> dict[str, Any]:
-        """Advertise extended resources (e.g. ``kubernetes.io/batch-cpu``) in capacity and allocatable.
+    def patch_node_extended_resources(
+        self, name: str, resources: Mapping[str, str | None], *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Advertise extended resources (e.g. ``kubernetes.io/batch-cpu``) in capacity and allocatable
+        (None removes one from both).
 
         Goes to the ``status`` subresource: the API server ignores status in writes to the node itself.
+        ``timeout``: as for ``patch_node_annotations``.
         """
         values = dict(resources)
-        return self._merge_patch_node(name, {"status": {"capacity": values, "allocatable": dict(values)}}, sub="status")
+        body = {"status": {"capacity": values, "allocatable": dict(values)}}
+        return self._merge_patch_node(name, body, sub="status", timeout=timeout)
 
     def set_node_taint(self, name: str, key: str, value: str, effect: str, present: bool) -> None:
         """Ensure a taint (identified by key+effect, like kubectl) is present with ``value`` or absent.

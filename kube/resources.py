@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from cgroup.kubelet_rules import BatchResources, pod_total
 from contract.annotations import BATCH_CPU, BATCH_MEMORY
 from kube.quantity import ceil_int, parse_quantity
 
@@ -91,3 +92,28 @@ def container_batch(container: Mapping[str, Any]) -> tuple[int | None, int | Non
     cpu_lim, mem_lim = _whole(limits.get(BATCH_CPU)), _whole(limits.get(BATCH_MEMORY))
     cpu_req, mem_req = _whole(requests.get(BATCH_CPU)), _whole(requests.get(BATCH_MEMORY))
     return (cpu_lim if cpu_req is None else cpu_req), cpu_lim, (mem_lim if mem_req is None else mem_req), mem_lim
+
+
+#: Pod phases whose pods no longer hold their requests (kube-scheduler and kubelet stop counting them).
+FINISHED_PHASES = ("Succeeded", "Failed")
+
+
+def pod_batch_requests(pod: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(batch-cpu milli-cores, batch-memory bytes) a pod holds on its node's batch allocatable, as the
+    scheduler counts it (init containers and sidecars by kubelet's rule, `spec.overhead` not included: it
+    counts against plain cpu/memory); None for a pod without batch resources or one that has finished.
+    The agent counts its node's pods the same way (agent/batch_capacity.py)."""
+    if (pod.get("status") or {}).get("phase") in FINISHED_PHASES:
+        return None
+    spec = pod.get("spec") or {}
+    res: list[BatchResources] = []
+    found = False
+    for init, specs in ((True, spec.get("initContainers") or []), (False, spec.get("containers") or [])):
+        for c in specs:
+            cpu_req, cpu_lim, mem_req, mem_lim = container_batch(c)
+            found = found or any(v is not None for v in (cpu_req, cpu_lim, mem_req, mem_lim))
+            sidecar = init and c.get("restartPolicy") == "Always"
+            res.append(BatchResources(cpu_req, cpu_lim, mem_req, mem_lim, init=init, sidecar=sidecar))
+    if not found:
+        return None
+    return pod_total(res, [r.cpu_request for r in res]), pod_total(res, [r.memory_request for r in res])

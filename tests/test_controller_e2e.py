@@ -120,7 +120,7 @@ def test_annotations_byte_for_byte_and_periods(
         assert r.content_type == "application/merge-patch+json"
         assert list(r.body) == ["metadata"] and list(r.body["metadata"]) == ["annotations"]
     n4 = next(r for r in sent if r.path.endswith("/n4")).body["metadata"]["annotations"]
-    assert set(n4) == {"node_hot_value", "colo.io/load-score"}  # failed poll: no load annotations
+    assert set(n4) == {"colo.io/load-score"}  # failed poll: no load annotations; a hot value of 0 needs none
 
     def keys_written_at(t: float) -> set[str]:
         before = len(patches(kube_api))
@@ -137,27 +137,32 @@ def test_annotations_byte_for_byte_and_periods(
         run_cycle(c)
         return len(patches(kube_api)) == before
 
-    derived = {"node_hot_value", "colo.io/load-score"}
+    every = set(METRICS) | {"node_hot_value", "colo.io/load-score"}
+    # Steady values are renewed only before crane would stop trusting the 5m windows (3m period + 5m),
+    # all together so that their stamps stay in step; the 1h and 1d windows ride along.
     assert nothing_written_at(T0 + 60)
-    assert nothing_written_at(T0 + 179)
-    assert keys_written_at(T0 + 180) == {"cpu_usage_avg_5m", "mem_usage_avg_5m"} | derived
-    assert nothing_written_at(T0 + 300)
-    assert (
-        keys_written_at(T0 + 900)
-        == {
-            "cpu_usage_avg_5m",
-            "mem_usage_avg_5m",
-            "cpu_usage_max_avg_1h",
-            "mem_usage_max_avg_1h",
-        }
-        | derived
-    )
+    assert nothing_written_at(T0 + 180)
+    assert nothing_written_at(T0 + 400)
+    assert keys_written_at(T0 + 475) == every
+    assert node_annotations(kube_api, "n1")["cpu_usage_max_avg_1d"] == "0.20000,2026-11-22T10:07:55Z"
+    usage["cpu_usage_avg_5m"] = 0.38  # noise: below writer.min_change (0.05)
+    fleet.set("n1", payload=agent_payload("n1", usage, oversubscription=(1500, 1 << 30)))
+    assert keys_written_at(T0 + 500) == set()
+    usage["cpu_usage_avg_5m"] = 0.42  # a real move, but the values were written 25 s ago: min_interval (120 s)
+    fleet.set("n1", payload=agent_payload("n1", usage, oversubscription=(1500, 1 << 30)))
+    assert keys_written_at(T0 + 500) == set()
+    assert keys_written_at(T0 + 590) == set()
+    assert keys_written_at(T0 + 595) == every
+    assert node_annotations(kube_api, "n1")["cpu_usage_avg_5m"] == "0.42000,2026-11-22T10:09:55Z"
+    usage["cpu_usage_avg_5m"] = 0.66  # above the predicate's 0.65: written at once, the filter's answer changes
+    fleet.set("n1", payload=agent_payload("n1", usage, oversubscription=(1500, 1 << 30)))
+    assert keys_written_at(T0 + 600) == every
     fleet.set("n2", mode="status")  # n2's agent breaks: its load annotations are left to age
-    assert keys_written_at(T0 + 10800) == set(METRICS) | derived
+    assert keys_written_at(T0 + 600 + 475) == every
     a1, a2 = node_annotations(kube_api, "n1"), node_annotations(kube_api, "n2")
-    assert a1["cpu_usage_max_avg_1d"] == "0.20000,2026-11-22T13:00:00Z"
-    assert a2["cpu_usage_max_avg_1d"] == "0.20000,2026-11-22T10:00:00Z"
-    assert a2["cpu_usage_avg_5m"] == "0.35212,2026-11-22T10:15:00Z"
+    assert a1["cpu_usage_max_avg_1d"] == "0.20000,2026-11-22T10:17:55Z"
+    assert a2["cpu_usage_max_avg_1d"] == "0.20000,2026-11-22T10:07:55Z"
+    assert a2["cpu_usage_avg_5m"] == "0.35212,2026-11-22T10:07:55Z"
 
 
 AGENT_LABEL = {"colo.io/agent": "true"}

@@ -110,7 +110,8 @@ def test_once_prints_one_json_cycle(agents: dict[str, str]) -> None:
         check_node(name, doc["nodes"][name], time.time())
         assert doc["nodes"][name]["agent"] == agents[name] + "/api/v1/node"
     down = doc["nodes"]["node-c"]
-    assert down["error"] and down["annotations"][ann.HOT_VALUE], "a dead agent is reported; the hot value still goes"
+    assert down["error"] and down["annotations"][ann.LOAD_SCORE], "a dead agent is reported; its score still goes"
+    assert ann.HOT_VALUE not in down["annotations"], "a hot value of 0 is what crane reads without one"
     assert "cpu_usage_avg_5m" not in down["annotations"]
 
 

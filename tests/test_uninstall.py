@@ -1,0 +1,187 @@
+"""Uninstall (issue 22): `colo-controller --purge-node-state` removes Colo's annotations, taint and batch resources
+from the nodes against the API server, touching nothing else and writing nothing the second time; and
+deploy/uninstall.sh runs kubectl in the order that lets the workloads finish their shutdown before their RBAC
+goes (checked with a recording stand-in for kubectl: the fake API server serves no discovery for a real one)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contract.annotations import BATCH_CPU, BATCH_MEMORY, OFFLINE_JOB_EVICTING
+from controller.main import main
+from testsupport.kubeapi.fixtures import kube_api  # noqa: F401
+from testsupport.kubeapi.server import FakeKubeAPI
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "deploy" / "uninstall.sh"
+STAMP = "2026-11-22T10:00:00Z"
+
+COLO_ANNOTATIONS = {
+    "volcano.sh/oversubscription-cpu": "329",
+    "volcano.sh/oversubscription-memory": "491615573",
+    OFFLINE_JOB_EVICTING: "true",
+    "cpu_usage_avg_5m": f"0.35212,{STAMP}",
+    "cpu_usage_max_avg_1h": f"0.4,{STAMP}",
+    "cpu_usage_max_avg_1d": f"0.5,{STAMP}",
+    "mem_usage_avg_5m": f"0.2,{STAMP}",
+    "mem_usage_max_avg_1h": f"0.2,{STAMP}",
+    "mem_usage_max_avg_1d": f"0.2,{STAMP}",
+    "node_hot_value": f"0.00000,{STAMP}",
+    "colo.io/load-score": f"85,{STAMP}",
+    "colo.io/oversubscription": f"329,491615573,{STAMP}",
+}
+#: What the operator (or others) set: stays.
+KEPT_ANNOTATIONS = {"volcano.sh/oversubscription-types": "cpu,memory", "other.io/keep": "yes"}
+OTHER_TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
+
+
+def node_with_colo_state(name: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {"volcano.sh/oversubscription": "true"},
+                     "annotations": {**COLO_ANNOTATIONS, **KEPT_ANNOTATIONS}},
+        "spec": {"taints": [OTHER_TAINT, {"key": OFFLINE_JOB_EVICTING, "value": "true", "effect": "NoSchedule"}]},
+        "status": {
+            "capacity": {"cpu": "8", "memory": "16Gi", BATCH_CPU: "329", BATCH_MEMORY: "491615573"},
+            "allocatable": {"cpu": "8", "memory": "16Gi", BATCH_CPU: "329", BATCH_MEMORY: "491615573"},
+        },
+    }  # fmt: skip
+
+
+def node_writes(api: FakeKubeAPI) -> list[Any]:
+    return [r for r in api.requests if r.method in ("PATCH", "PUT", "POST") and r.path.startswith("/api/v1/nodes")]
+
+
+def purge(api: FakeKubeAPI, tmp_path: Path, *extra: str) -> int:
+    return main(["--purge-node-state", "--kubeconfig", api.kubeconfig(tmp_path / "kubeconfig"), *extra])
+
+
+def test_purge_leaves_a_clean_node_and_nothing_else_touched(
+    kube_api: FakeKubeAPI,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    kube_api.put("nodes", node_with_colo_state("n1"))
+    kube_api.put("nodes", {"metadata": {"name": "n2", "annotations": {"other.io/keep": "yes"}}, "status": {}})
+
+    assert purge(kube_api, tmp_path, "--dry-run") == 0
+    assert node_writes(kube_api) == [], "a dry run writes nothing"
+    assert "would remove from n1: annotations volcano.sh/oversubscription-cpu" in capsys.readouterr().out
+
+    assert purge(kube_api, tmp_path) == 0
+    out = capsys.readouterr().out
+    n1 = kube_api.get("nodes", None, "n1")
+    assert n1["metadata"]["annotations"] == KEPT_ANNOTATIONS
+    assert n1["metadata"]["labels"] == {"volcano.sh/oversubscription": "true"}  # the operator's label stays
+    assert n1["spec"]["taints"] == [OTHER_TAINT]
+    for part in ("capacity", "allocatable"):
+        assert n1["status"][part] == {"cpu": "8", "memory": "16Gi"}, part
+    assert kube_api.get("nodes", None, "n2")["metadata"]["annotations"] == {"other.io/keep": "yes"}
+    assert f"taint {OFFLINE_JOB_EVICTING}:NoSchedule" in out and f"status {BATCH_CPU}, {BATCH_MEMORY}" in out
+    assert out.strip().endswith("2 nodes, 1 carried Colo's state, 0 failed")
+    writes = node_writes(kube_api)
+    # n1 only: one annotation PATCH, one guarded taint PATCH, one status PATCH
+    assert [(r.path, r.content_type) for r in writes] == [
+        ("/api/v1/nodes/n1", "application/merge-patch+json"),
+        ("/api/v1/nodes/n1", "application/json-patch+json"),
+        ("/api/v1/nodes/n1/status", "application/merge-patch+json"),
+    ]
+
+    assert purge(kube_api, tmp_path) == 0  # again: nothing left, nothing written
+    assert len(node_writes(kube_api)) == len(writes)
+    assert capsys.readouterr().out.strip() == "2 nodes, 0 carried Colo's state, 0 failed"
+
+
+def test_purge_reports_a_failed_node_and_exits_1(
+    kube_api: FakeKubeAPI,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    kube_api.put("nodes", node_with_colo_state("n1"))
+    kube_api.inject("PATCH", r"/api/v1/nodes/n1$", status=403, times=10)
+    assert purge(kube_api, tmp_path) == 1
+    assert "(failed:" in capsys.readouterr().out
+
+
+def test_purge_flags_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--dry-run"]) == 2
+    assert "--dry-run is for --purge-node-state" in capsys.readouterr().err
+    assert main(["--purge-node-state", "--agent", "n1=http://127.0.0.1:1"]) == 2
+    missing = tmp_path / "missing"
+    assert main(["--purge-node-state", "--kubeconfig", str(missing)]) == 2
+    assert str(missing) in capsys.readouterr().err
+
+
+# ---- deploy/uninstall.sh ---------------------------------------------------------------------------------
+
+FAKE_KUBECTL = r"""#!/bin/sh
+# Records each call; answers the few reads uninstall.sh makes.
+echo "$*" >> "$LOG"
+case "$*" in
+  *"get pods"*)
+    n=$(cat "$COUNTER" 2>/dev/null || echo 0); echo $((n + 1)) > "$COUNTER"
+    [ "$n" -lt "$PODS_FOR" ] && echo "pod/colo-agent-abcde" ;;
+  *"get nodes -o jsonpath"*) printf 'n1=dedicated volcano.sh/offline-job-evicting\nn2=\n' ;;
+  *"get nodes -o name"*) printf 'node/n1\nnode/n2\n' ;;
+esac
+exit 0
+"""
+
+
+def run_script(tmp_path: Path, *args: str, pods_for: int = 1) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    kubectl = tmp_path / "kubectl"
+    kubectl.write_text(FAKE_KUBECTL, encoding="utf-8")
+    kubectl.chmod(0o755)
+    log = tmp_path / "calls.log"
+    env = {**os.environ, "KUBECTL": str(kubectl), "LOG": str(log), "COUNTER": str(tmp_path / "n"),
+           "PODS_FOR": str(pods_for)}  # fmt: skip
+    proc = subprocess.run(["sh", str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=60)
+    calls = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+    return proc, calls
+
+
+def test_uninstall_deletes_workloads_waits_for_their_pods_then_the_rest(tmp_path: Path) -> None:
+    proc, calls = run_script(tmp_path, "--purge")
+    assert proc.returncode == 0, proc.stderr
+    assert calls[0] == "delete mutatingwebhookconfiguration colo-colocation-profiles --ignore-not-found"
+    assert (
+        calls[1]
+        == "-n colo-system delete daemonset/colo-agent deployment/colo-controller --ignore-not-found --wait=false"
+    )
+    # polled until no Colo pod is left (the first answer still lists one), only then RBAC and namespace
+    assert calls[2:4] == ["-n colo-system get pods -l app.kubernetes.io/part-of=colo -o name"] * 2
+    assert calls[4] == f"delete -k {ROOT / 'deploy' / 'daemonset'} --ignore-not-found"
+    annotate = calls[5].split()
+    assert annotate[:3] == ["annotate", "nodes", "--all"]
+    assert {"volcano.sh/offline-job-evicting-", "colo.io/load-score-", "node_hot_value-", "cpu_usage_avg_5m-"} <= set(
+        annotate
+    )
+    assert "taint node n1 volcano.sh/offline-job-evicting:NoSchedule-" in calls
+    assert not [c for c in calls if c.startswith("taint node n2")]
+    status = [c for c in calls if "--subresource=status" in c]
+    assert [c.split()[1] for c in status] == ["node/n1", "node/n2"]
+    assert '"kubernetes.io/batch-cpu":null' in status[0]
+
+
+def test_uninstall_keeps_rbac_while_pods_are_still_shutting_down(tmp_path: Path) -> None:
+    proc, calls = run_script(tmp_path, "--timeout", "0", pods_for=100)
+    assert proc.returncode == 1
+    assert "still shutting down" in proc.stderr
+    assert not [c for c in calls if c.startswith("delete -k")], "RBAC must outlive the pods' shutdown"
+
+
+def test_uninstall_without_purge_leaves_the_nodes_alone(tmp_path: Path) -> None:
+    proc, calls = run_script(tmp_path, pods_for=0)
+    assert proc.returncode == 0, proc.stderr
+    assert calls[-1].startswith("delete -k") and "--purge" in proc.stdout
+
+
+def test_uninstall_refuses_bad_arguments(tmp_path: Path) -> None:
+    proc, calls = run_script(tmp_path, "--timeout", "soon")
+    assert proc.returncode == 2 and calls == [] and "whole seconds" in proc.stderr
+    proc, calls = run_script(tmp_path, "-k", str(tmp_path))
+    assert proc.returncode == 2 and calls == [] and "kustomization.yaml" in proc.stderr
