@@ -19,6 +19,9 @@ from serving.settings import ServingSettings
 
 DEFAULT_PORT = 9817
 ENV_PREFIX = "COLO_"
+#: The DaemonSet's state file, on the node's /var/lib/colo hostPath (the manifests create the directory).
+POD_STATE_FILE = "/var/lib/colo/agent-state.json"
+STATE_FILE_NAME = "agent-state.json"
 LogLevel = Literal["debug", "info", "warning", "error"]
 
 __all__ = ["AgentConfig", "ConfigError", "build_parser", "load_config"]
@@ -163,7 +166,10 @@ class AgentConfig(Strict):
     cgroup_root: str = "/"
     host_root: str = "/"
     cgroup_driver: Literal["systemd", "cgroupfs"] | None = None
-    state_file: str = "/var/lib/colo/agent-state.json"  # "" disables persistence
+    #: Where the windows survive restarts; '' disables persistence. Unset: /var/lib/colo/agent-state.json
+    #: in a pod (the DaemonSet's hostPath), else the per-user state directory ($XDG_STATE_HOME/colo or
+    #: ~/.local/state/colo). A path you name must be in a directory that exists.
+    state_file: str | None = None
     state_save_seconds: float = Field(default=60.0, ge=1)
     log_level: LogLevel = "info"
     log_format: Literal["text", "json"] = "text"
@@ -210,11 +216,25 @@ class AgentConfig(Strict):
             raise ValueError(f"pod_windows: {', '.join(sorted(unknown))} not among {', '.join(WINDOW_NAMES)}")
         return self
 
+    def state_file_in(self, in_pod: bool, env: Mapping[str, str]) -> str:
+        """The state file to use: the configured one, else the default of where the agent runs."""
+        if self.state_file is not None:
+            return self.state_file
+        return POD_STATE_FILE if in_pod else os.path.join(user_state_dir(env), STATE_FILE_NAME)
+
     def listen_address(self, in_cluster: bool) -> tuple[str, int]:
         if self.listen is None:
             return ("0.0.0.0" if in_cluster else "127.0.0.1"), DEFAULT_PORT
         host, _, port = self.listen.rpartition(":")
         return host.strip("[]"), int(port)
+
+
+def user_state_dir(env: Mapping[str, str]) -> str:
+    """Colo's per-user state directory, as the XDG Base Directory specification places it."""
+    base = env.get("XDG_STATE_HOME", "")
+    if not os.path.isabs(base):  # unset, empty or relative: the specification says to ignore it
+        base = os.path.join(env.get("HOME") or os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "colo")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -254,7 +274,7 @@ def build_flags() -> Flags:
         "state_file",
         "window state file ('' disables)",
         metavar="PATH",
-        shown_default="/var/lib/colo/agent-state.json",
+        shown_default="/var/lib/colo/agent-state.json in a pod, else $XDG_STATE_HOME/colo/agent-state.json",
     )
     f.add("--kubeconfig", "kubeconfig", "kubeconfig file", metavar="PATH", shown_default="in-cluster config in a pod")
     f.add("--node-name", "node_name", "this node's name", metavar="NAME", shown_default="$NODE_NAME, else the hostname")

@@ -31,6 +31,7 @@ _SELECTOR_TERM = re.compile(
 )
 
 ENV_PREFIX = "COLO_CONTROLLER_"
+DEFAULT_PORT = 8090
 
 
 def _positive_seconds(v: object) -> float:
@@ -154,7 +155,9 @@ class ControllerConfig(_Section):
     policy_file: str | None = None
     admission_file: str | None = None  # the admission webhook's settings and profiles (controller/admission)
     kubeconfig: str | None = None
-    listen: str = "0.0.0.0:8090"
+    #: HOST:PORT of the extender, health, metrics and JSON endpoints. Unset: 127.0.0.1:8090 standalone
+    #: (`--agent`: plain HTTP on loopback only), 0.0.0.0:8090 in a cluster (the manifests set it).
+    listen: str | None = None
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["text", "json"] = "text"
     kube_request_timeout: Seconds = 10.0
@@ -175,9 +178,16 @@ class ControllerConfig(_Section):
 
     @field_validator("listen")
     @classmethod
-    def _listen(cls, v: str) -> str:
-        parse_listen(v)
+    def _listen(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_listen(v)
         return v
+
+    def listen_in(self, standalone: bool) -> str:
+        """The listening address: the configured one, else loopback standalone and every address in a cluster."""
+        if self.listen is not None:
+            return self.listen
+        return f"{'127.0.0.1' if standalone else '0.0.0.0'}:{DEFAULT_PORT}"
 
     @field_validator("node_selector")
     @classmethod

@@ -39,7 +39,11 @@ def build_flags() -> Flags:
         "--policy", "policy_file", "crane DynamicSchedulerPolicy file", metavar="FILE", shown_default="crane's default"
     )
     f.add(
-        "--listen", "listen", "extender, health and metrics address", metavar="HOST:PORT", shown_default="0.0.0.0:8090"
+        "--listen",
+        "listen",
+        "extender, health and metrics address",
+        metavar="HOST:PORT",
+        shown_default="127.0.0.1:8090 standalone, 0.0.0.0:8090 in a cluster",
     )
     f.add(
         "--admission", "admission_file", "admission webhook settings and colocation profiles (YAML)",

@@ -41,7 +41,7 @@ def _server(app: FastAPI, cfg: ControllerConfig, kube: Kube | None = None) -> Se
     from controller.extender import EXTENDER_PATHS
 
     level = "debug" if cfg.log_level == "debug" else "warning"
-    host, port = parse_listen(cfg.listen)
+    host, port = parse_listen(cfg.listen_in(standalone=False))
     try:
         secure(app, cfg.serving, kube, open_paths=EXTENDER_PATHS)
         return make_server(app, host, port, cfg.serving, log_level=level)
@@ -50,7 +50,7 @@ def _server(app: FastAPI, cfg: ControllerConfig, kube: Kube | None = None) -> Se
 
 
 def _listen(cfg: ControllerConfig, origin: str) -> socket.socket:
-    host, port = parse_listen(cfg.listen)
+    host, port = parse_listen(cfg.listen_in(standalone=False))
     return bind(host, port, origin)
 
 
@@ -180,6 +180,7 @@ def standalone(
     """Poll `targets` every polling interval and show each cycle; serve HTTP unless `once`."""
     from controller.extender import create_app
 
+    cfg = cfg.model_copy(update={"listen": cfg.listen_in(standalone=True)})
     sock = None if once else _listen(cfg, listen_origin)
     ctl = StandaloneController(targets, cfg, policy)
     show = _Display(output or ("table" if sys.stdout.isatty() else "json"), ctl.scorer.metric_names)
