@@ -286,6 +286,7 @@ def build_flags() -> Flags:
         shown_default="off",
     )
     f.add_logging()
+    f.parser.add_argument("--check", action="store_true", help="validate the configuration, print it, and exit")
     for action in f.parser._actions:
         if action.dest not in ("help", "version"):
             action.default = None  # unset flags must not override the file and the environment

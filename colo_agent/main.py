@@ -38,6 +38,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = load_config(argv)
     except ConfigError as exc:
         return _fail(f"invalid configuration: {exc}", 2)
+    if build_parser().parse_args(argv).check:
+        print(config.model_dump_json(indent=2))
+        return 0
     logs.setup(config.log_level, config.log_format)
     from colo_agent.serve import build_server, serve  # the web stack: not loaded for --help or a bad flag
 

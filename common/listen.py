@@ -49,7 +49,8 @@ def bind(host: str, port: int, what: str) -> socket.socket:
     return sock
 
 
-def url_of(sock: socket.socket) -> str:
-    """`http://host:port` of a bound socket (the real port when 0 was asked)."""
+def url_of(sock: socket.socket, tls: bool = False) -> str:
+    """`http://host:port` (`https://` with `tls`) of a bound socket (the real port when 0 was asked)."""
     host, port = sock.getsockname()[:2]
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    scheme = "https" if tls else "http"
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"

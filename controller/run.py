@@ -152,7 +152,7 @@ def in_cluster(
     log.info(
         "colo-controller %s listening on %s; %d metrics synced per policy; leader election %s",
         version(),
-        url_of(sock),
+        url_of(sock, cfg.serving.tls),
         len(policy.spec.sync_policy),
         "on" if cfg.leader_election.enabled else "off",
     )
@@ -206,7 +206,7 @@ def standalone(
         http = asyncio.create_task(server.serve(sockets=[sock]))
         print(
             f"colo-controller: standalone, polling {len(targets)} agents every {cfg.polling.interval:g}s; "
-            f"extender and metrics on {url_of(sock)}; nothing is written",
+            f"extender and metrics on {url_of(sock, cfg.serving.tls)}; nothing is written",
             file=sys.stderr,
             flush=True,
         )

@@ -21,7 +21,8 @@ class ServingSettings(BaseModel):
     max_header_bytes: int = Field(default=64 << 10, ge=1024, le=16 << 20)
     #: Expensive requests (extender calls, JSON documents) in progress at once; more are answered 503.
     max_concurrent: int = Field(default=4, ge=1, le=1024)
-    #: PEM certificate chain and key: HTTPS when both are set, reloaded when either file changes.
+    #: PEM certificate chain and key: HTTPS when both are set, reloaded when either file changes. Files not
+    #: there at start (a Secret not created yet): a self-signed certificate until they appear.
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     tls_reload_seconds: float = Field(default=10.0, gt=0)
