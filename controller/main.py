@@ -62,6 +62,10 @@ def build_flags() -> Flags:
         "else json)",
     )  # fmt: skip
     p.add_argument("--once", action="store_true", help="standalone: run one cycle, print it and exit (no HTTP)")
+    p.add_argument(
+        "--wide", action="store_true",
+        help="standalone table: whole status and capacity texts, wider than 100 columns",
+    )  # fmt: skip
     for action in p._actions:
         if action.dest in f.flag_of:
             action.default = None  # unset flags must not override the file and the environment
@@ -80,8 +84,8 @@ def load_settings(
     overrides = {key: (flag, values[key]) for key, flag in flag_of.items()}
     cfg = load_config(args.config or env.get(f"{ENV_PREFIX}CONFIG"), overrides, env)
     policy = load_policy(cfg.policy_file) if cfg.policy_file else default_policy()
-    if (args.once or args.output) and not args.agent:
-        raise ConfigError("--once and --output are for standalone mode: add --agent NAME=URL")
+    if (args.once or args.output or args.wide) and not args.agent:
+        raise ConfigError("--once, --output and --wide are for standalone mode: add --agent NAME=URL")
     return cfg, policy
 
 
@@ -115,7 +119,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     listen = origin("listen", "--listen", args.listen, os.environ, ENV_PREFIX, config_path)
     try:
         if targets is not None:
-            code = run.standalone(cfg, policy, targets, output=args.output, once=args.once, listen_origin=listen)
+            code = run.standalone(
+                cfg, policy, targets, output=args.output, once=args.once, listen_origin=listen, wide=args.wide
+            )
         else:
             code = run.in_cluster(cfg, policy, listen_origin=listen, admission=admission)
     except ConfigError as err:

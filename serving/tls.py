@@ -60,7 +60,10 @@ class CertReloader:
                 ", ".join(names),
             )
         else:
-            self.reload()  # at start-up a missing or bad file is an error the caller reports
+            try:
+                self.reload()  # at start-up a missing or bad file is an error the caller reports
+            except ssl.SSLError as err:
+                raise ValueError(f"cannot load {cert_file} with {key_file}: {err.reason or err}") from None
 
     def reload(self) -> bool:
         """Load the files if they changed since the last load; True when loaded."""

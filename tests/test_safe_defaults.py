@@ -162,9 +162,7 @@ def test_a_configmap_without_api_version_is_read_as_a_configmap(tmp_path: Path) 
 
 def test_a_duplicate_inside_a_configmaps_data_names_the_entry(tmp_path: Path) -> None:
     path = tmp_path / "cm.yaml"
-    path.write_text(
-        "apiVersion: v1\nkind: ConfigMap\ndata:\n  config.yaml: |\n    a: 1\n    a: 2\n", encoding="utf-8"
-    )
+    path.write_text("apiVersion: v1\nkind: ConfigMap\ndata:\n  config.yaml: |\n    a: 1\n    a: 2\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"data\.config\.yaml: not valid YAML: line 2, column 1: duplicate key 'a'"):
         read_file(str(path))
 
