@@ -4,7 +4,7 @@ merged in that order of increasing precedence and validated by a pydantic model.
 Every value remembers where it came from, so a bad one is reported as the user wrote it: the flag
 (`--interval`), the variable (`COLO_INTERVAL`) or the file's key (`config file a.yaml: interval`). The file
 may be the plain YAML or a Kubernetes ConfigMap holding it (the manifests' form), so
-`--config deploy/daemonset/agent-config.yaml` works as shipped.
+`--config deploy/daemonset/agent-config.yaml --check` reads the shipped file as it is.
 """
 
 from __future__ import annotations

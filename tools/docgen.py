@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import inspect
 import io
 import re
@@ -222,7 +223,7 @@ def controller_config_page() -> str:
         "",
         "The webhook's settings and colocation profiles (`controller/admission/settings.py`), in their own file",
         "(or the ConfigMap holding it as `admission.yaml`); no environment variables. What the profiles do:",
-        "[colocation profiles](../batch.md#colocation-profiles-the-admission-webhook).",
+        "[colocation profiles](../batch.md#colocation-profiles-colo-controllers-admission-webhook).",
         "",
     ]
     lines += table(("key", "type", "default", "", "meaning"), config_rows(AdmissionSettings, None, {}))
@@ -259,6 +260,7 @@ def agent_families() -> list[Any]:
     from typing import cast
 
     from agent import qos_report
+    from agent.collectors import CollectorRun
     from agent.config import EnforcementConfig, EvictionConfig, OversubscriptionConfig
     from agent.enforcer import Enforcer
     from agent.eviction import Evictor
@@ -294,7 +296,9 @@ def agent_families() -> list[Any]:
         oversubscription=owner.metrics, enforcement=enforcer.metrics, eviction=evictor.metrics,
         qos=lambda: qos_report.metrics(enforcer), process=process_metrics(),
     )  # fmt: skip
-    return list(ColoCollector(view).collect_snapshot(snap))
+    # a pass's collector runs, as the sampler records them (the fixture's snapshot has none)
+    runs = tuple(CollectorRun(name, True, 0.001) for name in ("node", "pods", "tiers", "containers", "psi", "network"))
+    return list(ColoCollector(view).collect_snapshot(dataclasses.replace(snap, collectors=runs)))
 
 
 def controller_families() -> tuple[list[Any], dict[str, list[str]]]:

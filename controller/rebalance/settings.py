@@ -57,7 +57,7 @@ class PodSelector(_Section):
 
 
 class RebalanceSettings(_Section):
-    """Off by default; when switched on, a dry run until `dry_run: false` (README: Rebalancing)."""
+    """Off by default; when switched on, a dry run until `dry_run: false` (docs/scheduling.md, Rebalancing)."""
 
     #: Move pods off hot nodes (evictions are disruptive: opt in).
     enabled: bool = False
