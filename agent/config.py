@@ -19,6 +19,9 @@ from serving.settings import ServingSettings
 
 DEFAULT_PORT = 9817
 ENV_PREFIX = "COLO_"
+#: The DaemonSet's state file, on the node's /var/lib/colo hostPath (the manifests create the directory).
+POD_STATE_FILE = "/var/lib/colo/agent-state.json"
+STATE_FILE_NAME = "agent-state.json"
 LogLevel = Literal["debug", "info", "warning", "error"]
 
 __all__ = ["AgentConfig", "ConfigError", "build_parser", "load_config"]
@@ -31,16 +34,22 @@ class Strict(BaseModel):
 class ClassifyConfig(Strict):
     """Which pods are offline (see agent/classify.py)."""
 
+    #: PriorityClasses whose pods are offline (koordinator's batch and free classes).
     offline_priority_classes: tuple[str, ...] = ("koord-batch", "koord-free")
+    #: Pods with a spec.priority below this are offline (system-critical pods never are).
     offline_priority_below: int = 0
 
 
 class CollectorsConfig(Strict):
     """Collectors that can be switched off (node and pods always run: the decisions need them)."""
 
+    #: The QoS tier cgroups (guaranteed, burstable, besteffort).
     tiers: bool = True
+    #: Every container's cgroups, besides its pod's.
     containers: bool = True
+    #: Pressure stall information of the node and of every pod (where the kernel has it).
     psi: bool = True
+    #: Network interface counters from /sys/class/net.
     network: bool = True
 
     def enabled(self) -> frozenset[str]:
@@ -52,10 +61,15 @@ class OversubscriptionConfig(Strict):
     """How oversubscribable capacity is computed (agent/capacity.py) and published (agent/oversubscription.py,
     agent/publish_policy.py, docs/publishing.md)."""
 
+    #: Publish capacity on every node, not only on nodes labelled volcano.sh/oversubscription=true.
     enabled_on_all_nodes: bool = False
+    #: The window an online pod's peak usage is taken over (the highest 5-minute average of the last hour).
     peak_window: str = "max_avg_1h"
+    #: An online pod with less history than this counts its full request (or its usage, if higher).
     min_history_seconds: float = Field(default=300.0, ge=0)
+    #: Share of the node's allocatable CPU the online pods, the system and the batch capacity may fill together.
     cpu_reclaim_ratio: float = Field(default=0.8, gt=0, le=1)
+    #: Share of the node's allocatable memory the online pods, the system and the batch capacity may fill together.
     memory_reclaim_ratio: float = Field(default=0.75, gt=0, le=1)
     update_fraction: float = Field(
         default=0.1, ge=0, le=1,
@@ -78,27 +92,45 @@ class OversubscriptionConfig(Strict):
         "% of allocatable) is within this many points of its eviction high watermark; a drop of its capacity "
         "is then written at once",
     )  # fmt: skip
+    #: After this many sampling intervals without a pass, sampling counts as stalled: the annotations go to 0
+    #: and kubernetes.io/batch-* to what the node's batch pods request.
     stall_intervals: int = Field(default=5, ge=1)
-    # kubernetes.io/batch-* in node status (issue 11); false (or the label removed) holds them at what the
-    # node's batch pods request until none do, then removes them (issue 22)
+    #: Publish kubernetes.io/batch-* in node status; false (or the label removed) holds them at what the
+    #: node's batch pods request until none do, then removes them.
     extended_resources: bool = True
 
 
 class EvictionConfig(Strict):
     """Eviction by watermarks (agent/eviction.py); node annotations override the watermarks."""
 
+    #: Evict offline pods while the node is above a high watermark.
     enabled: bool = True
+    #: Node CPU usage, integer percent of allocatable, above which offline pods are evicted (a node annotation
+    #: overrides it).
     cpu_high_watermark: int = Field(default=80, ge=0, le=100)
+    #: Below it the evicting state clears.
     cpu_low_watermark: int = Field(default=30, ge=0, le=100)
+    #: Node memory usage, integer percent of allocatable, above which offline pods are evicted (a node annotation
+    #: overrides it).
     memory_high_watermark: int = Field(default=60, ge=0, le=100)
+    #: Below it the evicting state clears.
     memory_low_watermark: int = Field(default=30, ge=0, le=100)
+    #: Usage is averaged over this long before it is compared with the watermarks.
     smoothing_seconds: float = Field(default=5.0, gt=0)
+    #: Evictions per round at most.
     max_per_round: int = Field(default=2, ge=1)
+    #: Pause between two rounds of evictions.
     cooldown_seconds: float = Field(default=10.0, ge=0)
+    #: On oversubscribed nodes evict only while the pods' requests (batch requests included) exceed allocatable.
     require_overcommit_when_oversubscribed: bool = True
+    #: Also taint the node volcano.sh/offline-job-evicting while it evicts.
     taint: bool = False
+    #: Kill offline pods' processes through their cgroups when memory stays above its high watermark while the API
+    #: server is unreachable.
     kill_when_api_down_memory: bool = True
+    #: The same for CPU (off: CPU is compressible, suppression handles it).
     kill_when_api_down_cpu: bool = False
+    #: How long both must last before the kill.
     kill_after_seconds: float = Field(default=30.0, gt=0)
 
     @model_validator(mode="after")
@@ -112,11 +144,17 @@ class EvictionConfig(Strict):
 class EnforcementConfig(Strict):
     """Offline suppression and OOM preference (agent/enforcer.py)."""
 
+    #: Suppress offline pods' CPU and give them the lowest OOM preference.
     enabled: bool = True
+    #: How offline CPU is held to its budget: pod-level CFS quotas, a cpuset, or not at all.
     cpu_policy: Literal["cfsQuota", "cpuset", "none"] = "cfsQuota"
+    #: Offline CPU budget = allocatable × this − online usage − system usage.
     cpu_suppress_threshold: float = Field(default=0.65, gt=0, le=1)
+    #: The budget never falls below this many cores.
     cpu_min_offline_cores: float = Field(default=0.1, ge=0.01)
+    #: The budget grows by at most this share of the node per interval.
     cpu_growth_per_interval: float = Field(default=0.1, gt=0, le=1)
+    #: A quota is rewritten only when it moved by more than this share.
     cpu_change_threshold: float = Field(default=0.01, ge=0, lt=1)
     # online + system CPU below this share of allocatable releases offline pods to their own limits; 0: never
     cpu_release_below: float = Field(default=0.3, ge=0, le=0.9)
@@ -125,13 +163,21 @@ class EnforcementConfig(Strict):
         description="offline pods are released, or suppressed again, only when this many passes in a row "
         "agree (a one-second spike changes nothing; a real rise is answered on the second pass)",
     )  # fmt: skip
+    #: Share of the budget that best-effort offline pods (no CPU request) share.
     besteffort_share: float = Field(default=0.1, gt=0, le=1)
+    #: CFS period of the quotas written; keep it equal to kubelet's --cpu-cfs-quota-period.
     cpu_period_us: int = Field(default=100_000, ge=1000, le=1_000_000)
+    #: On cgroup v2, give offline pods memory.high.
     memory_high: bool = True
+    #: memory.high is never set below this.
     memory_high_min_bytes: int = Field(default=64 << 20, ge=4096)
+    #: oom_score_adj given to every process of an offline pod.
     oom_score_adj: int = Field(default=1000, ge=-1000, le=1000)
+    #: How often oom_score_adj is applied again (new processes).
     oom_reapply_seconds: float = Field(default=5.0, gt=0)
+    #: kubelet's CPU manager state: the cpuset policy avoids the CPUs it gave exclusively.
     cpu_manager_state: str = "/var/lib/kubelet/cpu_manager_state"
+    #: What enforcement changed, kept to put it back after a restart; '' keeps the ledger in memory only.
     ledger_file: str = "/var/lib/colo/enforcement-ledger.json"  # "" keeps the ledger in memory only
     eviction: EvictionConfig = EvictionConfig()
 
@@ -146,6 +192,7 @@ class CpuBurstConfig(Strict):
 class QuotaBurstConfig(Strict):
     """Raise a throttled online container's quota while the node is idle (agent/qos/quota_burst.py)."""
 
+    #: Raise a throttled online container's quota while the node is idle.
     enabled: bool = False
     max_quota_burst_percent: int = Field(default=300, ge=101, le=1000)  # of the container's own quota
     step_percent: int = Field(default=25, ge=1, le=100)  # of its own quota, added per pass
@@ -157,6 +204,7 @@ class QuotaBurstConfig(Strict):
 class MemoryQosConfig(Strict):
     """memory.min/low and memory.high for online pods on cgroup v2 (agent/qos/memory_qos.py)."""
 
+    #: memory.min/low (and optionally memory.high) for online pods, cgroup v2 only.
     enabled: bool = False
     protection: Literal["low", "min", "none"] = "low"  # low: reclaimed last; min: never reclaimed
     protect_percent: int = Field(default=100, ge=0, le=100)  # of the memory request
@@ -177,6 +225,8 @@ class BatchConfig(Strict):
     The CFS period is `enforcement.cpu_period_us` (keep it equal to kubelet's --cpu-cfs-quota-period), so
     suppression and the batch limits never disagree on it."""
 
+    #: Write batch pods' own limits from kubernetes.io/batch-cpu / batch-memory (false: nothing more is written; what
+    #: is there stays).
     enabled: bool = True
     # v2 cpu.weight from the shares: "linear" is what kubelet writes for pod cgroups (KEP-2254)
     weight_formula: Literal["linear", "quadratic"] = "linear"
@@ -185,21 +235,38 @@ class BatchConfig(Strict):
 
 class AgentConfig(Strict):
     listen: str | None = None  # HOST:PORT; default 127.0.0.1 standalone, 0.0.0.0 in a cluster
+    #: Sampling interval, seconds.
     interval: float = Field(default=1.0, ge=0.05, le=60)
+    #: Never contact a cluster, even in a pod or with a kubeconfig.
     standalone: bool = False
+    #: kubelet's --cgroup-root (KinD: /kubelet).
     cgroup_root: str = "/"
+    #: Where the host's / is mounted (the DaemonSet uses /host).
     host_root: str = "/"
+    #: systemd or cgroupfs; unset: detected from this setting, kubelet's config file, kubelet's command line, then the
+    #: filesystem (the rule that decided is printed).
     cgroup_driver: Literal["systemd", "cgroupfs"] | None = None
-    state_file: str = "/var/lib/colo/agent-state.json"  # "" disables persistence
+    #: Where the windows survive restarts; '' disables persistence. Unset: /var/lib/colo/agent-state.json
+    #: in a pod (the DaemonSet's hostPath), else the per-user state directory ($XDG_STATE_HOME/colo or
+    #: ~/.local/state/colo). A path you name must be in a directory that exists.
+    state_file: str | None = None
+    #: How often the windows are saved (and at stop).
     state_save_seconds: float = Field(default=60.0, ge=1)
+    #: Log threshold.
     log_level: LogLevel = "info"
+    #: json: one JSON object per line (time, level, logger, message, exception).
     log_format: Literal["text", "json"] = "text"
+    #: Standalone: how often the cgroup tree is scanned for pods.
     discovery_seconds: float = Field(default=10.0, gt=0)
     container_memory_detail_every: int = Field(default=5, ge=1)  # passes between containers' memory.stat reads
+    #: Pod labels whose values aggregate pod usage in the metrics (koordinator's elastic quota name).
     aggregate_label_keys: tuple[str, ...] = ("quota.scheduling.koordinator.sh/name",)
     pod_windows: tuple[str, ...] | None = None  # pod windows exported to Prometheus; None: all (JSON has all)
+    #: Kubeconfig file; unset: the in-cluster service account in a pod, else standalone.
     kubeconfig: str | None = None
+    #: This node's name; unset: $NODE_NAME (the downward API), else the hostname.
     node_name: str | None = None
+    #: Compute, log and export every decision; write nothing (no cgroup writes, annotations, evictions).
     dry_run: bool = False
     collectors: CollectorsConfig = CollectorsConfig()
     classify: ClassifyConfig = ClassifyConfig()
@@ -237,11 +304,25 @@ class AgentConfig(Strict):
             raise ValueError(f"pod_windows: {', '.join(sorted(unknown))} not among {', '.join(WINDOW_NAMES)}")
         return self
 
+    def state_file_in(self, in_pod: bool, env: Mapping[str, str]) -> str:
+        """The state file to use: the configured one, else the default of where the agent runs."""
+        if self.state_file is not None:
+            return self.state_file
+        return POD_STATE_FILE if in_pod else os.path.join(user_state_dir(env), STATE_FILE_NAME)
+
     def listen_address(self, in_cluster: bool) -> tuple[str, int]:
         if self.listen is None:
             return ("0.0.0.0" if in_cluster else "127.0.0.1"), DEFAULT_PORT
         host, _, port = self.listen.rpartition(":")
         return host.strip("[]"), int(port)
+
+
+def user_state_dir(env: Mapping[str, str]) -> str:
+    """Colo's per-user state directory, as the XDG Base Directory specification places it."""
+    base = env.get("XDG_STATE_HOME", "")
+    if not os.path.isabs(base):  # unset, empty or relative: the specification says to ignore it
+        base = os.path.join(env.get("HOME") or os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "colo")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -281,7 +362,7 @@ def build_flags() -> Flags:
         "state_file",
         "window state file ('' disables)",
         metavar="PATH",
-        shown_default="/var/lib/colo/agent-state.json",
+        shown_default="/var/lib/colo/agent-state.json in a pod, else $XDG_STATE_HOME/colo/agent-state.json",
     )
     f.add("--kubeconfig", "kubeconfig", "kubeconfig file", metavar="PATH", shown_default="in-cluster config in a pod")
     f.add("--node-name", "node_name", "this node's name", metavar="NAME", shown_default="$NODE_NAME, else the hostname")
@@ -293,6 +374,7 @@ def build_flags() -> Flags:
         shown_default="off",
     )
     f.add_logging()
+    f.parser.add_argument("--check", action="store_true", help="validate the configuration, print it, and exit")
     for action in f.parser._actions:
         if action.dest not in ("help", "version"):
             action.default = None  # unset flags must not override the file and the environment

@@ -3,7 +3,7 @@ strategies' reports of the last pass (only ever replaced, never changed in place
 
 A strategy's report keys are fields of the section: `DEFAULTS` holds each key's value while its strategy
 is not active (the JSON has every key always); a new strategy adds its keys there (and, for a metric, a
-family in `metrics`), and documents them in README.md.
+family in `metrics`), and documents them in docs/online-qos.md.
 """
 
 from __future__ import annotations

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from agent.config import AgentConfig
+from agent.config import AgentConfig, ConfigError
 from cgroup import Layout
 
 if TYPE_CHECKING:
@@ -22,6 +23,30 @@ log = logging.getLogger("colo.agent")
 def wants_cluster(standalone: bool, kubeconfig: str | None) -> bool:
     """A kubeconfig was given, or we run in a pod (the in-cluster service environment is set)."""
     return not standalone and bool(kubeconfig or os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
+def settle_state_file(
+    config: AgentConfig, in_pod: bool, env: Mapping[str, str], origin: Callable[[], str]
+) -> AgentConfig:
+    """`config` with its state file decided (agent/config.py `state_file`). The per-user default directory
+    is made (private, as XDG asks); a directory the user named is never made: a missing one is a
+    ConfigError naming where the path came from (`origin()`)."""
+    path = config.state_file_in(in_pod, env)
+    if path and config.state_file is None and not in_pod:
+        try:
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"state directory {os.path.dirname(path)}: {exc.strerror or exc}") from None
+    elif path and config.state_file is not None:
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            raise ConfigError(
+                f"{origin()}: {path}: directory {parent} does not exist (Colo makes no directory you did not "
+                "name: create it, or give '' to keep no state)"
+            )
+    if path:
+        log.info("window state: %s (read at start, saved every %gs and at stop)", path, config.state_save_seconds)
+    return config.model_copy(update={"state_file": path})
 
 
 def warn_without_kubepods(agent: Agent) -> None:

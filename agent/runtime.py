@@ -5,7 +5,6 @@ later stages on every snapshot, persist windows. Serving it over HTTP is the pro
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import threading
 import time
@@ -141,7 +140,6 @@ class Agent:
         if not path:
             return "not saved: state_file is '' (persistence off)"
         try:
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
             with self.view.windows_lock:
                 save_windows(self.windows, path, node=self.node_name, mono_now=time.monotonic(), wall_now=time.time())
         except OSError as exc:

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from agent.config import ENV_PREFIX, ConfigError, build_parser, load_config
-from agent.main import build_agent, wants_cluster, warn_without_kubepods
+from agent.main import build_agent, settle_state_file, wants_cluster, warn_without_kubepods
 from cgroup import CgroupError
 from common import logs
 from common.config import origin
@@ -26,11 +26,11 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def _listen_origin(argv: Sequence[str] | None) -> str:
-    """Which flag, variable or file key set the listening address (for the one-line error)."""
+def _origin(key: str, flag: str, argv: Sequence[str] | None) -> str:
+    """Which flag, variable or file key set `key` (for the one-line error)."""
     args = build_parser().parse_args(argv)
     path = args.config or os.environ.get("COLO_CONFIG")
-    return origin("listen", "--listen", args.listen, os.environ, ENV_PREFIX, path)
+    return origin(key, flag, getattr(args, key), os.environ, ENV_PREFIX, path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -38,6 +38,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = load_config(argv)
     except ConfigError as exc:
         return _fail(f"invalid configuration: {exc}", 2)
+    if build_parser().parse_args(argv).check:
+        print(config.model_dump_json(indent=2))
+        return 0
     logs.setup(config.log_level, config.log_format)
     from colo_agent.serve import build_server, serve  # the web stack: not loaded for --help or a bad flag
 
@@ -53,9 +56,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     in_cluster = kube is not None
     if in_cluster and not config.node_name:
         return _fail("in a cluster the node name is required: set NODE_NAME or --node-name", 2)
+    in_pod = in_cluster and not config.kubeconfig  # the DaemonSet: in-cluster configuration
+    try:
+        config = settle_state_file(config, in_pod, os.environ, lambda: _origin("state_file", "--state-file", argv))
+    except ConfigError as exc:
+        return _fail(str(exc), 2)
     host, port = config.listen_address(in_cluster)
     try:
-        sock = bind(host, port, _listen_origin(argv))
+        sock = bind(host, port, _origin("listen", "--listen", argv))
     except ConfigError as exc:
         return _fail(str(exc), 2)
     try:

@@ -4,7 +4,7 @@ merged in that order of increasing precedence and validated by a pydantic model.
 Every value remembers where it came from, so a bad one is reported as the user wrote it: the flag
 (`--interval`), the variable (`COLO_INTERVAL`) or the file's key (`config file a.yaml: interval`). The file
 may be the plain YAML or a Kubernetes ConfigMap holding it (the manifests' form), so
-`--config deploy/daemonset/agent-config.yaml` works as shipped.
+`--config deploy/daemonset/agent-config.yaml --check` reads the shipped file as it is.
 """
 
 from __future__ import annotations
@@ -39,6 +39,43 @@ UrlPath = Annotated[str, AfterValidator(_absolute)]
 
 class ConfigError(Exception):
     """A bad setting: the message names the flag, variable or key, on one line (exit code 2)."""
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a mapping that names a key twice (PyYAML keeps the last silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: the base class reports it
+                break
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first at line {first})", key_node.start_mark
+                )
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+def yaml_problem(err: yaml.YAMLError) -> str:
+    """A YAML error in plain words with its line and column: `line 3, column 7: duplicate key 'a'`."""
+    if isinstance(err, yaml.MarkedYAMLError) and err.problem_mark is not None:
+        mark = err.problem_mark
+        what = " ".join(str(err.problem or "invalid").split())
+        context = f" ({' '.join(err.context.split())})" if err.context else ""
+        return f"line {mark.line + 1}, column {mark.column + 1}: {what}{context}"
+    return _one_line(err)
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """The document in `text`; ConfigError `<source>: not valid YAML: line L, column C: <problem>`."""
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{source}: not valid YAML: {yaml_problem(err)}") from None
 
 
 def loc_to_path(loc: Sequence[int | str], prefix: str = "") -> str:
@@ -100,10 +137,7 @@ def unwrap_configmap(doc: dict[str, Any], source: str, data_key: str) -> dict[st
     key = data_key if data_key in data else next(iter(data)) if len(data) == 1 else None
     if key is None:
         raise ConfigError(f"{source}: ConfigMap has no {data_key!r} entry (it has {', '.join(map(str, data))})")
-    try:
-        inner = yaml.safe_load(str(data[key])) or {}
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{source}: data.{key}: not valid YAML: {_one_line(err)}") from None
+    inner = parse_yaml(str(data[key]), f"{source}: data.{key}") or {}
     if not isinstance(inner, dict):
         raise ConfigError(f"{source}: data.{key}: the top level must be a mapping of keys")
     return inner
@@ -115,18 +149,21 @@ def read_file(path: str, *, data_key: str = "config.yaml") -> dict[str, Any]:
 
 
 def is_configmap(doc: object) -> bool:
-    return isinstance(doc, dict) and doc.get("kind") == "ConfigMap" and "apiVersion" in doc
+    """A ConfigMap manifest: `kind: ConfigMap` (with or without `apiVersion`, which kubectl would ask for but
+    the reader does not need); neither program has a `kind` setting, so a plain config is never mistaken."""
+    return isinstance(doc, dict) and doc.get("kind") == "ConfigMap"
 
 
 def read_file_kind(path: str, *, data_key: str = "config.yaml") -> tuple[dict[str, Any], bool]:
     """(the mapping, whether the file was a ConfigMap holding it)."""
     source = f"config file {path}"
     try:
-        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as err:
         raise ConfigError(f"{source}: {err.strerror or err}") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{source}: not valid YAML: {_one_line(err)}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{source}: not UTF-8 text: byte {err.start} cannot be decoded") from None
+    loaded = parse_yaml(text, source)
     if loaded is None:
         return {}, False
     if not isinstance(loaded, dict):
@@ -164,10 +201,7 @@ def names_a_field(model: type[BaseModel], dotted: Sequence[str]) -> bool:
 def env_value(name: str, value: str) -> Any:
     """Plain strings stay strings (pydantic converts numbers and booleans); `[a, b]` and `{k: v}` are YAML."""
     if value[:1] in ("[", "{"):
-        try:
-            return yaml.safe_load(value)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{name}: not a YAML list or mapping: {_one_line(exc)}") from None
+        return parse_yaml(value, f"{name}: not a YAML list or mapping")
     return value
 
 

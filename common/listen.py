@@ -49,8 +49,8 @@ def bind(host: str, port: int, what: str) -> socket.socket:
     return sock
 
 
-def url_of(sock: socket.socket, scheme: str = "http") -> str:
-    """`http://host:port` of a bound socket (the real port when 0 was asked); `scheme`: what is served
-    there (https with TLS)."""
+def url_of(sock: socket.socket, tls: bool = False) -> str:
+    """`http://host:port` (`https://` with `tls`) of a bound socket (the real port when 0 was asked)."""
     host, port = sock.getsockname()[:2]
+    scheme = "https" if tls else "http"
     return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"

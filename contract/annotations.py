@@ -31,7 +31,10 @@ def evicting_watermark(resource: str, level: str) -> str:
 
 
 # ---- Kubernetes extended resources (node status), the same numbers as the oversubscription annotations
+#: Node status capacity and allocatable (written by colo-agent), pod requests and limits (read by both; a
+#: colocation profile converts cpu/memory to them): batch CPU in integer milli-cores.
 BATCH_CPU = "kubernetes.io/batch-cpu"
+#: The same for batch memory, in integer bytes.
 BATCH_MEMORY = "kubernetes.io/batch-memory"
 
 # ---- koordinator

@@ -31,6 +31,7 @@ _SELECTOR_TERM = re.compile(
 )
 
 ENV_PREFIX = "COLO_CONTROLLER_"
+DEFAULT_PORT = 8090
 
 
 def _positive_seconds(v: object) -> float:
@@ -50,27 +51,38 @@ class _Section(BaseModel):
 class AgentSettings(_Section):
     """How to find and query the node agents."""
 
+    #: Port the agents listen on.
     port: int = Field(default=9817, ge=1, le=65535)
+    #: http, or https (the manifests: the agents serve the colo-agent-tls certificate).
     scheme: Literal["http", "https"] = "http"
     #: With https: the CA that signed the agents' certificate (else the system's), and the name it was
     #: issued for (agents are reached by IP; default: the IP itself).
     tls_ca_file: str | None = None
+    #: The name the agents' certificate is issued for (the manifests: colo-agent.colo-system.svc).
     tls_server_name: str | None = None
     #: With https: a bearer token file sent to the agents (they review it), for what they do not serve
     #: openly (/api/v1/pods, read by rebalancing); in a pod, the service account's token.
     bearer_token_file: str | None = None
+    #: Where the agents serve their node document.
     path: UrlPath = "/api/v1/node"
+    #: Namespace of the agents' Service and EndpointSlices.
     namespace: str = "colo-system"
+    #: Label selector of the agents' EndpointSlices.
     endpointslice_selector: str = "kubernetes.io/service-name=colo-agent"
+    #: Find each node's agent through the EndpointSlices; false: each node's InternalIP.
     use_endpointslices: bool = True
 
 
 class PollingSettings(_Section):
     """One cycle polls every agent; cycles never overlap."""
 
+    #: One cycle polls every agent (below 240s: crane trusts node_hot_value for 5 minutes).
     interval: Seconds = 30.0
+    #: Per agent request.
     timeout: Seconds = 2.0
+    #: Agent requests in flight at once.
     concurrency: int = Field(default=128, ge=1, le=4096)
+    #: Largest agent answer read.
     max_response_bytes: int = Field(default=1 << 20, ge=1024)
     #: Agent connections kept open between polls (0: a new connection per poll); also at most half the
     #: open-file limit. About 36 KiB each over HTTPS.
@@ -94,8 +106,11 @@ class PollingSettings(_Section):
 class WriterSettings(_Section):
     """Annotation patches are rate limited so a large cluster cannot flood the API server."""
 
+    #: Annotation patches per second, on average.
     qps: float = Field(default=100.0, gt=0)
+    #: ... and at most this many at once.
     burst: int = Field(default=200, ge=1)
+    #: Patches in flight at once.
     workers: int = Field(default=4, ge=1, le=64)
     #: A load metric moved by less than this (a ratio, 0..1) since it was written is not rewritten until it
     #: would expire as crane reads it (stamp + period + 5m) or crosses a predicate's limit; 0: every change.
@@ -115,12 +130,19 @@ class WriterSettings(_Section):
 class LeaderSettings(_Section):
     """coordination.k8s.io/v1 Lease; only the leader polls and writes."""
 
+    #: Elect a leader with a Lease (only the leader polls and writes).
     enabled: bool = True
+    #: The Lease's namespace.
     namespace: str = "colo-system"
+    #: The Lease's name.
     name: str = "colo-controller"
+    #: This replica's identity in the Lease; unset: host name + random suffix.
     identity: str | None = None
+    #: How long a lease holds without renewal.
     lease_duration: Seconds = 15.0
+    #: The leader gives up leading if it could not renew within this.
     renew_deadline: Seconds = 10.0
+    #: How often a replica tries to acquire or renew.
     retry_period: Seconds = 2.0
 
     @model_validator(mode="after")
@@ -133,7 +155,9 @@ class LeaderSettings(_Section):
 class ClassifySettings(_Section):
     """Online/offline pod classification, same knobs as the agent's."""
 
+    #: PriorityClasses whose pods are offline; keep equal to the agent's.
     offline_priority_classes: tuple[str, ...] = DEFAULT_OFFLINE_CLASSES
+    #: Pods with a spec.priority below this are offline; keep equal to the agent's.
     offline_priority_below: int = 0
 
 
@@ -167,12 +191,19 @@ class ExtenderSettings(_Section):
 class ControllerConfig(_Section):
     """Top level of `--config FILE`."""
 
+    #: crane DynamicSchedulerPolicy (YAML/JSON, or a ConfigMap holding policy.yaml); unset: crane's default policy.
     policy_file: str | None = None
     admission_file: str | None = None  # the admission webhook's settings and profiles (controller/admission)
+    #: Kubeconfig file; unset: the in-cluster service account.
     kubeconfig: str | None = None
-    listen: str = "0.0.0.0:8090"
+    #: HOST:PORT of the extender, health, metrics and JSON endpoints. Unset: 127.0.0.1:8090 standalone
+    #: (`--agent`: plain HTTP on loopback only), 0.0.0.0:8090 in a cluster (the manifests set it).
+    listen: str | None = None
+    #: Log threshold.
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    #: json: one JSON object per line.
     log_format: Literal["text", "json"] = "text"
+    #: Per Kubernetes API request.
     kube_request_timeout: Seconds = 10.0
     #: Label selector of the nodes Colo manages (polled and annotated), e.g. `colo.io/agent=true`; the
     #: node informer only sees those. Empty: the nodes with a ready agent endpoint (with
@@ -191,9 +222,16 @@ class ControllerConfig(_Section):
 
     @field_validator("listen")
     @classmethod
-    def _listen(cls, v: str) -> str:
-        parse_listen(v)
+    def _listen(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_listen(v)
         return v
+
+    def listen_in(self, standalone: bool) -> str:
+        """The listening address: the configured one, else loopback standalone and every address in a cluster."""
+        if self.listen is not None:
+            return self.listen
+        return f"{'127.0.0.1' if standalone else '0.0.0.0'}:{DEFAULT_PORT}"
 
     @field_validator("node_selector")
     @classmethod

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import os
 import resource
 import ssl
 import time
@@ -26,6 +28,8 @@ from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     from controller.config import AgentSettings
+
+log = logging.getLogger(__name__)
 
 #: Idle connections older than this are not reused: just under the agents' default `serving.idle_timeout`
 #: (75 s), after which the agent closes them.
@@ -296,8 +300,10 @@ class AgentClient:
         token: Callable[[], str | None] | None = None,
         max_idle: int | None = None,
         clock: Callable[[], float] = time.monotonic,
+        ca: AgentCA | None = None,
     ) -> None:
-        self.tls = tls
+        self.ca = ca
+        self.tls = ca.context if ca is not None else tls
         self.server_name = server_name
         self.token = token
         self.max_idle = default_max_idle() if max_idle is None else min(max_idle, default_max_idle())
@@ -316,13 +322,17 @@ class AgentClient:
         """GET `url`; the body of a 200 response, FetchError otherwise (as `http_get`)."""
         host, port, path = split_url(url)
         secure = url.startswith("https:")
+        if self.ca is not None and self.ca.refresh():
+            self.close()  # connections made before the CA appeared were not verified
+            self.tls = self.ca.context
         if secure and self.tls is None:
             raise FetchError("bad_url", "https needs a TLS context")
         loop = asyncio.get_running_loop()
         if loop is not self._loop:
             self.close()
             self._loop = loop
-        bearer = self.token() if self.token is not None and secure else None
+        verified = self.ca is None or self.ca.verified
+        bearer = self.token() if self.token is not None and secure and verified else None
         request = _request(host, port, path, bearer, close=False)
         key = (host, port)
         conn = self._idle.pop(key, None)
@@ -383,14 +393,52 @@ def _token_reader(token_file: str | None) -> Callable[[], str | None]:
     return token
 
 
+class AgentCA:
+    """The TLS context for the agents, from a CA file that may appear after start (the manifests mount the
+    agents' Secret as an optional volume). Until it appears the agents' self-signed certificates are accepted
+    unverified and no bearer token is sent (a token must never go to a server that was not verified); once
+    it appears, every new connection verifies and the token is sent again."""
+
+    def __init__(self, cafile: str | None, *, interval: float = 10.0, clock: Callable[[], float] = time.monotonic):
+        self.cafile, self.interval, self.clock = cafile, interval, clock
+        self._checked = float("-inf")
+        if cafile is None or os.path.exists(cafile):
+            self.context, self.verified = ssl.create_default_context(cafile=cafile), True
+            return
+        self.context, self.verified = ssl.create_default_context(), False
+        self.context.check_hostname = False
+        self.context.verify_mode = ssl.CERT_NONE
+        log.warning(
+            "agent.tls_ca_file %s not there (Secret not created yet?): the agents' certificates are not verified "
+            "and no token is sent to them until it appears",
+            cafile,
+        )
+
+    def refresh(self) -> bool:
+        """Load the CA once it appears (looked for every `interval`); True when the context was replaced."""
+        now = self.clock()
+        if self.verified or self.cafile is None or now - self._checked < self.interval:
+            return False
+        self._checked = now
+        if not os.path.exists(self.cafile):
+            return False
+        try:
+            context = ssl.create_default_context(cafile=self.cafile)
+        except (OSError, ssl.SSLError, ValueError) as err:
+            log.warning("agent.tls_ca_file %s not loaded (still not verifying): %s", self.cafile, err)
+            return False
+        self.context, self.verified = context, True
+        log.info("agent.tls_ca_file %s loaded: the agents' certificates are verified from now on", self.cafile)
+        return True
+
+
 def agent_fetch(settings: AgentSettings, max_idle: int | None = None) -> AgentClient:
-    """An AgentClient as the agent settings say: with https, one TLS context (loaded once) for every agent
-    and the bearer token file read at each request."""
+    """An AgentClient as the agent settings say: with https, one TLS context for every agent (its CA loaded
+    once, or once it appears) and the bearer token file read at each request."""
     if settings.scheme != "https":
         return AgentClient(max_idle=max_idle)
-    context = ssl.create_default_context(cafile=settings.tls_ca_file)
     return AgentClient(
-        tls=context,
+        ca=AgentCA(settings.tls_ca_file),
         server_name=settings.tls_server_name,
         token=_token_reader(settings.bearer_token_file),
         max_idle=max_idle,

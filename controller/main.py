@@ -39,7 +39,11 @@ def build_flags() -> Flags:
         "--policy", "policy_file", "crane DynamicSchedulerPolicy file", metavar="FILE", shown_default="crane's default"
     )
     f.add(
-        "--listen", "listen", "extender, health and metrics address", metavar="HOST:PORT", shown_default="0.0.0.0:8090"
+        "--listen",
+        "listen",
+        "extender, health and metrics address",
+        metavar="HOST:PORT",
+        shown_default="127.0.0.1:8090 standalone, 0.0.0.0:8090 in a cluster",
     )
     f.add(
         "--admission", "admission_file", "admission webhook settings and colocation profiles (YAML)",
@@ -66,6 +70,10 @@ def build_flags() -> Flags:
     p.add_argument(
         "--dry-run", action="store_true", help="with --purge-node-state: print what would be removed, change nothing"
     )
+    p.add_argument(
+        "--wide", action="store_true",
+        help="standalone table: whole status and capacity texts, wider than 100 columns",
+    )  # fmt: skip
     for action in p._actions:
         if action.dest in f.flag_of:
             action.default = None  # unset flags must not override the file and the environment
@@ -84,8 +92,8 @@ def load_settings(
     overrides = {key: (flag, values[key]) for key, flag in flag_of.items()}
     cfg = load_config(args.config or env.get(f"{ENV_PREFIX}CONFIG"), overrides, env)
     policy = load_policy(cfg.policy_file) if cfg.policy_file else default_policy()
-    if (args.once or args.output) and not args.agent:
-        raise ConfigError("--once and --output are for standalone mode: add --agent NAME=URL")
+    if (args.once or args.output or args.wide) and not args.agent:
+        raise ConfigError("--once, --output and --wide are for standalone mode: add --agent NAME=URL")
     if args.purge_node_state and args.agent:
         raise ConfigError("--purge-node-state needs a cluster: it cannot be combined with --agent")
     if args.dry_run and not args.purge_node_state:
@@ -125,7 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     listen = origin("listen", "--listen", args.listen, os.environ, ENV_PREFIX, config_path)
     try:
         if targets is not None:
-            code = run.standalone(cfg, policy, targets, output=args.output, once=args.once, listen_origin=listen)
+            code = run.standalone(
+                cfg, policy, targets, output=args.output, once=args.once, listen_origin=listen, wide=args.wide
+            )
         else:
             code = run.in_cluster(cfg, policy, listen_origin=listen, admission=admission)
     except ConfigError as err:

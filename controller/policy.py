@@ -12,10 +12,9 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from common.config import is_configmap, unwrap_configmap
+from common.config import is_configmap, parse_yaml, unwrap_configmap
 from contract.windows import NODE_WINDOW_KEYS
 from controller.durations import parse_go_duration
 from controller.errors import ConfigError, from_validation_error
@@ -207,10 +206,7 @@ def load_policy(path: str | Path) -> DynamicSchedulerPolicy:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as err:
         raise ConfigError(f"policy file {path}: {err.strerror or err}") from None
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ConfigError(f"policy file {path}: not valid YAML: {err}") from None
+    doc = parse_yaml(text, f"policy file {path}")
     if is_configmap(doc):
         doc = unwrap_configmap(doc, f"policy file {path}", "policy.yaml")
     return parse_policy(doc, source=f"policy file {path}")

@@ -27,6 +27,8 @@ class AgentSample:
     at: float
     windows: Mapping[str, float | None]
     oversubscription: Oversubscription | None
+    #: Why the agent publishes no capacity ("standalone: ..."), from its document; "" when it publishes.
+    oversubscription_off: str = ""
 
 
 @dataclass(slots=True)
@@ -67,7 +69,7 @@ def parse_sample(node: str, body: bytes | str, wanted: Collection[str], at: floa
     published: Oversubscription | None = None
     if over.enabled and over.cpu_millicores is not None and over.memory_bytes is not None:
         published = Oversubscription(over.cpu_millicores, over.memory_bytes)
-    return AgentSample(node, at, values, published)
+    return AgentSample(node, at, values, published, "" if published is not None else over.reason)
 
 
 Fetch = Callable[[str, int], Any]  # async (url, limit) -> bytes

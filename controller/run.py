@@ -23,7 +23,8 @@ from common.config import ConfigError
 from common.listen import bind, url_of
 from controller.config import ControllerConfig, parse_listen
 from controller.policy import DynamicSchedulerPolicy
-from controller.standalone import CLEAR_SCREEN, NodeReport, StandaloneController, cycle_document, table
+from controller.standalone import NodeReport, StandaloneController, cycle_document
+from controller.standalone_view import CLEAR_SCREEN, Legend, plural, table
 from serving.server import Server, make_server, secure
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ def _server(app: FastAPI, cfg: ControllerConfig, kube: Kube | None = None) -> Se
     from controller.extender import EXTENDER_PATHS
 
     level = "debug" if cfg.log_level == "debug" else "warning"
-    host, port = parse_listen(cfg.listen)
+    host, port = parse_listen(cfg.listen_in(standalone=False))
     try:
         secure(app, cfg.serving, kube, open_paths=EXTENDER_PATHS)
         return make_server(app, host, port, cfg.serving, log_level=level)
@@ -49,13 +50,13 @@ def _server(app: FastAPI, cfg: ControllerConfig, kube: Kube | None = None) -> Se
         raise ConfigError(f"serving: {err}") from None
 
 
-def served_scheme(server: Server) -> str:
-    """What the server speaks: https once it has a TLS context, else http (the start-up line says which)."""
-    return "https" if getattr(server.config, "ssl", None) is not None else "http"  # set once TLS is loaded
+def serves_tls(server: Server) -> bool:
+    """Whether the server speaks https: it has a TLS context once TLS is loaded (the start-up line says which)."""
+    return getattr(server.config, "ssl", None) is not None
 
 
 def _listen(cfg: ControllerConfig, origin: str) -> socket.socket:
-    host, port = parse_listen(cfg.listen)
+    host, port = parse_listen(cfg.listen_in(standalone=False))
     return bind(host, port, origin)
 
 
@@ -157,7 +158,7 @@ def in_cluster(
     log.info(
         "colo-controller %s listening on %s; %d metrics synced per policy; leader election %s",
         version(),
-        url_of(sock, served_scheme(server)),
+        url_of(sock, serves_tls(server)),
         len(policy.spec.sync_policy),
         "on" if cfg.leader_election.enabled else "off",
     )
@@ -181,16 +182,24 @@ def standalone(
     output: str | None,
     once: bool,
     listen_origin: str = "--listen",
+    wide: bool = False,
 ) -> int:
-    """Poll `targets` every polling interval and show each cycle; serve HTTP unless `once`."""
+    """Poll `targets` every polling interval and show each cycle; serve HTTP unless `once`. Exit code 1 when
+    no agent answered (in the one cycle with `once`, in any cycle otherwise)."""
     from controller.extender import create_app
 
+    cfg = cfg.model_copy(update={"listen": cfg.listen_in(standalone=True)})
     sock = None if once else _listen(cfg, listen_origin)
     ctl = StandaloneController(targets, cfg, policy)
-    show = _Display(output or ("table" if sys.stdout.isatty() else "json"), ctl.scorer.metric_names)
+    show = _Display(
+        output or ("table" if sys.stdout.isatty() else "json"),
+        ctl.scorer.metric_names,
+        Legend.of(policy.spec, cfg.polling.interval),
+        wide=wide,
+    )
     if once:
         show(asyncio.run(ctl.cycle()), time.time())
-        return EXIT_OK
+        return _answered(show)
     assert sock is not None
     app = create_app(
         ctl.extender,
@@ -210,7 +219,7 @@ def standalone(
         http = asyncio.create_task(server.serve(sockets=[sock]))
         print(
             f"colo-controller: standalone, polling {len(targets)} agents every {cfg.polling.interval:g}s; "
-            f"extender and metrics on {url_of(sock, served_scheme(server))}; nothing is written",
+            f"extender and metrics on {url_of(sock, serves_tls(server))}; nothing is written",
             file=sys.stderr,
             flush=True,
         )
@@ -227,20 +236,35 @@ def standalone(
     finally:
         server.close()
         sock.close()
-    return EXIT_OK
+    return _answered(show)
+
+
+def _answered(show: _Display) -> int:
+    """EXIT_OK when some agent answered; else 1, with one line saying so (the table alone may have scrolled)."""
+    if show.answered:
+        return EXIT_OK
+    print(f"colo-controller: no agent answered in {plural(show.cycles, 'cycle')}", file=sys.stderr)
+    return 1
 
 
 class _Display:
     """Writes each cycle to stdout: a JSON line, or the table (redrawn in place on a terminal)."""
 
-    def __init__(self, output: str, metric_names: tuple[str, ...]) -> None:
+    def __init__(self, output: str, metric_names: tuple[str, ...], legend: Legend, *, wide: bool = False) -> None:
         self.output = output
         self.metric_names = metric_names
+        self.legend = legend
+        self.wide = wide
         self.redraw = output == "table" and sys.stdout.isatty()
+        self.cycles = 0
+        self.answered = False  # some agent answered in some cycle
 
     def __call__(self, reports: Mapping[str, NodeReport], at: float) -> None:
+        self.cycles += 1
+        self.answered = self.answered or any(r.error is None for r in reports.values())
         if self.output == "json":
             text = json.dumps(cycle_document(reports, at), separators=(",", ":"))
         else:
-            text = (CLEAR_SCREEN if self.redraw else "") + table(reports, self.metric_names, at) + "\n"
+            drawn = table(reports, self.metric_names, at, self.legend, cycle=self.cycles, wide=self.wide)
+            text = (CLEAR_SCREEN if self.redraw else "") + drawn + "\n"
         print(text, flush=True)

@@ -25,9 +25,6 @@ from controller.policy import DynamicSchedulerPolicy
 from controller.poller import AgentPoller
 from controller.scoring import ScoreBoard, Scorer
 
-#: ANSI cursor home + clear screen: the live table redraws in place on a terminal.
-CLEAR_SCREEN = "\x1b[H\x1b[2J"
-
 
 def parse_agents(specs: list[str], default_path: str) -> dict[str, str]:
     """`--agent NAME=URL` values -> {node name: URL of its /api/v1/node}; ConfigError names the bad one.
@@ -63,14 +60,22 @@ class NodeReport:
     hot_value: int
     would_patch: tuple[str, ...]
     error: str | None
+    #: The batch capacity the agent computes and publishes (millicores, bytes), or None: then why not.
+    capacity: tuple[int, int] | None = None
+    capacity_off: str = ""
 
     def document(self) -> dict[str, Any]:
+        if self.capacity is not None:
+            over: dict[str, Any] = {"cpu_millicores": self.capacity[0], "memory_bytes": self.capacity[1]}
+        else:
+            over = {"enabled": False, "reason": self.capacity_off or None}
         return {
             "annotations": self.annotations,
             "score": self.score,
             "overloaded": self.overloaded,
             "hot_value": self.hot_value,
             "would_patch": list(self.would_patch),
+            "oversubscription": over,
             "agent": self.url,
             "error": self.error,
         }
@@ -137,7 +142,13 @@ class StandaloneController:
             error = result.errors.get(name)
             if error is not None and result.rejected.get(name) == "wrong_node":
                 error += " (NAME in --agent NAME=URL must be the agent's node name: its --node-name or hostname)"
-            reports[name] = NodeReport(url, dict(current), score, overloaded, 0, tuple(sorted(patch)), error)
+            sample = result.samples.get(name)
+            published = sample.oversubscription if sample is not None else None
+            reports[name] = NodeReport(
+                url, dict(current), score, overloaded, 0, tuple(sorted(patch)), error,
+                capacity=(published.cpu_millicores, published.memory_bytes) if published is not None else None,
+                capacity_off=sample.oversubscription_off if sample is not None else "",
+            )  # fmt: skip
         self.metrics.count_polls(result.failed, result.rejected, len(result.samples))
         self.metrics.cycles.inc()
         self.metrics.cycle_duration.observe(time.monotonic() - started)
@@ -148,25 +159,3 @@ class StandaloneController:
 def cycle_document(reports: Mapping[str, NodeReport], at: float) -> dict[str, Any]:
     """The `--output json` line of one cycle: `{"time": ..., "nodes": {NAME: {"annotations": ..., ...}}}`."""
     return {"time": ann.format_time(at), "nodes": {name: r.document() for name, r in reports.items()}}
-
-
-def table(reports: Mapping[str, NodeReport], metric_names: tuple[str, ...], at: float) -> str:
-    """The live table: one row per node, the annotation values (without their time stamps) and the score."""
-    short = [m.replace("_usage_", " ").replace("max_avg_", "max") for m in metric_names]
-    heads = ["NODE", "SCORE", *short, "OVERSUBSCRIPTION", "STATUS"]
-    rows = [heads]
-    for name, r in sorted(reports.items()):
-        values = [r.annotations.get(m, "-").split(",", 1)[0] for m in metric_names]
-        over = "-"
-        raw = r.annotations.get(ann.OVERSUBSCRIPTION)
-        parsed = ann.parse_oversubscription(raw) if raw is not None else None
-        if parsed is not None:
-            o = parsed[0]
-            over = f"{o.cpu_millicores}m cpu, {o.memory_bytes / 2**30:.1f}Gi"
-        status = r.error or (f"overloaded: {r.overloaded}" if r.overloaded else "ok")
-        rows.append([name, str(r.score), *values, over, status])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(heads) - 1)]
-    lines = [f"colo-controller standalone: {ann.format_time(at)}, {len(reports)} agents, nothing written"]
-    for row in rows:
-        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1])
-    return "\n".join(lines)

@@ -67,7 +67,7 @@ def uvicorn_config(
 ) -> tuple[uvicorn.Config, CertReloader | None]:
     """uvicorn settings from `settings`; with TLS, the config is loaded and given a reloading SSLContext.
 
-    Raises OSError or ssl.SSLError when the certificate files cannot be loaded."""
+    Raises OSError or ssl.SSLError when the certificate files are there but cannot be loaded."""
     config = uvicorn.Config(
         app, host=host, port=port, log_level=log_level, access_log=False, lifespan="off",
         log_config=None,  # uvicorn's few lines go through the program's handler (text or JSON)
@@ -76,7 +76,10 @@ def uvicorn_config(
     )  # fmt: skip
     reloader = None
     if settings.tls_cert_file is not None and settings.tls_key_file is not None:
-        reloader = CertReloader(settings.tls_cert_file, settings.tls_key_file, settings.tls_reload_seconds)
+        # Files not there yet (the manifests' Secret volumes are optional): self-signed until they appear.
+        reloader = CertReloader(
+            settings.tls_cert_file, settings.tls_key_file, settings.tls_reload_seconds, self_signed_when_missing=True
+        )
         config.load()
         config.ssl = reloader.context
         reloader.start()

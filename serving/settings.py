@@ -21,9 +21,12 @@ class ServingSettings(BaseModel):
     max_header_bytes: int = Field(default=64 << 10, ge=1024, le=16 << 20)
     #: Expensive requests (extender calls, JSON documents) in progress at once; more are answered 503.
     max_concurrent: int = Field(default=4, ge=1, le=1024)
-    #: PEM certificate chain and key: HTTPS when both are set, reloaded when either file changes.
+    #: PEM certificate chain and key: HTTPS when both are set, reloaded when either file changes. Files not
+    #: there at start (a Secret not created yet): a self-signed certificate until they appear.
     tls_cert_file: str | None = None
+    #: The key of tls_cert_file (PEM).
     tls_key_file: str | None = None
+    #: How often the certificate files are looked at for changes.
     tls_reload_seconds: float = Field(default=10.0, gt=0)
     #: Bearer tokens checked with TokenReview, then SubjectAccessReview (`get` on the request's path as a
     #: non-resource URL); /healthz and /readyz stay open for probes. Needs a cluster.
@@ -32,6 +35,7 @@ class ServingSettings(BaseModel):
     open_paths: tuple[str, ...] = ()
     #: How long a review's answer is reused (allowed / denied).
     auth_cache_seconds: float = Field(default=60.0, ge=0)
+    #: ... for a denied one.
     auth_cache_denied_seconds: float = Field(default=10.0, ge=0)
     #: FastAPI's interactive docs (/docs, /redoc, /openapi.json).
     api_docs: bool = False

@@ -2,7 +2,9 @@
 
 One SSLContext serves every connection; reloading calls `load_cert_chain` on it again, which new
 handshakes pick up while open connections keep theirs. A reload that fails (a half-written file) keeps
-the previous certificate and is retried at the next check.
+the previous certificate and is retried at the next check. When the files are not there at start (an
+optional Secret volume whose Secret does not exist yet), a self-signed certificate made in memory is served
+until they appear (serving/selfsigned.py).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import logging
 import os
 import ssl
 import threading
+from collections.abc import Sequence
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +26,15 @@ def _stamp(path: str) -> tuple[int, int, int]:
 class CertReloader:
     """An SSLContext for a server, kept in step with `cert_file` and `key_file`."""
 
-    def __init__(self, cert_file: str, key_file: str, interval: float = 10.0) -> None:
+    def __init__(
+        self,
+        cert_file: str,
+        key_file: str,
+        interval: float = 10.0,
+        *,
+        self_signed_when_missing: bool = False,
+        self_signed_names: Sequence[str] | None = None,
+    ) -> None:
         self.cert_file = cert_file
         self.key_file = key_file
         self.interval = interval
@@ -33,7 +44,26 @@ class CertReloader:
         self.reloads = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.reload()  # at start-up a missing or bad file is an error the caller reports
+        #: Serving a self-signed certificate because the files were missing at start.
+        self.self_signed = False
+        missing = [path for path in (cert_file, key_file) if not os.path.exists(path)]
+        if missing and self_signed_when_missing:
+            from serving.selfsigned import default_names, load_self_signed  # cryptography: only when needed
+
+            names = tuple(self_signed_names) if self_signed_names is not None else default_names()
+            load_self_signed(self.context, names)
+            self.self_signed = True
+            log.warning(
+                "TLS: %s not there (Secret not created yet?): serving a self-signed certificate for %s "
+                "until it appears (clients cannot verify it)",
+                missing[0],
+                ", ".join(names),
+            )
+        else:
+            try:
+                self.reload()  # at start-up a missing or bad file is an error the caller reports
+            except ssl.SSLError as err:
+                raise ValueError(f"cannot load {cert_file} with {key_file}: {err.reason or err}") from None
 
     def reload(self) -> bool:
         """Load the files if they changed since the last load; True when loaded."""
@@ -47,8 +77,14 @@ class CertReloader:
 
     def check(self) -> None:
         """One watcher step: reload if changed; a failure is logged and the old certificate kept."""
+        if self.self_signed and not (os.path.exists(self.cert_file) and os.path.exists(self.key_file)):
+            return  # still waiting for the Secret: nothing to log every interval
         try:
-            if self.reload() and self.reloads > 1:
+            loaded = self.reload()
+            if loaded and self.self_signed:
+                self.self_signed = False
+                log.info("TLS certificate loaded from %s: it replaces the self-signed one", self.cert_file)
+            elif loaded and self.reloads > 1:
                 log.info("TLS certificate reloaded from %s", self.cert_file)
         except (OSError, ssl.SSLError, ValueError) as err:
             log.warning("TLS certificate %s not reloaded (keeping the previous one): %s", self.cert_file, err)

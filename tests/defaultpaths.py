@@ -15,10 +15,10 @@ import sys
 import tempfile
 from typing import Any
 
-from agent.config import AgentConfig, EnforcementConfig
+from agent.config import POD_STATE_FILE, EnforcementConfig
 
 # the directories that hold agent/config.py's default files
-PROTECTED = tuple(sorted({os.path.dirname(AgentConfig().state_file), os.path.dirname(EnforcementConfig().ledger_file)}))
+PROTECTED = tuple(sorted({os.path.dirname(POD_STATE_FILE), os.path.dirname(EnforcementConfig().ledger_file)}))
 _EVENTS = {"open", "os.rename", "os.remove", "os.mkdir", "os.rmdir", "os.truncate", "os.chmod", "shutil.rmtree"}
 touched: list[str] = []  # protected paths used by this process since the last `take()`
 _spare: list[str] = []  # the directory the environment points the defaults to
@@ -51,6 +51,7 @@ def install() -> None:
     _spare.append(spare)
     os.environ.setdefault("COLO_STATE_FILE", os.path.join(spare, "agent-state.json"))
     os.environ.setdefault("COLO_ENFORCEMENT__LEDGER_FILE", os.path.join(spare, "enforcement-ledger.json"))
+    os.environ["XDG_STATE_HOME"] = os.path.join(spare, "state")  # the standalone default: never the real ~
 
 
 def uninstall() -> None:

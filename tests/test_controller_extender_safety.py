@@ -18,7 +18,7 @@ from controller.config import ClassifySettings, ExtenderSettings
 from controller.extender import Extender, create_app
 from controller.metrics import ControllerMetrics
 from controller.policy import default_policy
-from controller.run import served_scheme
+from controller.run import serves_tls
 from controller.scoring import ScoreBoard, Scorer
 from serving.server import make_server
 from serving.settings import ServingSettings
@@ -92,7 +92,7 @@ def test_fail_closed_when_switched_off() -> None:
 def _scheme(settings: ServingSettings) -> str:
     server = make_server(FastAPI(), "127.0.0.1", 0, settings)
     try:
-        return served_scheme(server)
+        return "https" if serves_tls(server) else "http"
     finally:
         server.close()
 

@@ -93,10 +93,12 @@ def test_unloadable_certificate_exits_2_with_one_line(
     config = {
         "listen": "127.0.0.1:0",
         "leader_election": {"enabled": False},
-        "serving": {"tls_cert_file": str(tmp_path / "missing.crt"), "tls_key_file": str(tmp_path / "missing.key")},
+        "serving": {"tls_cert_file": str(tmp_path / "broken.crt"), "tls_key_file": str(tmp_path / "broken.key")},
     }
+    (tmp_path / "broken.crt").write_text("not a certificate")  # missing files would be served self-signed
+    (tmp_path / "broken.key").write_text("not a key")
     (tmp_path / "controller.yaml").write_text(yaml.safe_dump(config))
     kubeconfig = kube_api.kubeconfig(tmp_path / "kubeconfig")
     assert main(["--kubeconfig", kubeconfig, "--config", str(tmp_path / "controller.yaml")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("colo-controller: serving:") and "missing.crt" in err and len(err.splitlines()) == 1
+    assert err.startswith("colo-controller: serving:") and "broken.crt" in err and len(err.splitlines()) == 1

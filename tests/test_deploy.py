@@ -353,7 +353,7 @@ def test_kustomization_lists_only_existing_files_and_every_file_is_listed_or_opt
 
 def test_images_are_the_project_version() -> None:
     version = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
-    assert kustomization(BASE)["images"] == [{"name": "colo", "newTag": version}]
+    assert kustomization(BASE)["images"] == [{"name": "colo", "newName": "colo", "newTag": version}]
     for obj in base_objects():
         if obj["kind"] in ("DaemonSet", "Deployment"):
             for c in obj["spec"]["template"]["spec"]["containers"]:
@@ -399,9 +399,10 @@ def test_agent_configmap_loads_and_sets_only_the_cluster_keys(tmp_path: Path) ->
     cfg = load_agent_config(tmp_path)
     defaults = AgentConfig().model_dump()
     changed = {k for k, v in cfg.model_dump().items() if defaults[k] != v}
-    assert changed == {"listen", "host_root", "serving"}, (
+    assert changed == {"listen", "host_root", "serving", "state_file"}, (
         "the ConfigMap shows the defaults; a deliberate change goes here"
     )
+    assert cfg.state_file == AgentConfig().state_file_in(in_pod=True, env={}), "the pod's default, named"
     assert cfg.serving.authenticate and cfg.serving.tls and cfg.serving.open_paths == ("/api/v1/node",)
     assert cfg.listen_address(in_cluster=True) == ("0.0.0.0", 9817)
     assert cfg.host_root == "/host"

@@ -176,8 +176,9 @@ def test_a_bad_certificate_update_keeps_the_old_one(tls_server: tuple[Server, Pa
 
 
 def test_unloadable_certificate_files_fail_at_start(tmp_path: Path) -> None:
-    settings = ServingSettings(tls_cert_file=str(tmp_path / "missing.crt"), tls_key_file=str(tmp_path / "k"))
-    with pytest.raises(OSError):
+    (tmp_path / "bad.crt").write_text("not a certificate")  # a missing file: self-signed until it appears
+    settings = ServingSettings(tls_cert_file=str(tmp_path / "bad.crt"), tls_key_file=str(tmp_path / "bad.crt"))
+    with pytest.raises(ValueError, match=r"bad\.crt"):
         make_server(controller_app(), "127.0.0.1", 0, settings)  # type: ignore[arg-type]
 
 

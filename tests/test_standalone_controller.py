@@ -131,8 +131,9 @@ def test_once_table(agents: dict[str, str]) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert "nothing written" in lines[0] and lines[1].split()[:2] == ["NODE", "SCORE"]
-    assert [line.split()[0] for line in lines[2:4]] == ["node-a", "node-b"]
+    assert "2 agents" in lines[0] and "nothing written" in lines[0] and lines[2].split()[:2] == ["NODE", "SCORE"]
+    assert [line.split()[0] for line in lines[3:5]] == ["node-a", "node-b"]
+    assert max(len(line) for line in lines) <= 100
     assert "\x1b" not in proc.stdout, "no screen control codes when stdout is not a terminal"
 
 

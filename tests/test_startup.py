@@ -118,9 +118,9 @@ def test_agent_without_kubepods_warns_once_and_says_what_happened_to_the_state(t
 
 
 def test_agent_says_when_the_state_could_not_be_saved(tmp_path: Path) -> None:
-    blocker = tmp_path / "file"
-    blocker.write_text("not a directory")
-    state = blocker / "state.bin"  # its parent is a file: saving fails
+    directory = tmp_path / "state"
+    directory.mkdir()
+    state = directory / "state.bin"  # there at start; removed below, so saving fails
     proc = subprocess.Popen(
         [*AGENT, "--standalone", "--listen", "127.0.0.1:0", "--interval", "0.2", "--state-file", str(state)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(),
@@ -128,6 +128,7 @@ def test_agent_says_when_the_state_could_not_be_saved(tmp_path: Path) -> None:
     try:
         assert proc.stdout is not None
         assert "serving" in proc.stdout.readline()
+        directory.rmdir()
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)

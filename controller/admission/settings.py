@@ -27,8 +27,10 @@ class _Section(BaseModel):
 class SelectorRequirement(_Section):
     """One matchExpressions entry (metav1.LabelSelectorRequirement)."""
 
+    #: The label key.
     key: str = Field(min_length=1)
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    #: The values for In and NotIn.
     values: tuple[str, ...] = ()
 
     @model_validator(mode="after")
@@ -43,7 +45,9 @@ class SelectorRequirement(_Section):
 class LabelSelector(_Section):
     """metav1.LabelSelector, Kubernetes spelling: every term must hold; an empty selector matches all."""
 
+    #: Labels the object must carry.
     match_labels: dict[str, str] = Field(default_factory=dict, alias="matchLabels")
+    #: Requirements its labels must meet (In, NotIn, Exists, DoesNotExist).
     match_expressions: tuple[SelectorRequirement, ...] = Field(default=(), alias="matchExpressions")
 
 
@@ -51,13 +55,19 @@ class Profile(_Section):
     """Which pods (namespace and pod selectors) get what: offline marker, priority class, scheduler, and
     the conversion of cpu/memory to kubernetes.io/batch-cpu / batch-memory."""
 
+    #: The profile's name (in metrics and warnings).
     name: str = Field(min_length=1)
+    #: Namespaces whose pods it selects (missing or empty: every namespace).
     namespace_selector: LabelSelector | None = Field(default=None, alias="namespaceSelector")
+    #: Pods it selects (missing or empty: every pod).
     selector: LabelSelector | None = None
     qos_level: str | None = None  # volcano.sh/qos-level annotation, an offline level: -7..-1 or BE
     koordinator_qos_class: Literal["BE"] | None = None  # koordinator.sh/qosClass label
+    #: PriorityClass to set (its value and preemptionPolicy come with it).
     priority_class_name: str | None = None
+    #: schedulerName to set.
     scheduler_name: str | None = None
+    #: Convert cpu/memory requests and limits to kubernetes.io/batch-cpu / batch-memory.
     batch_resources: bool = False
 
     @field_validator("qos_level")
@@ -85,12 +95,17 @@ class Profile(_Section):
 class AdmissionSettings(_Section):
     """Root of the admission file."""
 
+    #: HTTPS address of the webhook (POST /mutate).
     listen: str = "0.0.0.0:9443"
+    #: PEM certificate, read again when it changes.
     cert_file: str = "/etc/colo-webhook/tls.crt"
+    #: Its key.
     key_file: str = "/etc/colo-webhook/tls.key"
+    #: Namespaces never changed, whatever the profiles say.
     excluded_namespaces: tuple[str, ...] = DEFAULT_EXCLUDED_NAMESPACES
     #: An AdmissionReview carries the pod twice at most; etcd keeps objects below 1.5 MiB.
     max_body_bytes: int = Field(default=8 << 20, ge=1024)
+    #: The colocation profiles; the first that selects a pod wins.
     profiles: tuple[Profile, ...] = ()
 
     @field_validator("listen")
