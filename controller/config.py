@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from common.config import Layers, UrlPath, is_configmap, load, validate
-from common.listen import split_host_port
+from common.listen import ListenAddress
 from contract.classify import DEFAULT_OFFLINE_CLASSES
 from controller.durations import to_seconds
 from controller.rebalance.settings import RebalanceSettings
@@ -170,7 +170,7 @@ class ControllerConfig(_Section):
     policy_file: str | None = None
     admission_file: str | None = None  # the admission webhook's settings and profiles (controller/admission)
     kubeconfig: str | None = None
-    listen: str = "0.0.0.0:8090"
+    listen: ListenAddress = "0.0.0.0:8090"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["text", "json"] = "text"
     kube_request_timeout: Seconds = 10.0
@@ -188,12 +188,6 @@ class ControllerConfig(_Section):
     rebalance: RebalanceSettings = RebalanceSettings()
     #: Deprecated: also write `colo.io/oversubscription`, a copy of the agent's own capacity annotations.
     legacy_oversubscription_annotation: bool = False
-
-    @field_validator("listen")
-    @classmethod
-    def _listen(cls, v: str) -> str:
-        parse_listen(v)
-        return v
 
     @field_validator("node_selector")
     @classmethod
@@ -219,11 +213,6 @@ def sibling_configmap(directory: Path, key: str) -> Path | None:
         if is_configmap(doc) and isinstance(doc.get("data"), dict) and key in doc["data"]:
             return candidate
     return None
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """`HOST:PORT` (IPv6 as `[::1]:8090`) -> (host, port)."""
-    return split_host_port(text)
 
 
 def build_config(doc: dict[str, Any], source: str = "config") -> ControllerConfig:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from common.label_selector import matches_any
 from controller.rebalance.facts import RESOURCES, Amounts, PodFacts
-from controller.rebalance.selectors import matches_any
 from controller.rebalance.settings import RebalanceSettings
 
 

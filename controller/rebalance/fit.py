@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from controller.rebalance.facts import Amounts, NodeFacts, PodFacts, Taint, Toleration
-from controller.rebalance.selectors import affinity_holds
+from controller.rebalance.node_affinity import affinity_holds
 
 #: Taint effects that keep a pod off a node (PreferNoSchedule only prefers).
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
