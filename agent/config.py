@@ -30,7 +30,7 @@ class Strict(BaseModel):
 
 
 class ClassifyConfig(Strict):
-    """Which pods are offline (see agent/classify.py)."""
+    """Which pods are offline (see contract/classify.py)."""
 
     offline_priority_classes: tuple[str, ...] = ("koord-batch", "koord-free")
     offline_priority_below: int = 0

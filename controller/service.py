@@ -39,7 +39,7 @@ from controller.nodes import node_name, slim_node
 from controller.policy import DynamicSchedulerPolicy
 from controller.poller import AgentPoller
 from controller.rebalance.actuator import Rebalancer
-from controller.rebalance.facts import FACTS
+from controller.rebalance.traits import TRAITS
 from controller.scoring import ScoreBoard, Scorer
 from controller.writer import AnnotationWriter
 from kube import Informer, Kube, LeaderElector
@@ -232,22 +232,22 @@ class Controller:
         """The node informer's transform (and our PATCH responses'): only what the controller reads."""
         slim = slim_node(node, self.scorer.annotation_keys)
         if self.rebalancer is not None:
-            slim[FACTS] = self.rebalancer.node_facts(node)
+            slim[TRAITS] = self.rebalancer.node_traits(node)
         return slim
 
     def _keep_pod(self, pod: dict[str, Any]) -> dict[str, Any] | None:
         """The pod informer's transform: the binding stub, plus what rebalancing reads when it is on and the
         batch requests a pod holds (the floor of silent agents' nodes) when that is on."""
         kept = self.bindings.keep(pod)
-        facts = self.rebalancer.pod_facts(pod) if self.rebalancer is not None else None
+        traits = self.rebalancer.pod_traits(pod) if self.rebalancer is not None else None
         held = batch_facts(pod) if self.floorer is not None else None
-        if facts is None and held is None:
+        if traits is None and held is None:
             return kept
-        if kept is None:  # bound too long ago to count for the hot value: the informer's keys and the facts
+        if kept is None:  # bound too long ago to count for the hot value: the informer's keys and the traits
             meta = pod.get("metadata") or {}
             kept = {"metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta}}
-        if facts is not None:
-            kept[FACTS] = facts
+        if traits is not None:
+            kept[TRAITS] = traits
         if held is not None:
             kept[BATCH_KEY] = held
             kept.setdefault("spec", {"nodeName": (pod.get("spec") or {}).get("nodeName")})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from controller.rebalance.facts import Requirement
+from controller.rebalance.traits import Requirement
 
 
 def _int(text: str) -> int | None:
