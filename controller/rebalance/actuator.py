@@ -268,6 +268,10 @@ class Rebalancer:
         self._counts = {}
         self._acted_at = {}
 
+    def leadership_changed(self, leading: bool) -> None:
+        if leading:
+            self.reset()  # what it counted when it last led is stale
+
     # ---- serving -------------------------------------------------------------------------------
 
     def document(self, leader: bool) -> dict[str, Any]:
