@@ -1,6 +1,6 @@
 """One polling cycle of the leader: poll every agent in scope once, plan and queue each node's annotation
 patch from the samples, then let rebalancing act on the same samples. The running controller
-(controller/service.py) builds one `PollingCycle` and runs it back to back."""
+(controller/service.py) builds one `PollingCycle`; the polling loop (controller/loop.py) runs it back to back."""
 
 from __future__ import annotations
 
