@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 from common.logs import OnChange
 from controller.annotator import Annotator, write_margin
+from controller.cluster_informers import ClusterInformers
 from controller.config import ControllerConfig
 from controller.discovery import discover
 from controller.floor import Floorer
 from controller.hotvalue import BindingRecords
-from controller.informers import ClusterInformers
 from controller.latest import LatestNodes
 from controller.metrics import ControllerMetrics
 from controller.nodes import node_annotations, node_name

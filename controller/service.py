@@ -1,7 +1,7 @@
 """The running controller: the composition root that builds the parts and wires them together; each part
 does one thing (see docs/controller-structure.md):
 
-- `ClusterInformers` (controller/informers.py) keep slim Nodes, the agents' EndpointSlices and bound Pods,
+- `ClusterInformers` (controller/cluster_informers.py) keep slim Nodes, the agents' EndpointSlices and bound Pods,
   cut down by `CachedObjects` (controller/cached_objects.py);
 - `LatestNodes` feeds the `ScoreBoard` the freshest version of each node (the informer's or our last
   patch's), which the `Extender` answers kube-scheduler from;
@@ -25,13 +25,13 @@ from typing import Any
 
 from controller import assembly as build
 from controller.cached_objects import CachedObjects
+from controller.cluster_informers import ClusterInformers
 from controller.config import ControllerConfig
 from controller.cycle import CycleReport, PollingCycle
 from controller.extender import Extender
 from controller.gauges import ScoreGauges
 from controller.hotvalue import BindingRecords
 from controller.httpget import agent_fetch
-from controller.informers import ClusterInformers
 from controller.latest import LatestNodes
 from controller.leadership import Leadership
 from controller.liveness import Liveness
