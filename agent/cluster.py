@@ -12,7 +12,6 @@ from typing import Any
 
 from agent import qos_report
 from agent.batch_capacity import BatchRequests
-from agent.classify import Classifier
 from agent.config import AgentConfig
 from agent.enforcer import Enforcer
 from agent.eviction import Evictor
@@ -20,13 +19,14 @@ from agent.kubepods import KubePodSource
 from agent.node_state import StateBuilder
 from agent.oversubscription import OversubscriptionOwner
 from agent.publisher import AnnotationOwner, ApiHealth, NodePublisher
-from agent.resources import node_allocatable
 from agent.runtime import Host
 from agent.snapshot import Snapshot
 from agent.strategies.registry import Facts, Strategy
 from agent.view import AgentView, MetricSource
 from cgroup import CgroupReader, CgroupWriter
+from contract.classify import Classifier
 from kube import Informer, Kube
+from kube.resources import node_allocatable
 
 log = logging.getLogger(__name__)
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from common.cli import Flags
 from common.config import ConfigError, load
+from common.listen import ListenAddress, split_host_port
 from serving.settings import ServingSettings
 
 DEFAULT_PORT = 9817
@@ -32,7 +33,7 @@ class Strict(BaseModel):
 
 
 class ClassifyConfig(Strict):
-    """Which pods are offline (see agent/classify.py)."""
+    """Which pods are offline (see contract/classify.py)."""
 
     #: PriorityClasses whose pods are offline (koordinator's batch and free classes).
     offline_priority_classes: tuple[str, ...] = ("koord-batch", "koord-free")
@@ -234,7 +235,7 @@ class BatchConfig(Strict):
 
 
 class AgentConfig(Strict):
-    listen: str | None = None  # HOST:PORT; default 127.0.0.1 standalone, 0.0.0.0 in a cluster
+    listen: ListenAddress | None = None  # HOST:PORT; default 127.0.0.1 standalone, 0.0.0.0 in a cluster
     #: Sampling interval, seconds.
     interval: float = Field(default=1.0, ge=0.05, le=60)
     #: Never contact a cluster, even in a pod or with a kubeconfig.
@@ -276,16 +277,6 @@ class AgentConfig(Strict):
     serving: ServingSettings = ServingSettings()
     qos: QosConfig = QosConfig()
 
-    @field_validator("listen")
-    @classmethod
-    def _listen(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        host, sep, port = v.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-            raise ValueError("must be HOST:PORT with a port 0-65535, e.g. 127.0.0.1:9817")
-        return v
-
     @field_validator("cgroup_root", "host_root")
     @classmethod
     def _absolute(cls, v: str) -> str:
@@ -313,8 +304,7 @@ class AgentConfig(Strict):
     def listen_address(self, in_cluster: bool) -> tuple[str, int]:
         if self.listen is None:
             return ("0.0.0.0" if in_cluster else "127.0.0.1"), DEFAULT_PORT
-        host, _, port = self.listen.rpartition(":")
-        return host.strip("[]"), int(port)
+        return split_host_port(self.listen)
 
 
 def user_state_dir(env: Mapping[str, str]) -> str:

@@ -37,12 +37,12 @@ from agent.config import EvictionConfig
 from agent.node_state import NodeState, Resource, StateBuilder, batch_request, pod_request
 from agent.oversubscription import oversubscription_enabled
 from agent.publisher import ApiHealth, Changes
-from agent.resources import node_allocatable
 from agent.snapshot import PodSample, Snapshot
 from agent.strategies import eviction_choice
 from cgroup import CgroupWriter
 from contract.annotations import OFFLINE_JOB_EVICTING, evicting_watermark
 from kube import Kube
+from kube.resources import node_allocatable
 
 log = logging.getLogger(__name__)
 

@@ -8,15 +8,14 @@ from datetime import datetime
 from typing import Any
 
 from agent.batch_capacity import BatchRequests, batch_requests
-from agent.classify import Classifier
-from agent.resources import container_batch, pod_limits, pod_requests, quantity
 from agent.snapshot import ContainerBatch, PodBatch, PodMeta
 from cgroup import ContainerID, Layout, PathModel, PodCgroup, normalize_qos, parse_container_id, resolve_pod
 from cgroup.kubelet_rules import BatchResources
 from cgroup.paths import QoS
 from contract.annotations import AGENT_POD_ANNOTATIONS
-from contract.classify import has_batch_resources
+from contract.classify import Classifier, has_batch_resources
 from kube.quantity import ceil_int
+from kube.resources import container_batch, pod_limits, pod_requests, quantity
 
 log = logging.getLogger(__name__)
 FINISHED_PHASES = ("Succeeded", "Failed")

@@ -38,9 +38,9 @@ from agent.config import OversubscriptionConfig
 from agent.node_state import NodeState
 from agent.publish_policy import Band, WindowMean, floored, should_write
 from agent.publisher import Changes
-from agent.resources import node_allocatable, quantity
 from agent.view import AgentView
 from contract import annotations as keys
+from kube.resources import node_allocatable, quantity
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
     python -m bench.bench_rebalance [--nodes 5000] [--pods-per-node 30] [--repeat 15]
 
-Builds the controller's inputs once (slim nodes and pods with their facts, as the informers cache them;
+Builds the controller's inputs once (slim nodes and pods with their traits, as the informers cache them;
 one agent sample per node; the sources' pod usage as `fetch_pod_usages` returns it), then times what
 `Rebalancer.run` computes between the polls: steps 1-4 (`assess`) and steps 5-7 (`select_and_plan`) in
 a dry run. A third of the nodes are hot (all confirmed sources), a third cold, so every source gets
@@ -22,11 +22,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agent.classify import Classifier
+from contract.classify import Classifier
 from controller.rebalance.assess import assess
 from controller.rebalance.cycle import select_and_plan
-from controller.rebalance.facts import FACTS, node_facts, pod_facts
 from controller.rebalance.settings import RebalanceSettings
+from controller.rebalance.traits import TRAITS, node_traits, pod_traits
 from controller.rebalance.usage import PodLoad, pod_usages
 from testsupport.rebalance_objects import GIB, agent_pod, node, pod
 
@@ -48,7 +48,7 @@ def build(nodes: int, per_node: int, cfg: RebalanceSettings) -> dict[str, Any]:
         name = f"node-{i:05d}"
         zone = f"zone-{i % 3}"
         obj = node(name, cpu=32, memory_gib=128, labels={"topology.kubernetes.io/zone": zone})
-        node_objs.append({"metadata": {"name": name}, FACTS: node_facts(obj)})
+        node_objs.append({"metadata": {"name": name}, TRAITS: node_traits(obj)})
         kind = i % 3
         cpu = (0.85 + (i % 10) / 100) if kind == 0 else (0.2 + (i % 20) / 100) if kind == 1 else 0.6
         ratios[name] = (cpu, 0.3 + (i % 5) / 100 if kind != 0 else 0.5)
@@ -60,8 +60,8 @@ def build(nodes: int, per_node: int, cfg: RebalanceSettings) -> dict[str, Any]:
             ns = f"team-{(i + k) % 40}"
             p = pod(pname, name, namespace=ns, cpu="250m", memory="512Mi", offline=k % 5 == 0,
                     affinity_terms=ZONES if k % 4 == 0 else None, tolerations=NOT_READY)  # fmt: skip
-            facts = pod_facts(p, classifier, {"koordinator.sh/qosClass"})
-            pods[f"{ns}/{pname}"] = {"metadata": {"name": pname, "namespace": ns}, FACTS: facts}
+            traits = pod_traits(p, classifier, {"koordinator.sh/qosClass"})
+            pods[f"{ns}/{pname}"] = {"metadata": {"name": pname, "namespace": ns}, TRAITS: traits}
             entries.append(agent_pod(ns, pname, 0.2 + (k % 10) / 10, (0.25 + (k % 4) / 4) * GIB))
         if kind == 0:
             docs[name] = json.dumps(entries).encode()
@@ -100,13 +100,13 @@ def run(nodes: int, per_node: int, repeat: int) -> dict[str, Timings]:
         }
     )
     data = build(nodes, per_node, default)
-    facts = {n["metadata"]["name"]: n[FACTS] for n in data["nodes"]}
+    traits = {n["metadata"]["name"]: n[TRAITS] for n in data["nodes"]}
     pods = data["pods"]
     usages: dict[str, list[PodLoad]] = {n: pod_usages(d, default.window) for n, d in data["docs"].items()}
 
     def cycle(cfg: RebalanceSettings) -> Callable[[], object]:
         def once() -> object:
-            a = assess(facts, data["ratios"], data["counts"], cfg)
+            a = assess(traits, data["ratios"], data["counts"], cfg)
             return select_and_plan(a, usages, {}, pods.get, pods.values, cfg, lambda *x: "dry_run")
 
         return once
@@ -114,7 +114,7 @@ def run(nodes: int, per_node: int, repeat: int) -> dict[str, Timings]:
     check = cycle(unlimited)()
     assert len(check.assessment.sources) == len(data["docs"]) and check.plan.moves  # type: ignore[attr-defined]
     results = {
-        "assess (steps 1-4)": timed(lambda: assess(facts, data["ratios"], data["counts"], default), repeat),
+        "assess (steps 1-4)": timed(lambda: assess(traits, data["ratios"], data["counts"], default), repeat),
         "cycle, default limits (steps 1-7)": timed(cycle(default), repeat),
         "cycle, no limits (steps 1-7)": timed(cycle(unlimited), repeat),
         "decode and validate the sources' pod lists": timed(

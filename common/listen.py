@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import errno
 import socket
+from typing import Annotated
+
+from pydantic import AfterValidator
 
 from common.config import ConfigError
 
@@ -15,6 +18,16 @@ def split_host_port(text: str) -> tuple[str, int]:
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ValueError(f"{text!r} is not HOST:PORT with a port 0-65535, e.g. 127.0.0.1:9817")
     return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def _valid_listen(text: str) -> str:
+    split_host_port(text)
+    return text
+
+
+#: A `listen` setting: `HOST:PORT` validated where the config is read, so a bad address is a config error
+#: naming its key (the one validator of every program's `listen`).
+ListenAddress = Annotated[str, AfterValidator(_valid_listen)]
 
 
 def _reason(err: OSError) -> str:

@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from common.config import Layers, UrlPath, is_configmap, load, validate
-from common.listen import split_host_port
+from common.listen import ListenAddress
 from contract.classify import DEFAULT_OFFLINE_CLASSES
 from controller.durations import to_seconds
 from controller.rebalance.settings import RebalanceSettings
@@ -198,7 +198,7 @@ class ControllerConfig(_Section):
     kubeconfig: str | None = None
     #: HOST:PORT of the extender, health, metrics and JSON endpoints. Unset: 127.0.0.1:8090 standalone
     #: (`--agent`: plain HTTP on loopback only), 0.0.0.0:8090 in a cluster (the manifests set it).
-    listen: str | None = None
+    listen: ListenAddress | None = None
     #: Log threshold.
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     #: json: one JSON object per line.
@@ -219,13 +219,6 @@ class ControllerConfig(_Section):
     rebalance: RebalanceSettings = RebalanceSettings()
     #: Deprecated: also write `colo.io/oversubscription`, a copy of the agent's own capacity annotations.
     legacy_oversubscription_annotation: bool = False
-
-    @field_validator("listen")
-    @classmethod
-    def _listen(cls, v: str | None) -> str | None:
-        if v is not None:
-            parse_listen(v)
-        return v
 
     def listen_in(self, standalone: bool) -> str:
         """The listening address: the configured one, else loopback standalone and every address in a cluster."""
@@ -257,11 +250,6 @@ def sibling_configmap(directory: Path, key: str) -> Path | None:
         if is_configmap(doc) and isinstance(doc.get("data"), dict) and key in doc["data"]:
             return candidate
     return None
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """`HOST:PORT` (IPv6 as `[::1]:8090`) -> (host, port)."""
-    return split_host_port(text)
 
 
 def build_config(doc: dict[str, Any], source: str = "config") -> ControllerConfig:

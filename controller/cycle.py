@@ -1,6 +1,6 @@
 """One polling cycle of the leader: poll every agent in scope once, plan and queue each node's annotation
 patch from the samples, then let rebalancing act on the same samples. The running controller
-(controller/service.py) builds one `PollingCycle` and runs it back to back."""
+(controller/service.py) builds one `PollingCycle`; the polling loop (controller/loop.py) runs it back to back."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from common.logs import OnChange
 from controller.annotator import Annotator, write_margin
+from controller.cluster_informers import ClusterInformers
 from controller.config import ControllerConfig
 from controller.discovery import discover
 from controller.floor import Floorer
@@ -22,7 +23,6 @@ from controller.nodes import node_annotations, node_name
 from controller.poller import AgentPoller
 from controller.rebalance.actuator import Rebalancer
 from controller.writer import AnnotationWriter
-from kube import Informer
 
 log = logging.getLogger("controller.service")  # the name these lines have always had (log filters rely on it)
 
@@ -46,6 +46,7 @@ class PollingCycle:
         self,
         cfg: ControllerConfig,
         *,
+        informers: ClusterInformers,
         poller: AgentPoller,
         annotator: Annotator,
         writer: AnnotationWriter,
@@ -57,18 +58,19 @@ class PollingCycle:
         floorer: Floorer | None = None,
     ) -> None:
         self.cfg = cfg
+        self.informers = informers
         self.poller, self.annotator, self.writer = poller, annotator, writer
         self.bindings, self.latest, self.metrics, self.rebalancer = bindings, latest, metrics, rebalancer
         self.clock = clock
         self.floorer = floorer
         self._failed_logs = OnChange()
 
-    async def run(
-        self, nodes_informer: Informer, slices: Informer | None, pods: Informer | None, previous: CycleReport | None
-    ) -> CycleReport:
-        """Poll every agent once, then plan and queue each node's annotation patch."""
+    async def run(self, previous: CycleReport | None) -> CycleReport:
+        """Poll every agent once, then plan and queue each node's annotation patch (`previous`: the cycle
+        before, whose length tells how long until each node is planned again)."""
         started = time.monotonic()
-        nodes = nodes_informer.items()
+        slices, pods = self.informers.slices, self.informers.pods
+        nodes = self.informers.nodes.items()
         endpoint_slices = slices.items() if slices is not None else []
         # Scope: the selected nodes; without a selector, those where an agent endpoint says one runs.
         targets = discover(nodes, endpoint_slices, self.cfg.agent, internal_ip_fallback=bool(self.cfg.node_selector))

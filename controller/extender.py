@@ -22,11 +22,11 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from common.logs import Repeats, repeated
 from controller.annotations import Oversubscription
-from controller.classify import PodClassifier
 from controller.config import ClassifySettings, ExtenderSettings
 from controller.extender_args import BadRequest, parse_args
 from controller.metrics import ControllerMetrics
 from controller.nodes import node_name
+from controller.pod_classifier import PodClassifier
 from controller.scoring import MAX_EXTENDER_PRIORITY, ScoreBoard
 from serving.limits import ClientGone, Gate, Rejected, read_body
 from serving.settings import ServingSettings

@@ -140,6 +140,9 @@ class Floorer:
         self.request_timeout = request_timeout
         self.on_written = on_written
 
+    def leadership_changed(self, leading: bool) -> None:
+        self.silent.reset()  # count silences afresh: another replica may have seen agents answer
+
     def run(
         self, nodes: Iterable[Mapping[str, Any]], answered: Iterable[str], pods: Iterable[Mapping[str, Any]]
     ) -> int:

@@ -100,6 +100,11 @@ class BindingRecords:
             kept_meta.pop("creationTimestamp", None)  # only a fallback for a pod without the condition
         return out
 
+    def on_event(self, etype: str, pod: Mapping[str, Any]) -> None:
+        """The pod informer's event handler."""
+        if etype in ("ADDED", "MODIFIED"):
+            self.observe(pod)
+
     def observe(self, pod: Mapping[str, Any]) -> None:
         """Record a pod's binding once (ADDED or MODIFIED events of a bound pod)."""
         if self.horizon <= 0:

@@ -49,11 +49,17 @@ class LatestNodes:
     """Per node, the newest object from either source; thread-safe.
 
     `on_change` is called with the new best object whenever it changes, under this class's lock, so
-    a consumer (the ScoreBoard) never receives two versions out of order.
+    a consumer (the ScoreBoard) never receives two versions out of order; `on_deleted` with the name of
+    a node the informer saw deleted.
     """
 
-    def __init__(self, on_change: Callable[[Node], None] | None = None) -> None:
+    def __init__(
+        self,
+        on_change: Callable[[Node], None] | None = None,
+        on_deleted: Callable[[str], None] | None = None,
+    ) -> None:
         self._on_change = on_change
+        self._on_deleted = on_deleted
         self._best: dict[str, _Entry] = {}
         self._lock = threading.Lock()
 
@@ -90,6 +96,17 @@ class LatestNodes:
             if rv == cur_rv or newer(rv, cur_rv) is False:
                 return  # the informer (or a later patch of ours) is already at least this fresh
             self._set(name, node, ours=True)
+
+    def on_event(self, etype: str, node: Node) -> None:
+        """The node informer's event handler."""
+        if etype != "DELETED":
+            self.observed(node)  # updates the consumer unless our own patch is newer
+            return
+        name = node_name(node)
+        if name is not None:
+            self.deleted(name)
+            if self._on_deleted is not None:
+                self._on_deleted(name)
 
     def deleted(self, name: str) -> None:
         with self._lock:

@@ -20,8 +20,8 @@ from fastapi import FastAPI
 from common.buildinfo import version
 from common.cli import EXIT_OK, EXIT_RUNTIME
 from common.config import ConfigError
-from common.listen import bind, url_of
-from controller.config import ControllerConfig, parse_listen
+from common.listen import bind, split_host_port, url_of
+from controller.config import ControllerConfig
 from controller.policy import DynamicSchedulerPolicy
 from controller.standalone import NodeReport, StandaloneController, cycle_document
 from controller.standalone_view import CLEAR_SCREEN, Legend, plural, table
@@ -42,7 +42,7 @@ def _server(app: FastAPI, cfg: ControllerConfig, kube: Kube | None = None) -> Se
     from controller.extender import EXTENDER_PATHS
 
     level = "debug" if cfg.log_level == "debug" else "warning"
-    host, port = parse_listen(cfg.listen_in(standalone=False))
+    host, port = split_host_port(cfg.listen_in(standalone=False))
     try:
         secure(app, cfg.serving, kube, open_paths=EXTENDER_PATHS)
         return make_server(app, host, port, cfg.serving, log_level=level)
@@ -56,7 +56,7 @@ def serves_tls(server: Server) -> bool:
 
 
 def _listen(cfg: ControllerConfig, origin: str) -> socket.socket:
-    host, port = parse_listen(cfg.listen_in(standalone=False))
+    host, port = split_host_port(cfg.listen_in(standalone=False))
     return bind(host, port, origin)
 
 

@@ -106,6 +106,9 @@ class AnnotationWriter:
         """Every worker thread runs (False before start() and after stop())."""
         return bool(self._threads) and all(t.is_alive() for t in self._threads)
 
+    def dead(self) -> list[str]:  # controller.liveness.Watched
+        return [] if self.alive() else ["colo-writer"]
+
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
         with self._cond:
@@ -127,6 +130,11 @@ class AnnotationWriter:
         with self._cond:
             self._pending.clear()
             self._metrics.write_queue.set(0)
+
+    def leadership_changed(self, leading: bool) -> None:
+        """A follower writes nothing: what was queued while leading is dropped."""
+        if not leading:
+            self.clear()
 
     def pending(self) -> int:
         with self._cond:

@@ -10,11 +10,11 @@ from agent.batch_capacity import BatchRequests, BatchUse, allocatable, batch_req
 from agent.config import OversubscriptionConfig
 from agent.node_state import node_state
 from agent.oversubscription import OversubscriptionOwner
-from agent.resources import node_allocatable
 from agent.snapshot import ContainerBatch, NodeSample, PodBatch, PodMeta, PodSample, Snapshot
 from agent.view import AgentView
 from agent.windows import WindowStore
 from cgroup.kubelet_rules import BatchResources
+from kube.resources import node_allocatable
 
 GI = 1 << 30
 MI = 1 << 20

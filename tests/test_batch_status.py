@@ -13,11 +13,11 @@ from agent.config import OversubscriptionConfig
 from agent.node_state import StateBuilder
 from agent.oversubscription import OversubscriptionOwner
 from agent.publisher import NodePublisher
-from agent.resources import node_allocatable
 from agent.snapshot import NodeSample, PodSample, Snapshot
 from agent.view import AgentView
 from agent.windows import WindowStore
 from kube import Kube
+from kube.resources import node_allocatable
 from tests.test_batch_capacity import batch_meta, online, sample
 from testsupport.k8sobjects import NODE, node
 from testsupport.kubeapi.server import FakeKubeAPI

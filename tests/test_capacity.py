@@ -7,9 +7,9 @@ import pytest
 from agent.capacity import CapacityParams, compute
 from agent.node_state import node_state
 from agent.oversubscription import parse_types
-from agent.resources import node_allocatable, pod_limits, pod_requests
 from agent.snapshot import NodeSample, PodMeta, PodSample, Snapshot
 from agent.windows import WindowStore
+from kube.resources import node_allocatable, pod_limits, pod_requests
 
 GI = 1 << 30
 

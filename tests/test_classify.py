@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agent.classify import Classifier, qos_level
+from contract.classify import Classifier, qos_level
 
 
 def pod(

@@ -361,8 +361,8 @@ def test_extended_resources_by_default(v1tree_cgroupfs: V1Tree, kube: Kube, kube
 
 def test_static_pod_mirror_maps_to_its_cgroup(v1tree_cgroupfs: V1Tree) -> None:
     """A mirror pod's UID is not its cgroup's: kubelet names the cgroup after the config hash."""
-    from agent.classify import Classifier
     from agent.kubepods import KubePodSource
+    from contract.classify import Classifier
 
     tree = v1tree_cgroupfs
     config_hash, pod_path, (ctr,) = tree.pod("burstable")

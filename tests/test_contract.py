@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import BaseModel
 
-import agent.classify
+import agent.cluster
 import contract.classify
 from contract.agent_api import NodeDocument, Oversubscription, PodUsage, Window, parse_pods_document
 from contract.windows import NODE_WINDOW_KEYS
@@ -99,8 +99,7 @@ def test_a_required_field_missing_from_the_agent_is_an_error_not_a_zero() -> Non
 
 
 def test_classification_is_one_implementation() -> None:
-    assert agent.classify.Classifier is contract.classify.Classifier
-    assert agent.classify.qos_level is contract.classify.qos_level
+    assert agent.cluster.Classifier is contract.classify.Classifier
 
 
 def _loaded_after(code: str) -> list[str]:
@@ -114,7 +113,7 @@ def test_the_controller_loads_no_agent_or_exporter_module() -> None:
         "for m in pkgutil.walk_packages(controller.__path__, 'controller.'): importlib.import_module(m.name)"
     )
     loaded = _loaded_after(code)
-    assert {"controller.service", "controller.rebalance.facts", "contract.agent_api"} <= set(loaded)
+    assert {"controller.service", "controller.rebalance.traits", "contract.agent_api"} <= set(loaded)
     assert [
         m for m in loaded if m.split(".")[0] in ("agent", "exporter", "colo_agent", "bench", "tests", "testsupport")
     ] == []

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from controller.classify import PodClassifier
 from controller.config import ClassifySettings
 from controller.extender import Extender, create_app
 from controller.metrics import ControllerMetrics
+from controller.pod_classifier import PodClassifier
 from controller.policy import default_policy
 from controller.scoring import ScoreBoard, Scorer
 

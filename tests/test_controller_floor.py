@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from agent.classify import Classifier as AgentClassifier
 from agent.kubepods import pod_meta
 from contract.annotations import BATCH_CPU, BATCH_MEMORY, OVERSUBSCRIPTION_CPU, OVERSUBSCRIPTION_MEMORY
+from contract.classify import Classifier as AgentClassifier
 from controller.floor import SilentAgents, allocated_by_node, batch_facts, floor_writes
 from controller.service import Controller
 from kube import Kube

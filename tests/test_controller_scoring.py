@@ -8,11 +8,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from controller import annotations as ann
-from controller.classify import PodClassifier
 from controller.config import ClassifySettings
 from controller.extender import Extender, create_app
 from controller.hotvalue import BindingRecords
 from controller.metrics import ControllerMetrics
+from controller.pod_classifier import PodClassifier
 from controller.policy import default_policy
 from controller.scoring import ScoreBoard, Scorer
 

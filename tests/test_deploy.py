@@ -34,7 +34,6 @@ from agent.enforcer import Enforcer
 from agent.eviction import EVICTING_ANNOTATION, Evictor
 from agent.node_state import node_state
 from agent.oversubscription import ANNOTATION_CPU, ANNOTATION_MEMORY, BATCH_CPU, BATCH_MEMORY, OversubscriptionOwner
-from agent.resources import node_allocatable
 from agent.snapshot import (
     ContainerSample,
     InterfaceSample,
@@ -59,6 +58,7 @@ from exporter.collector import POD_LABELS, ColoCollector
 from exporter.encoding import encode_families
 from kube import ApiError, Kube
 from kube.permissions import Permission
+from kube.resources import node_allocatable
 from serving.auth import User
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from common.listen import split_host_port
 from controller.admission.settings import DEFAULT_EXCLUDED_NAMESPACES, AdmissionSettings, load_admission
-from controller.config import parse_listen
 from controller.main import main as controller_main
 from tests.test_deploy import (
     BASE,
@@ -81,7 +81,7 @@ def test_the_deployment_reads_the_admission_file_and_mounts_the_certificate(tmp_
     for path, key in ((s.cert_file, "tls.crt"), (s.key_file, "tls.key")):
         assert Path(path) == Path(tls_mount["mountPath"]) / key
     # the webhook port is the one the file listens on
-    assert container_port(container, "webhook") == parse_listen(s.listen)[1]
+    assert container_port(container, "webhook") == split_host_port(s.listen)[1]
 
 
 def test_the_webhook_configuration_reaches_the_service_and_is_safe(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.classify import Classifier
 from agent.kubepods import pod_meta
+from contract.classify import Classifier
 from testsupport.k8sobjects import pod
 
 MI = 1 << 20

@@ -17,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from controller.extender import create_app
-from controller.rebalance.facts import FACTS, Amounts
+from controller.rebalance.traits import TRAITS, Amounts
 from controller.rebalance.usage import pod_usages
 from controller.service import Controller
 from kube import Kube
@@ -108,12 +108,12 @@ def test_hot_node_pods_are_evicted_until_it_is_under_its_threshold_and_no_furthe
     c = rig.start(clock)
     # The informers keep the scheduling facts next to their slim objects, not whole Nodes and Pods.
     hot = c.nodes.get("hot")
-    assert hot is not None and set(hot) == {"metadata", "status", FACTS}
-    assert hot[FACTS].allocatable == Amounts(16, 64 * GIB) and hot[FACTS].labels["kubernetes.io/hostname"] == "hot"
+    assert hot is not None and set(hot) == {"metadata", "status", TRAITS}
+    assert hot[TRAITS].allocatable == Amounts(16, 64 * GIB) and hot[TRAITS].labels["kubernetes.io/hostname"] == "hot"
     web_a = c.pods.get("default/web-a") if c.pods is not None else None
-    assert web_a is not None and set(web_a) <= {"metadata", "spec", "status", FACTS}
+    assert web_a is not None and set(web_a) <= {"metadata", "spec", "status", TRAITS}
     assert web_a.get("spec", {}) in ({}, {"nodeName": "hot"})  # the hot-value stub (created "now" > T0)
-    assert web_a[FACTS].requests == Amounts(0.5, GIB) and web_a[FACTS].owner_kinds == ("ReplicaSet",)
+    assert web_a[TRAITS].requests == Amounts(0.5, GIB) and web_a[TRAITS].owner_kinds == ("ReplicaSet",)
     cycle(c)
     assert evicted(api) == []  # high once: not confirmed yet
     assert PODS_PATH not in fleet.paths.get("hot", [])  # no pod polls before a source is confirmed

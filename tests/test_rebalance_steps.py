@@ -9,18 +9,18 @@ from typing import Any
 
 import pytest
 
-from agent.classify import Classifier
 from contract.agent_api import DocumentRejected
+from contract.classify import Classifier
 from controller.config import build_config
 from controller.errors import ConfigError
 from controller.rebalance import anomaly
 from controller.rebalance.budget import budget, exhausted, gate
 from controller.rebalance.candidates import Candidate, candidates
-from controller.rebalance.classify import Limits, classify_node, effective_limits, over_resources
-from controller.rebalance.facts import Amounts, PodFacts, node_facts, pod_facts
 from controller.rebalance.fit import Destination, DestinationPool, misfit
+from controller.rebalance.node_levels import Limits, classify_node, effective_limits, over_resources
 from controller.rebalance.plan import Source, plan_moves
 from controller.rebalance.settings import RebalanceSettings
+from controller.rebalance.traits import Amounts, PodTraits, node_traits, pod_traits
 from controller.rebalance.usage import node_usage, percent, pod_usages
 from testsupport.rebalance_objects import GIB, agent_pod, node, pod
 
@@ -34,8 +34,8 @@ def settings(**doc: Any) -> RebalanceSettings:
 CLASSIFIER = Classifier()
 
 
-def facts(p: dict[str, Any], cfg: RebalanceSettings = CFG) -> PodFacts:
-    f = pod_facts(p, CLASSIFIER, cfg.selector_label_keys() | {"koordinator.sh/qosClass"})
+def facts(p: dict[str, Any], cfg: RebalanceSettings = CFG) -> PodTraits:
+    f = pod_traits(p, CLASSIFIER, cfg.selector_label_keys() | {"koordinator.sh/qosClass"})
     assert f is not None
     return f
 
@@ -57,7 +57,7 @@ def facts(p: dict[str, Any], cfg: RebalanceSettings = CFG) -> PodFacts:
 def test_node_usage_is_window_ratio_times_capacity_over_allocatable(
     obj: dict[str, Any], ratios: tuple[float | None, float | None], expected_pct: tuple[float, float] | None
 ) -> None:
-    f = node_facts(obj)
+    f = node_traits(obj)
     usage = node_usage(f, *ratios)
     if expected_pct is None:
         assert usage is None
@@ -239,9 +239,9 @@ def test_candidate_order_offline_then_priority_then_usage_of_the_worst_resource(
         (pod("online-prio", "hot", priority=5), Amounts(0.2, 1 * GIB)),  # (a negative priority is offline)
     ]
     rows = [(facts(p), p["metadata"]["name"], u) for p, u in pods]
-    by_cpu = [c.facts.name for c in candidates(rows, "hot", ("cpu",), CFG)[0]]
+    by_cpu = [c.traits.name for c in candidates(rows, "hot", ("cpu",), CFG)[0]]
     assert by_cpu == ["offline-low-prio", "offline-small", "online-prio", "online-big", "online-mem"]
-    by_mem = [c.facts.name for c in candidates(rows, "hot", ("memory", "cpu"), CFG)[0]]
+    by_mem = [c.traits.name for c in candidates(rows, "hot", ("memory", "cpu"), CFG)[0]]
     assert by_mem == ["offline-low-prio", "offline-small", "online-prio", "online-mem", "online-big"]
 
 
@@ -254,7 +254,7 @@ ALLOC = Amounts(16, 64 * GIB)
 
 
 def dest(obj: dict[str, Any], usage: Amounts = DEST_USAGE, requested: Amounts = NOTHING) -> Destination:
-    f = node_facts(obj)
+    f = node_traits(obj)
     assert f.allocatable is not None
     high = Amounts(0.75 * f.allocatable.cpu, 0.80 * f.allocatable.memory)
     return Destination(obj["metadata"]["name"], f, f.allocatable, usage, high, requested)
@@ -440,12 +440,12 @@ def test_readme_worked_example() -> None:
     """README.md, "Rebalancing": four 16-core, 64 GiB nodes, default settings, n1 confirmed hot."""
     from controller.rebalance.assess import assess
     from controller.rebalance.cycle import select_and_plan
-    from controller.rebalance.facts import FACTS
+    from controller.rebalance.traits import TRAITS
     from controller.rebalance.usage import PodLoad
 
     cfg = RebalanceSettings(enabled=True, dry_run=False)
     ratios = {"n1": (0.90, 0.50), "n2": (0.30, 0.40), "n3": (0.40, 0.60), "n4": (0.20, 0.30)}
-    nodes = {name: node_facts(node(name)) for name in ratios}
+    nodes = {name: node_traits(node(name)) for name in ratios}
     a = assess(nodes, ratios, {"n1": 4}, cfg)  # n1 was high in the 4 cycles before: this is the 5th
     assert {n: v.cls for n, v in a.views.items()} == {"n1": "high", "n2": "low", "n3": "normal", "n4": "low"}
     assert [s.name for s in a.sources] == ["n1"] and a.gate is None
@@ -461,10 +461,10 @@ def test_readme_worked_example() -> None:
     }
     used = {"batch-1": 0.6, "web-1": 1.5, "web-2": 1.0, "web-3": 0.4, "cache": 2.0, "node-exporter": 0.2}
     mem = {"batch-1": 2 * GIB, "web-1": 1 * GIB}
-    cache = {f"default/{n}": {FACTS: facts(p)} for n, p in specs.items()}
+    cache = {f"default/{n}": {TRAITS: facts(p)} for n, p in specs.items()}
     usages = {"n1": [PodLoad("default", n, f"uid-default-{n}", Amounts(c, mem.get(n, GIB))) for n, c in used.items()]}
     out = select_and_plan(a, usages, {}, cache.get, cache.values, cfg, lambda *x: "evicted")
-    assert [c.facts.name for c in out.candidates["n1"]] == ["batch-1", "web-1", "web-2", "web-3"]
+    assert [c.traits.name for c in out.candidates["n1"]] == ["batch-1", "web-1", "web-2", "web-3"]
     assert out.skipped_pods["n1"] == {"local_storage": 1, "daemonset": 1}
     moves = [(m.pod, m.destination, round(100 * m.source_after.cpu / 16, 2)) for m in out.plan.moves]
     assert moves == [("default/batch-1", "n4", 86.25), ("default/web-1", "n4", 76.88)]  # max 2 per node

@@ -21,7 +21,6 @@ from agent.enforcer import Enforcer
 from agent.eviction import Evictor
 from agent.node_state import node_state
 from agent.oversubscription import OversubscriptionOwner
-from agent.resources import node_allocatable
 from agent.snapshot import (
     ContainerSample,
     InterfaceSample,
@@ -41,6 +40,7 @@ from contract.windows import NODE_WINDOW_KEYS
 from exporter.api import node_document, pods_document
 from exporter.stats import WindowStatsCache
 from kube import Kube
+from kube.resources import node_allocatable
 
 CPU_CORES = 8.0
 MEMORY_BYTES = 16 << 30

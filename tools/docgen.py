@@ -268,11 +268,11 @@ def agent_families() -> list[Any]:
     from agent.main import process_metrics
     from agent.node_state import node_state
     from agent.oversubscription import OversubscriptionOwner
-    from agent.resources import node_allocatable
     from cgroup import CgroupReader, CgroupWriter, Layout, PathModel
     from cgroup.layout import Mount
     from exporter.collector import ColoCollector
     from kube import Kube
+    from kube.resources import node_allocatable
     from testsupport.agent_document import CPU_CORES, MEMORY_BYTES, agent_view, node_object
 
     view = agent_view("node-a")

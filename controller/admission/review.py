@@ -16,9 +16,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from common.label_selector import matches
 from contract.classify import CRITICAL_PRIORITY
 from controller.admission.convert import ConversionError, JsonPatch, PriorityClassLookup, profile_patch
-from controller.admission.selectors import matches
 from controller.admission.settings import AdmissionSettings, Profile
 
 log = logging.getLogger(__name__)

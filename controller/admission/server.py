@@ -19,11 +19,11 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
+from common.listen import split_host_port
 from controller.admission.convert import PriorityClassInfo
 from controller.admission.metrics import AdmissionMetrics
 from controller.admission.review import BadReview, Reviewer
 from controller.admission.settings import AdmissionSettings
-from controller.config import parse_listen
 from controller.metrics import ControllerMetrics
 from kube import Informer, Kube
 from serving.tls import CertReloader
@@ -92,7 +92,7 @@ class AdmissionWebhook:
         self.priority_classes = Informer(kube, "priorityclasses", transform=slim_priority_class)
         self.reviewer = Reviewer(settings, self.namespace_labels, self.priority_class)
         self.tls = CertReloader(settings.cert_file, settings.key_file)  # serving/: the programs' one reloader
-        host, port = parse_listen(settings.listen)
+        host, port = split_host_port(settings.listen)
         config = uvicorn.Config(
             create_webhook_app(self.reviewer, self.metrics, settings.max_body_bytes),
             host=host,

@@ -12,8 +12,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from common.config import read_file
+from common.label_selector import LabelSelector
+from common.listen import ListenAddress
 from contract.classify import QOS_LEVEL_ANNOTATION, qos_level
-from controller.config import parse_listen
 from controller.errors import from_validation_error
 
 #: Namespaces the webhook never changes, whatever the profiles say: the control plane's and Colo's own.
@@ -22,33 +23,6 @@ DEFAULT_EXCLUDED_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
-class SelectorRequirement(_Section):
-    """One matchExpressions entry (metav1.LabelSelectorRequirement)."""
-
-    #: The label key.
-    key: str = Field(min_length=1)
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
-    #: The values for In and NotIn.
-    values: tuple[str, ...] = ()
-
-    @model_validator(mode="after")
-    def _values_fit_operator(self) -> SelectorRequirement:
-        if self.operator in ("In", "NotIn") and not self.values:
-            raise ValueError(f"operator {self.operator} needs values")
-        if self.operator in ("Exists", "DoesNotExist") and self.values:
-            raise ValueError(f"operator {self.operator} takes no values")
-        return self
-
-
-class LabelSelector(_Section):
-    """metav1.LabelSelector, Kubernetes spelling: every term must hold; an empty selector matches all."""
-
-    #: Labels the object must carry.
-    match_labels: dict[str, str] = Field(default_factory=dict, alias="matchLabels")
-    #: Requirements its labels must meet (In, NotIn, Exists, DoesNotExist).
-    match_expressions: tuple[SelectorRequirement, ...] = Field(default=(), alias="matchExpressions")
 
 
 class Profile(_Section):
@@ -96,7 +70,7 @@ class AdmissionSettings(_Section):
     """Root of the admission file."""
 
     #: HTTPS address of the webhook (POST /mutate).
-    listen: str = "0.0.0.0:9443"
+    listen: ListenAddress = "0.0.0.0:9443"
     #: PEM certificate, read again when it changes.
     cert_file: str = "/etc/colo-webhook/tls.crt"
     #: Its key.
@@ -107,12 +81,6 @@ class AdmissionSettings(_Section):
     max_body_bytes: int = Field(default=8 << 20, ge=1024)
     #: The colocation profiles; the first that selects a pod wins.
     profiles: tuple[Profile, ...] = ()
-
-    @field_validator("listen")
-    @classmethod
-    def _listen(cls, v: str) -> str:
-        parse_listen(v)
-        return v
 
     @field_validator("profiles")
     @classmethod

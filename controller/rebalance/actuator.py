@@ -29,12 +29,12 @@ from controller.rebalance.agentpods import Fetch, fetch_pod_usages
 from controller.rebalance.assess import assess
 from controller.rebalance.candidates import Candidate
 from controller.rebalance.cycle import CycleOutcome, Lookup, select_and_plan
-from controller.rebalance.facts import FACTS, NodeFacts, PodFacts, node_facts, pod_facts
 from controller.rebalance.fit import Destination
 from controller.rebalance.metrics import RebalanceMetrics
 from controller.rebalance.plan import NodeSkip, Source
 from controller.rebalance.report import document, summary
 from controller.rebalance.settings import RebalanceSettings
+from controller.rebalance.traits import TRAITS, NodeTraits, PodTraits, node_traits, pod_traits
 from controller.rebalance.usage import node_window_names, percent
 from kube import ApiError, Kube
 
@@ -94,11 +94,11 @@ class Rebalancer:
     # ---- informer transforms -------------------------------------------------------------------
 
     @staticmethod
-    def node_facts(node: Mapping[str, Any]) -> NodeFacts:
-        return node_facts(node)
+    def node_traits(node: Mapping[str, Any]) -> NodeTraits:
+        return node_traits(node)
 
-    def pod_facts(self, pod: Mapping[str, Any]) -> PodFacts | None:
-        return pod_facts(pod, self._classifier, self._label_keys)
+    def pod_traits(self, pod: Mapping[str, Any]) -> PodTraits | None:
+        return pod_traits(pod, self._classifier, self._label_keys)
 
     # ---- the cycle -----------------------------------------------------------------------------
 
@@ -110,21 +110,21 @@ class Rebalancer:
         lookup: Lookup,
         all_pods: Callable[[], list[dict[str, Any]]],
     ) -> CycleOutcome:
-        """One rebalancing cycle over the node objects (slim, with facts) and this cycle's samples."""
+        """One rebalancing cycle over the node objects (slim, with traits) and this cycle's samples."""
         started = time.perf_counter()
-        facts: dict[str, NodeFacts | None] = {}
+        traits: dict[str, NodeTraits | None] = {}
         for node in nodes:
             meta = node.get("metadata")
             name = meta.get("name") if isinstance(meta, Mapping) else None
             if isinstance(name, str):
-                f = node.get(FACTS)
-                facts[name] = f if isinstance(f, NodeFacts) else None
+                f = node.get(TRAITS)
+                traits[name] = f if isinstance(f, NodeTraits) else None
         cpu_w, mem_w = self.windows
         ratios = {n: (s.windows.get(cpu_w), s.windows.get(mem_w)) for n, s in samples.items()}
         now = self.clock()
         settling = anomaly.settling(self._acted_at, now, self._settle)
         self._acted_at = {n: t for n, t in self._acted_at.items() if n in settling}
-        a = assess(facts, ratios, self._counts, self.cfg, settling)
+        a = assess(traits, ratios, self._counts, self.cfg, settling)
         assess_seconds = time.perf_counter() - started
         usages: dict[str, Any] = {}
         failed: dict[str, str] = {}
@@ -169,7 +169,7 @@ class Rebalancer:
                 self.metrics.evictions.labels(reason, "not_leader").inc()
                 return "not_leader"
         try:
-            result: str = self.kube.evict_pod(c.facts.namespace, c.facts.name, timeout=timeout)
+            result: str = self.kube.evict_pod(c.traits.namespace, c.traits.name, timeout=timeout)
         except ApiError as err:
             result = "unavailable" if err.status == 0 or err.status >= 500 else "error"
             self._warn(("evict", err.status), f"evicting {c.key} from {src.name} failed: {err}")
@@ -180,9 +180,9 @@ class Rebalancer:
             over = ", ".join(f"{r} {pct.get(r):.1f}% > {high.get(r):.0f}%" for r in src.over)
             self._event(
                 "Pod",
-                c.facts.name,
-                c.facts.namespace,
-                c.facts.uid,
+                c.traits.name,
+                c.traits.namespace,
+                c.traits.uid,
                 "ColoRebalanced",
                 f"Evicted from node {src.name} to rebalance load ({over} of allocatable, {self.cfg.window}, "
                 f"less this cycle's earlier evictions); "
@@ -267,6 +267,10 @@ class Rebalancer:
         """Forget the counts and settling nodes (on gaining the lease: what we saw when we last led is stale)."""
         self._counts = {}
         self._acted_at = {}
+
+    def leadership_changed(self, leading: bool) -> None:
+        if leading:
+            self.reset()  # what it counted when it last led is stale
 
     # ---- serving -------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Steps 1 to 4 for one cycle, from node facts and the agents' node windows: usage, classes, confirmed
+"""Steps 1 to 4 for one cycle, from node traits and the agents' node windows: usage, classes, confirmed
 sources, the low nodes as destinations, the budget and whether anything may happen at all."""
 
 from __future__ import annotations
@@ -8,18 +8,18 @@ from dataclasses import dataclass, field
 
 from controller.rebalance import anomaly
 from controller.rebalance.budget import budget, gate
-from controller.rebalance.classify import Limits, NodeClass, classify_node, effective_limits, over_resources
-from controller.rebalance.facts import ZERO, Amounts, NodeFacts
 from controller.rebalance.fit import Destination
+from controller.rebalance.node_levels import Limits, NodeClass, classify_node, effective_limits, over_resources
 from controller.rebalance.plan import Source
 from controller.rebalance.settings import RebalanceSettings
+from controller.rebalance.traits import ZERO, Amounts, NodeTraits
 from controller.rebalance.usage import node_usage, percent
 
 
 @dataclass(frozen=True, slots=True)
 class NodeView:
     name: str
-    facts: NodeFacts
+    traits: NodeTraits
     allocatable: Amounts
     usage: Amounts  # absolute
     pct: Amounts  # percent of allocatable
@@ -44,23 +44,23 @@ def absolute(pct: Amounts, allocatable: Amounts) -> Amounts:
 
 
 def assess(
-    nodes: Mapping[str, NodeFacts | None],
+    nodes: Mapping[str, NodeTraits | None],
     ratios: Mapping[str, tuple[float | None, float | None]],
     previous_counts: Mapping[str, int],
     cfg: RebalanceSettings,
     settling: Collection[str] = (),
 ) -> Assessment:
-    """`nodes`: every known node's facts; `ratios`: (cpu, memory) window ratios of the nodes polled now;
+    """`nodes`: every known node's traits; `ratios`: (cpu, memory) window ratios of the nodes polled now;
     `settling`: nodes that recently lost pods (never confirmed while their window still holds them)."""
-    usages: dict[str, tuple[NodeFacts, Amounts, Amounts]] = {}
+    usages: dict[str, tuple[NodeTraits, Amounts, Amounts]] = {}
     unknown: list[str] = []
-    for name, facts in nodes.items():
+    for name, traits in nodes.items():
         cpu, mem = ratios.get(name, (None, None))
-        usage = node_usage(facts, cpu, mem)
-        if usage is None or facts is None or facts.allocatable is None:
+        usage = node_usage(traits, cpu, mem)
+        if usage is None or traits is None or traits.allocatable is None:
             unknown.append(name)
             continue
-        usages[name] = (facts, usage, percent(usage, facts.allocatable))
+        usages[name] = (traits, usage, percent(usage, traits.allocatable))
     low_cfg, high_cfg = cfg.low_thresholds, cfg.high_thresholds
     limits = effective_limits(
         Amounts(low_cfg.cpu, low_cfg.memory),
@@ -71,9 +71,9 @@ def assess(
     classes = {name: classify_node(pct, limits) for name, (_, _, pct) in usages.items()}
     counts = anomaly.next_counts(previous_counts, [n for n, c in classes.items() if c == "high"], settling)
     views = {
-        name: NodeView(name, facts, facts.allocatable, usage, pct, classes[name], counts.get(name, 0))
-        for name, (facts, usage, pct) in usages.items()
-        if facts.allocatable is not None
+        name: NodeView(name, traits, traits.allocatable, usage, pct, classes[name], counts.get(name, 0))
+        for name, (traits, usage, pct) in usages.items()
+        if traits.allocatable is not None
     }
     sources = [
         Source(v.name, v.allocatable, v.usage, absolute(limits.high, v.allocatable), over_resources(v.pct, limits.high))
@@ -90,7 +90,7 @@ def destinations(low: Iterable[NodeView], limits: Limits, requested: Mapping[str
     """The low nodes as destinations (`fit.DestinationPool` tries them most room first)."""
     return [
         Destination(
-            v.name, v.facts, v.allocatable, v.usage, absolute(limits.high, v.allocatable), requested.get(v.name, ZERO)
+            v.name, v.traits, v.allocatable, v.usage, absolute(limits.high, v.allocatable), requested.get(v.name, ZERO)
         )
         for v in low
     ]

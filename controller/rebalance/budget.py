@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from controller.rebalance.facts import ZERO, Amounts
+from controller.rebalance.traits import ZERO, Amounts
 
 
 def budget(rooms: Iterable[tuple[Amounts, Amounts]]) -> Amounts:

@@ -13,19 +13,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from controller.rebalance.facts import RESOURCES, Amounts, PodFacts
-from controller.rebalance.selectors import matches_any
+from common.label_selector import matches_any
 from controller.rebalance.settings import RebalanceSettings
+from controller.rebalance.traits import RESOURCES, Amounts, PodTraits
 
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    facts: PodFacts
+    traits: PodTraits
     usage: Amounts
 
     @property
     def key(self) -> str:
-        return f"{self.facts.namespace}/{self.facts.name}"
+        return f"{self.traits.namespace}/{self.traits.name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,26 +35,26 @@ class Skipped:
 
 
 def skip_reason(
-    facts: PodFacts | None, usage: Amounts, node: str, over: tuple[str, ...], cfg: RebalanceSettings
+    traits: PodTraits | None, usage: Amounts, node: str, over: tuple[str, ...], cfg: RebalanceSettings
 ) -> str | None:
     """Why this pod is not a candidate, or None."""
-    if facts is None or facts.node != node:
+    if traits is None or traits.node != node:
         return "unknown_pod"
-    if not facts.active:
+    if not traits.active:
         return "not_running"
-    if "DaemonSet" in facts.owner_kinds:
+    if "DaemonSet" in traits.owner_kinds:
         return "daemonset"
-    if facts.mirror:
+    if traits.mirror:
         return "mirror_pod"
-    if facts.priority >= cfg.priority_below:
+    if traits.priority >= cfg.priority_below:
         return "priority"
-    if facts.namespace in cfg.excluded_namespaces:
+    if traits.namespace in cfg.excluded_namespaces:
         return "excluded_namespace"
-    if not matches_any(cfg.pod_selectors, facts.labels):
+    if not matches_any(cfg.pod_selectors, traits.labels):
         return "not_selected"
-    if facts.local_storage and not cfg.evict_local_storage_pods:
+    if traits.local_storage and not cfg.evict_local_storage_pods:
         return "local_storage"
-    if not facts.owner_kinds and not cfg.evict_bare_pods:
+    if not traits.owner_kinds and not cfg.evict_bare_pods:
         return "no_owner"
     for r in over:  # (a loop, not any(): this runs for every pod of every source)
         if usage.get(r) > 0:
@@ -64,25 +64,25 @@ def skip_reason(
 
 def order_key(c: Candidate, ranked: tuple[str, ...]) -> tuple[object, ...]:
     """`ranked`: the resources over their threshold, worst first, then the others."""
-    f, u = c.facts, c.usage
+    f, u = c.traits, c.usage
     return (0 if f.offline else 1, f.priority, -u.get(ranked[0]), -u.get(ranked[1]), f.namespace, f.name)
 
 
 def candidates(
-    pods: Iterable[tuple[PodFacts | None, str, Amounts]],
+    pods: Iterable[tuple[PodTraits | None, str, Amounts]],
     node: str,
     over: tuple[str, ...],
     cfg: RebalanceSettings,
 ) -> tuple[list[Candidate], list[Skipped]]:
-    """Ordered candidates and skipped pods of one source node from (facts, namespace/name, usage)."""
+    """Ordered candidates and skipped pods of one source node from (traits, namespace/name, usage)."""
     kept: list[Candidate] = []
     skipped: list[Skipped] = []
-    for facts, key, usage in pods:
-        reason = skip_reason(facts, usage, node, over, cfg)
-        if reason is not None or facts is None:
+    for traits, key, usage in pods:
+        reason = skip_reason(traits, usage, node, over, cfg)
+        if reason is not None or traits is None:
             skipped.append(Skipped(key, reason or "unknown_pod"))
         else:
-            kept.append(Candidate(facts, usage))
+            kept.append(Candidate(traits, usage))
     ranked = over + tuple(r for r in RESOURCES if r not in over)
     kept.sort(key=lambda c: order_key(c, ranked))
     return kept, skipped

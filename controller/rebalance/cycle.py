@@ -13,9 +13,9 @@ from typing import Any
 
 from controller.rebalance.assess import Assessment, destinations
 from controller.rebalance.candidates import Candidate, candidates
-from controller.rebalance.facts import FACTS, Amounts, PodFacts
 from controller.rebalance.plan import Attempt, NodeSkip, PlanResult, Source, plan_moves
 from controller.rebalance.settings import RebalanceSettings
+from controller.rebalance.traits import TRAITS, Amounts, PodTraits
 from controller.rebalance.usage import PodLoad
 
 #: Looks a cached slim pod up by "namespace/name" (the pod informer's `get`).
@@ -36,19 +36,19 @@ def requested_on(pods: Iterable[Mapping[str, Any]], nodes: set[str]) -> dict[str
     cpu: dict[str, float] = {}
     mem: dict[str, float] = {}
     for pod in pods:  # every bound pod of the cluster: plain floats, no objects per pod
-        facts = pod.get(FACTS)
-        if isinstance(facts, PodFacts) and facts.active and facts.node in nodes:
-            cpu[facts.node] = cpu.get(facts.node, 0.0) + facts.requests.cpu
-            mem[facts.node] = mem.get(facts.node, 0.0) + facts.requests.memory
+        traits = pod.get(TRAITS)
+        if isinstance(traits, PodTraits) and traits.active and traits.node in nodes:
+            cpu[traits.node] = cpu.get(traits.node, 0.0) + traits.requests.cpu
+            mem[traits.node] = mem.get(traits.node, 0.0) + traits.requests.memory
     return {n: Amounts(c, mem[n]) for n, c in cpu.items()}
 
 
-def _facts(lookup: Lookup, usage: PodLoad) -> PodFacts | None:
+def _traits(lookup: Lookup, usage: PodLoad) -> PodTraits | None:
     obj = lookup(f"{usage.namespace}/{usage.name}")
-    facts = obj.get(FACTS) if obj is not None else None
-    if not isinstance(facts, PodFacts) or (usage.uid and facts.uid and usage.uid != facts.uid):
+    traits = obj.get(TRAITS) if obj is not None else None
+    if not isinstance(traits, PodTraits) or (usage.uid and traits.uid and usage.uid != traits.uid):
         return None  # unknown to the informer, or a namesake that replaced the measured pod
-    return facts
+    return traits
 
 
 def select_and_plan(
@@ -65,7 +65,7 @@ def select_and_plan(
         return out
 
     def candidates_of(src: Source) -> list[Candidate]:
-        pods = [(_facts(lookup, u), f"{u.namespace}/{u.name}", u.usage) for u in usages.get(src.name, ())]
+        pods = [(_traits(lookup, u), f"{u.namespace}/{u.name}", u.usage) for u in usages.get(src.name, ())]
         kept, skipped = candidates(pods, src.name, src.over, cfg)
         out.candidates[src.name] = kept
         out.skipped_pods[src.name] = dict(Counter(s.reason for s in skipped))

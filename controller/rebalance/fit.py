@@ -14,8 +14,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from controller.rebalance.facts import Amounts, NodeFacts, PodFacts, Taint, Toleration
-from controller.rebalance.selectors import affinity_holds
+from controller.rebalance.node_affinity import affinity_holds
+from controller.rebalance.traits import Amounts, NodeTraits, PodTraits, Taint, Toleration
 
 #: Taint effects that keep a pod off a node (PreferNoSchedule only prefers).
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
@@ -26,7 +26,7 @@ class Destination:
     """A low node as this cycle sees it; `usage` and `requested` grow with each move planned onto it."""
 
     name: str
-    facts: NodeFacts
+    traits: NodeTraits
     allocatable: Amounts
     usage: Amounts
     high: Amounts  # absolute high thresholds (cores, bytes)
@@ -50,21 +50,21 @@ def taints_tolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration])
     return all(any(tolerates(t, taint) for t in tolerations) for taint in taints if taint.effect in BLOCKING_EFFECTS)
 
 
-def static_misfit(pod: PodFacts, dest: Destination) -> str | None:
+def static_misfit(pod: PodTraits, dest: Destination) -> str | None:
     """The checks that cannot change within a cycle: cordon, node selector, required affinity, taints."""
-    facts = dest.facts
-    if facts.unschedulable:
+    traits = dest.traits
+    if traits.unschedulable:
         return "unschedulable"
-    if any(facts.labels.get(k) != v for k, v in pod.node_selector.items()):
+    if any(traits.labels.get(k) != v for k, v in pod.node_selector.items()):
         return "node_selector"
-    if not affinity_holds(pod.affinity_terms, facts.labels, dest.name):
+    if not affinity_holds(pod.affinity_terms, traits.labels, dest.name):
         return "node_affinity"
-    if not taints_tolerated(facts.taints, pod.tolerations):
+    if not taints_tolerated(traits.taints, pod.tolerations):
         return "taints"
     return None
 
 
-def dynamic_misfit(pod: PodFacts, usage: Amounts, dest: Destination) -> str | None:
+def dynamic_misfit(pod: PodTraits, usage: Amounts, dest: Destination) -> str | None:
     """The checks that change as moves are planned: requests against allocatable, usage against high."""
     req, alloc = dest.requested + pod.requests, dest.allocatable
     if req.cpu > alloc.cpu or req.memory > alloc.memory:
@@ -75,7 +75,7 @@ def dynamic_misfit(pod: PodFacts, usage: Amounts, dest: Destination) -> str | No
     return None
 
 
-def misfit(pod: PodFacts, usage: Amounts, dest: Destination) -> str | None:
+def misfit(pod: PodTraits, usage: Amounts, dest: Destination) -> str | None:
     """Why `dest` cannot take the pod, or None when it can."""
     if dest.name == pod.node:
         return "same_node"
@@ -93,7 +93,7 @@ def room(dest: Destination) -> float:
 Signature = tuple[object, ...]
 
 
-def signature(pod: PodFacts) -> Signature:
+def signature(pod: PodTraits) -> Signature:
     """Pods with equal scheduling constraints (replicas of one workload) share the static checks."""
     return (tuple(sorted(pod.node_selector.items())), pod.affinity_terms, pod.tolerations)
 
@@ -122,7 +122,7 @@ class DestinationPool:
         self._index = {d.name: i for i, d in enumerate(self.destinations)}
         self._groups: dict[Signature, _Group] = {}
 
-    def _group(self, pod: PodFacts) -> _Group:
+    def _group(self, pod: PodTraits) -> _Group:
         sig = signature(pod)
         group = self._groups.get(sig)
         if group is None:
@@ -139,7 +139,7 @@ class DestinationPool:
             group = self._groups[sig] = _Group(heap, reason)
         return group
 
-    def find(self, pod: PodFacts, usage: Amounts) -> tuple[Destination | None, str]:
+    def find(self, pod: PodTraits, usage: Amounts) -> tuple[Destination | None, str]:
         """A destination that can take the pod now (not yet reserved), or None and why not."""
         group = self._group(pod)
         if not group.heap:

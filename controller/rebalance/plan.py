@@ -19,9 +19,9 @@ from typing import Literal
 
 from controller.rebalance.budget import exhausted
 from controller.rebalance.candidates import Candidate
-from controller.rebalance.facts import RESOURCES, ZERO, Amounts
 from controller.rebalance.fit import Destination, DestinationPool
 from controller.rebalance.settings import RebalanceSettings
+from controller.rebalance.traits import RESOURCES, ZERO, Amounts
 
 Outcome = Literal["evicted", "dry_run", "blocked", "gone", "error", "unavailable", "not_leader"]
 #: Outcomes after which the pod counts as moved (usage, budget and limits are charged).
@@ -122,10 +122,10 @@ def plan_moves(
                 break
             if moved >= cfg.max_evictions_per_node:
                 break
-            if per_namespace[c.facts.namespace] >= cfg.max_evictions_per_namespace:
+            if per_namespace[c.traits.namespace] >= cfg.max_evictions_per_namespace:
                 misses["namespace_limit"] += 1
                 continue
-            dest, why = pool.find(c.facts, c.usage)
+            dest, why = pool.find(c.traits, c.usage)
             if dest is None:
                 misses[f"no_fit_{why}"] += 1
                 continue
@@ -133,15 +133,17 @@ def plan_moves(
             result = attempt(c, src, dest, reason)
             after = before - c.usage if result in MOVED else before
             out.moves.append(
-                Move(c.key, c.facts.uid, src.name, dest.name, reason, c.usage, c.facts.requests, before, after, result)
+                Move(
+                    c.key, c.traits.uid, src.name, dest.name, reason, c.usage, c.traits.requests, before, after, result
+                )
             )
             if result in MOVED:
                 src.usage = after
-                pool.reserve(dest, c.facts.requests, c.usage)
+                pool.reserve(dest, c.traits.requests, c.usage)
                 out.budget_left = out.budget_left - c.usage
                 moved += 1
                 total += 1
-                per_namespace[c.facts.namespace] += 1
+                per_namespace[c.traits.namespace] += 1
                 out.acted_on.add(src.name)
             elif result in STOPS:
                 out.stopped = result

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.rebalance.cycle import CycleOutcome
-from controller.rebalance.facts import Amounts
 from controller.rebalance.settings import RebalanceSettings
+from controller.rebalance.traits import Amounts
 from controller.rebalance.usage import percent
 
 
@@ -56,8 +56,8 @@ def document(out: CycleOutcome | None, cfg: RebalanceSettings, *, at: float | No
         node: [
             {
                 "pod": c.key,
-                "class": "offline" if c.facts.offline else "online",
-                "priority": c.facts.priority,
+                "class": "offline" if c.traits.offline else "online",
+                "priority": c.traits.priority,
                 **_abs(c.usage),
             }
             for c in cands

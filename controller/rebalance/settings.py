@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from common.config import UrlPath
+from common.label_selector import LabelSelector
 from contract.classify import CRITICAL_PRIORITY
 from contract.windows import WINDOW_NAMES
-
-Operator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
 
 
 class _Section(BaseModel):
@@ -24,36 +21,6 @@ class Thresholds(_Section):
     cpu: float = Field(ge=0, le=100)
     #: Memory usage, percent of allocatable.
     memory: float = Field(ge=0, le=100)
-
-
-class SelectorRequirement(_Section):
-    #: The label key.
-    key: str = Field(min_length=1)
-    operator: Operator
-    #: The values for In and NotIn.
-    values: tuple[str, ...] = ()
-
-    @model_validator(mode="after")
-    def _values(self) -> SelectorRequirement:
-        if self.operator in ("In", "NotIn") and not self.values:
-            raise ValueError(f"operator {self.operator} needs values")
-        if self.operator in ("Exists", "DoesNotExist") and self.values:
-            raise ValueError(f"operator {self.operator} takes no values")
-        return self
-
-
-class PodSelector(_Section):
-    """A Kubernetes label selector; a pod is a candidate when it matches any of `pod_selectors`."""
-
-    #: Labels a pod must carry.
-    match_labels: dict[str, str] = Field(default_factory=dict, alias="matchLabels")
-    #: Requirements a pod's labels must meet (In, NotIn, Exists, DoesNotExist).
-    match_expressions: tuple[SelectorRequirement, ...] = Field(default=(), alias="matchExpressions")
-
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-    def label_keys(self) -> set[str]:
-        return set(self.match_labels) | {r.key for r in self.match_expressions}
 
 
 class RebalanceSettings(_Section):
@@ -86,7 +53,7 @@ class RebalanceSettings(_Section):
     #: Namespaces whose pods are never evicted.
     excluded_namespaces: tuple[str, ...] = ("kube-system",)
     #: Only pods matching one of these label selectors are candidates (none: all).
-    pod_selectors: tuple[PodSelector, ...] = ()
+    pod_selectors: tuple[LabelSelector, ...] = ()
     #: Also evict pods with emptyDir/hostPath volumes (their data is lost).
     evict_local_storage_pods: bool = False
     #: Also evict pods without an owner (they do not come back).

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from contract.agent_api import parse_pods_document
 from contract.windows import NODE_WINDOW_PREFIX, POD_WINDOW_FIELD
-from controller.rebalance.facts import Amounts, NodeFacts
+from controller.rebalance.traits import Amounts, NodeTraits
 
 
 def node_window_names(window: str) -> tuple[str, str]:
@@ -26,16 +26,16 @@ def _finite(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) and x >= 0 else None
 
 
-def node_usage(facts: NodeFacts | None, cpu_ratio: float | None, memory_ratio: float | None) -> Amounts | None:
+def node_usage(traits: NodeTraits | None, cpu_ratio: float | None, memory_ratio: float | None) -> Amounts | None:
     """Absolute usage (cores, bytes) of a node, or None when it cannot be known."""
-    if facts is None or facts.capacity is None or facts.allocatable is None:
+    if traits is None or traits.capacity is None or traits.allocatable is None:
         return None
-    if facts.allocatable.cpu <= 0 or facts.allocatable.memory <= 0:
+    if traits.allocatable.cpu <= 0 or traits.allocatable.memory <= 0:
         return None
     cpu, mem = _finite(cpu_ratio), _finite(memory_ratio)
     if cpu is None or mem is None:
         return None
-    return Amounts(cpu * facts.capacity.cpu, mem * facts.capacity.memory)
+    return Amounts(cpu * traits.capacity.cpu, mem * traits.capacity.memory)
 
 
 def percent(usage: Amounts, allocatable: Amounts) -> Amounts:

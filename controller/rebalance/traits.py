@@ -2,8 +2,8 @@
 
 Why: the informers hold 5000 Nodes and tens of thousands of Pods; keeping whole objects would cost
 hundreds of MiB, and re-parsing quantities, affinity and tolerations every cycle would cost the planning
-budget. `node_facts` and `pod_facts` run in the informers' transforms and the results ride along in the
-slim cached objects under the key `FACTS`. Strings shared by many objects (label keys and values,
+budget. `node_traits` and `pod_traits` run in the informers' transforms and the results ride along in the
+slim cached objects under the key `TRAITS`. Strings shared by many objects (label keys and values,
 namespaces, node names) are interned.
 """
 
@@ -19,8 +19,8 @@ from typing import Any
 from contract.classify import Classifier
 from kube.resources import pod_requests, quantity
 
-#: Key of the facts inside a slim cached Node or Pod dict.
-FACTS = "rebalance"
+#: Key of the traits inside a slim cached Node or Pod dict.
+TRAITS = "rebalance"
 
 #: Owner kinds that mean "a mirror of a static pod" (the kubelet sets the Node as owner).
 _MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -73,7 +73,7 @@ class Requirement:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeFacts:
+class NodeTraits:
     capacity: Amounts | None
     allocatable: Amounts | None
     labels: Mapping[str, str]
@@ -82,7 +82,7 @@ class NodeFacts:
 
 
 @dataclass(frozen=True, slots=True)
-class PodFacts:
+class PodTraits:
     namespace: str
     name: str
     uid: str
@@ -135,7 +135,7 @@ def _section(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def node_facts(node: Mapping[str, Any]) -> NodeFacts:
+def node_traits(node: Mapping[str, Any]) -> NodeTraits:
     """Capacity, allocatable, labels, taints and cordon state of a Node object."""
     meta = _section(node, "metadata")
     spec = _section(node, "spec")
@@ -145,7 +145,7 @@ def node_facts(node: Mapping[str, Any]) -> NodeFacts:
         for t in spec.get("taints") or ()
         if isinstance(t, Mapping)
     )
-    return NodeFacts(
+    return NodeTraits(
         capacity=_amounts(status.get("capacity")),
         allocatable=_amounts(status.get("allocatable")),
         labels=_intern_map(meta.get("labels")),
@@ -196,8 +196,8 @@ def _local_storage(spec: Mapping[str, Any]) -> bool:
     return any(isinstance(v, Mapping) and ("emptyDir" in v or "hostPath" in v) for v in spec.get("volumes") or ())
 
 
-def pod_facts(pod: Mapping[str, Any], classifier: Classifier, label_keys: Collection[str]) -> PodFacts | None:
-    """The facts of a bound pod (None for an unbound one); `label_keys`: the labels worth keeping."""
+def pod_traits(pod: Mapping[str, Any], classifier: Classifier, label_keys: Collection[str]) -> PodTraits | None:
+    """The traits of a bound pod (None for an unbound one); `label_keys`: the labels worth keeping."""
     meta = pod.get("metadata")
     spec = pod.get("spec")
     if not isinstance(meta, Mapping) or not isinstance(spec, Mapping):
@@ -217,7 +217,7 @@ def pod_facts(pod: Mapping[str, Any], classifier: Classifier, label_keys: Collec
     status = pod.get("status")
     phase = status.get("phase") if isinstance(status, Mapping) else None
     cpu, mem = pod_requests(pod)
-    return PodFacts(
+    return PodTraits(
         namespace=sys.intern(str(meta.get("namespace") or "")),
         name=str(meta.get("name") or ""),
         uid=str(meta.get("uid") or ""),
@@ -237,5 +237,5 @@ def pod_facts(pod: Mapping[str, Any], classifier: Classifier, label_keys: Collec
 
 
 def facts_of(obj: Mapping[str, Any]) -> Any:
-    """The facts riding in a slim cached object, or None."""
-    return obj.get(FACTS)
+    """The traits riding in a slim cached object, or None."""
+    return obj.get(TRAITS)

@@ -1,34 +1,11 @@
-"""Label selectors (pods) and node selector requirements (required node affinity), as Kubernetes matches them."""
+"""Node selector requirements (required node affinity), as Kubernetes matches them; pod label selectors
+are common.label_selector."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from controller.rebalance.facts import Requirement
-from controller.rebalance.settings import PodSelector
-
-
-def matches_pod_selector(selector: PodSelector, labels: Mapping[str, str]) -> bool:
-    """metav1.LabelSelector semantics: every matchLabels pair and every expression hold."""
-    for k, v in selector.match_labels.items():
-        if labels.get(k) != v:
-            return False
-    for r in selector.match_expressions:
-        present = r.key in labels
-        if r.operator == "In" and (not present or labels[r.key] not in r.values):
-            return False
-        if r.operator == "NotIn" and present and labels[r.key] in r.values:
-            return False
-        if r.operator == "Exists" and not present:
-            return False
-        if r.operator == "DoesNotExist" and present:
-            return False
-    return True
-
-
-def matches_any(selectors: Sequence[PodSelector], labels: Mapping[str, str]) -> bool:
-    """No selectors: every pod; otherwise any one of them."""
-    return not selectors or any(matches_pod_selector(s, labels) for s in selectors)
+from controller.rebalance.traits import Requirement
 
 
 def _int(text: str) -> int | None:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from controller.rebalance.facts import RESOURCES, Amounts
+from controller.rebalance.traits import RESOURCES, Amounts
 
 NodeClass = Literal["low", "normal", "high"]
 
