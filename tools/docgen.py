@@ -23,7 +23,7 @@ import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
@@ -78,6 +78,8 @@ def type_name(annotation: Any) -> str:
     """A type as a reader of YAML thinks of it."""
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
+    if origin is Annotated:  # a validated type: shown as what it is written as
+        return type_name(args[0])
     if origin is Literal:
         return " \\| ".join(f"`{a}`" for a in args)
     if origin in (types.UnionType, typing.Union):
@@ -199,7 +201,8 @@ def agent_config_page() -> str:
 
 
 def controller_config_page() -> str:
-    from controller.admission.settings import AdmissionSettings, LabelSelector, Profile
+    from common.label_selector import LabelSelector
+    from controller.admission.settings import AdmissionSettings, Profile
     from controller.config import ENV_PREFIX, ControllerConfig
     from controller.main import build_flags
 
