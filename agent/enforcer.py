@@ -22,7 +22,7 @@ from prometheus_client.metrics_core import Metric
 
 from agent import enforcement_report
 from agent.actions import OWN_LIMITS, SHARED, Action, Recorded, Restore
-from agent.config import AgentConfig, EnforcementConfig
+from agent.config import EnforcementConfig
 from agent.enforcement_inputs import EnforcementInputs
 from agent.executor import CgroupExecutor, DryRunExecutor
 from agent.kubelet import kubelet_oom_score_adj, kubelet_quota, kubelet_shares
@@ -33,7 +33,7 @@ from agent.recorders import KNOWN_PARTS, held_parts
 from agent.snapshot import Snapshot
 from agent.strategies import reconcile
 from agent.strategies.batch_limits import BatchLimits
-from agent.strategies.registry import Facts, Strategy, strategies
+from agent.strategies.registry import Facts, Strategy
 from cgroup import CgroupReader, Layout, PathModel
 
 __all__ = ["Enforcer", "kubelet_oom_score_adj", "kubelet_quota", "kubelet_shares"]
@@ -62,20 +62,18 @@ class Enforcer:
         host_root: str = "/",
         memory_high_watermark: Callable[[], float] = lambda: 60.0,
         clock: Callable[[], float] = time.monotonic,
-        registered: Sequence[Strategy] | None = None,
+        registered: Sequence[Strategy],
         facts: Facts | None = None,
     ) -> None:
-        """`registered`: the strategies (agent/strategies/registry.py `strategies`, built by the composition
-        root); by default those the registry picks for `config`. `facts`: what the composition root detected
-        for them (detected here when not given)."""
+        """`registered`: the strategies, built by the composition root (agent/strategies/registry.py
+        `strategies`). `facts`: what the composition root detected for them (detected here when not given)."""
         self.layout, self.reader, self.config = layout, reader, config
         self.allocatable, self.dry_run, self.clock = allocatable, dry_run, clock
         # dry run: a ledger in memory only; the file (and what it says a previous run changed) stays as it is
         self.ledger = Ledger("" if dry_run else config.ledger_file)
         self.ledger.load()
         self.facts = facts or detect_facts(layout, model, reader)
-        chosen = strategies(AgentConfig(enforcement=config), self.facts) if registered is None else registered
-        self.strategies: tuple[Strategy, ...] = tuple(chosen)
+        self.strategies: tuple[Strategy, ...] = tuple(registered)
         # a batch pod's originals are its batch values (what release and restore put back)
         batch = next((s for s in self.strategies if isinstance(s, BatchLimits)), None)
         self.originals = Originals(layout, reader, self.ledger, config, host_root, batch.targets if batch else None)

@@ -11,7 +11,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from agent.enforcement_report import merged
-from agent.qos.quota_burst import NodeBurstState
+from agent.strategies.quota_burst import NodeBurstState
 
 if TYPE_CHECKING:
     from agent.enforcer import Enforcer

@@ -1101,6 +1101,7 @@ def test_informer_and_leader_elector_entries_match_what_they_call() -> None:
 def test_the_scan_finds_calls_constructors_and_references() -> None:
     source = """
 from kube import Informer, Kube, LeaderElector
+from testsupport.strategies import default_strategies
 
 class Thing:
     def __init__(self, kube: Kube, ns: str) -> None:
@@ -1645,7 +1646,7 @@ def agent_metric_names(tmp_path: Path) -> set[str]:
             "status": {"allocatable": {"cpu": "8", "memory": "16Gi"}}}  # fmt: skip
     layout = Layout("v2", {}, Mount(str(tmp_path)))
     enforcer = Enforcer(layout, PathModel("systemd", "/"), CgroupReader(layout), EnforcementConfig(ledger_file=""),
-                        lambda: (8.0, 16 << 30))  # fmt: skip
+                        lambda: (8.0, 16 << 30), registered=[])  # fmt: skip
     enforcer.reports = {
         "cfs_quota": {"offline_cpu_budget_cores": 1.5, "offline_cpu_quota_cores": {"u2": 1.5}},
         "memory_high": {"offline_memory_high_bytes": {"u2": 1 << 30}},

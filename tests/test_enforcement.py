@@ -25,6 +25,7 @@ from tests.agentbuild import build_agent, build_enforcer
 from testsupport.cgtree import V1Tree
 from testsupport.k8sobjects import container_id_of, node, pod
 from testsupport.kubeapi.server import FakeKubeAPI
+from testsupport.strategies import default_strategies
 from testsupport.v2tree import V2Cgroup, V2Tree
 from testsupport.waiting import wait_for
 
@@ -162,7 +163,15 @@ def test_dry_run_creates_no_ledger_file(v1tree_cgroupfs: V1Tree, tmp_path: Path)
     tree = v1tree_cgroupfs
     uid, pod_path, (ctr,) = tree.pod("burstable")
     cfg = EnforcementConfig(ledger_file=str(tmp_path / "state" / "ledger.json"))
-    enf = Enforcer(tree.layout, tree.model, CgroupReader(tree.layout), cfg, lambda: (2.0, 8 << 30), dry_run=True)
+    enf = Enforcer(
+        tree.layout,
+        tree.model,
+        CgroupReader(tree.layout),
+        cfg,
+        lambda: (2.0, 8 << 30),
+        dry_run=True,
+        registered=default_strategies(tree.layout, tree.model, cfg),
+    )
     enf.on_snapshot(_snapshot([_pod(uid, "offline", pod_path, [ctr], 0.4)]))
     assert enf.quotas and uid in enf.section()["pods_touched"]  # decided ...
     enf.on_snapshot(_snapshot([_pod(uid, "online", pod_path, [ctr], 0.4)]))

@@ -13,9 +13,8 @@ from agent.actions import Recorded, SetMemoryHigh, SetMemoryProtection
 from agent.config import AgentConfig, EnforcementConfig, MemoryQosConfig
 from agent.enforcer import Enforcer, detect_facts
 from agent.node_state import NodeState, node_state
-from agent.qos.memory_qos import MemoryTarget
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
-from agent.strategies.memory_qos import MemoryQos
+from agent.strategies.memory_qos import MemoryQos, MemoryTarget
 from agent.strategies.registry import strategies
 from cgroup import CgroupReader, Layout, PathModel
 

@@ -13,5 +13,5 @@ The enforcement strategies (`registry.py`: the protocol and the one list the enf
 
 Their arithmetic: `cpu_quota` (budget, split, targets, tier cap), `release` (hysteresis), the pure
 functions of `agent/cpu_budget.py`. `eviction_choice` decides which offline pods the evictor evicts; online
-pods' CFS burst and memory QoS decide in `agent/qos/`.
+pods' CFS burst, quota burst and memory QoS decide in their strategy modules.
 """

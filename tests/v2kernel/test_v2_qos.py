@@ -34,9 +34,11 @@ def test_burst_lands_in_cpu_max_burst_with_the_kernels_rules(v2tree: V2Tree) -> 
     with pytest.raises(CgroupWriteError) as exc:  # the kernel's own rule, typed
         writer.set_cpu_quota(ctr, 20_000)
     assert exc.value.errno == errno.EINVAL and v2tree.read(ctr, "cpu.max") == "50000 100000"
-    writer.set_cpu_bandwidth(ctr, 20_000, 10_000)  # burst first, then the quota
+    writer.set_cpu_burst(ctr, 10_000)  # a shrinking quota goes after its burst
+    writer.set_cpu_quota(ctr, 20_000)
     assert (v2tree.read(ctr, "cpu.max"), v2tree.read(ctr, "cpu.max.burst")) == ("20000 100000", "10000")
-    writer.set_cpu_bandwidth(ctr, None, 0)
+    writer.set_cpu_quota(ctr, None)
+    writer.set_cpu_burst(ctr, 0)
     assert (v2tree.read(ctr, "cpu.max"), v2tree.read(ctr, "cpu.max.burst")) == ("max 100000", "0")
 
 
