@@ -21,7 +21,7 @@ from typing import Any
 from prometheus_client.metrics_core import Metric
 
 from agent import enforcement_report
-from agent.actions import OWN_LIMITS, SHARED, Action, Recorded, Restore
+from agent.actions import SHARED, Action, Recorded, Restore
 from agent.config import EnforcementConfig
 from agent.enforcement_inputs import EnforcementInputs
 from agent.executor import CgroupExecutor, DryRunExecutor
@@ -29,11 +29,10 @@ from agent.kubelet import kubelet_oom_score_adj, kubelet_quota, kubelet_shares
 from agent.ledger import Ledger
 from agent.node_state import NodeState, node_state
 from agent.originals import Originals
-from agent.recorders import KNOWN_PARTS, held_parts
+from agent.parts.registry import parts_protecting
 from agent.snapshot import Snapshot
 from agent.strategies import reconcile
-from agent.strategies.batch_limits import BatchLimits
-from agent.strategies.registry import Facts, Strategy
+from agent.strategies.registry import Facts, Strategy, own_originals
 from cgroup import CgroupReader, Layout, PathModel
 
 __all__ = ["Enforcer", "kubelet_oom_score_adj", "kubelet_quota", "kubelet_shares"]
@@ -74,9 +73,8 @@ class Enforcer:
         self.ledger.load()
         self.facts = facts or detect_facts(layout, model, reader)
         self.strategies: tuple[Strategy, ...] = tuple(registered)
-        # a batch pod's originals are its batch values (what release and restore put back)
-        batch = next((s for s in self.strategies if isinstance(s, BatchLimits)), None)
-        self.originals = Originals(layout, reader, self.ledger, config, host_root, batch.targets if batch else None)
+        # a pod's own limits a strategy writes (batch pods' batch values) are its originals: what restore puts back
+        self.originals = Originals(layout, reader, self.ledger, config, host_root, own_originals(self.strategies))
         self.executor = (DryRunExecutor if dry_run else CgroupExecutor)(layout, reader, self.ledger, self.originals,
                                                                         host_root)  # fmt: skip
         names = [s.name for s in self.strategies]
@@ -150,7 +148,7 @@ class Enforcer:
             self.originals.entry(p, snap)
         gone = [e for uid, e in self.ledger.entries.items() if uid not in snap.pods]
         entries, now = MappingProxyType(self.ledger.entries), self.clock()
-        actions: list[Action] = list(reconcile.plan(state, entries, self._tiers(), self.parts, held_parts, KNOWN_PARTS))
+        actions: list[Action] = list(reconcile.plan(state, entries, self._tiers(), self.parts))
         memos: dict[str, Any] = {}
         reports: dict[str, Mapping[str, Any]] = {}
         for strategy in self.strategies:
@@ -169,16 +167,14 @@ class Enforcer:
     def _publish_touched(self) -> None:
         """The pods the ledger holds values for, as tuples the HTTP thread reads (the ledger's dict changes
         under the sampling thread)."""
-        entries = self.ledger.entries
+        entries, online = self.ledger.entries, parts_protecting("online")
         self.touched = tuple(sorted(entries))
-        self.qos_touched = tuple(
-            uid for uid in self.touched if (t := entries[uid]).burst or t.quota_burst or t.memory_qos
-        )
+        self.qos_touched = tuple(uid for uid in self.touched if not online.isdisjoint(entries[uid].parts))
 
     def _own_limits(self, state: NodeState) -> None:
         """With enforcement off, the strategies of pods' own limits (batch) still run: they are the pods'
         limits as kubelet would have set them, not protection."""
-        own = [s for s in self.strategies if s.parts <= OWN_LIMITS]
+        own = [s for s in self.strategies if s.parts <= parts_protecting("own")]
         entries, now = MappingProxyType(self.ledger.entries), self.clock()
         actions: list[Action] = []
         reports: dict[str, Mapping[str, Any]] = {}
@@ -206,8 +202,8 @@ class Enforcer:
                     log.warning("enforcement: %s", warning)
 
     def restore_all(self) -> None:
-        shared = (Restore(SHARED, frozenset({"memory_qos"})),) if self.ledger.shared else ()
-        self.executor.apply((*reconcile.everything(self.ledger.entries, self._tiers(), held_parts), *shared))
+        shared = (Restore(SHARED, frozenset(self.ledger.shared)),) if self.ledger.shared else ()
+        self.executor.apply((*reconcile.everything(self.ledger.entries, self._tiers()), *shared))
         self.ledger.save()
         self._memos, self.reports = {}, {}
         self._publish_touched()

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from agent.actions import Action, Plan, Recorded, Restore, SetCpuQuota, SetCpuShares, SetMemoryLimit, tightest_quotas
+from agent.actions import Action, Plan, Recorded, Restore, SetCpuQuota, SetCpuShares, SetMemoryLimit, merge_wishes
 from agent.config import BatchConfig, EnforcementConfig
 from agent.cpu_budget import OfflineCpu
 from agent.ledger import Touched
@@ -153,7 +153,7 @@ def _kinds(actions: tuple[object, ...]) -> list[tuple[str, str]]:
         (Touched("b", POD, 512, 100_000, 100_000), [
             ("SetCpuQuota", "podb"), ("SetCpuShares", "c1"), ("SetMemoryLimit", "podb"), ("SetMemoryLimit", "c1")]),
         # suppression holds the quotas: it alone writes them
-        (Touched("b", POD, 512, 100_000, 100_000, quota=True), [
+        (Touched("b", POD, 512, 100_000, 100_000, parts={"quota": {}}), [
             ("SetCpuShares", "c1"), ("SetMemoryLimit", "podb"), ("SetMemoryLimit", "c1")]),
     ],
 )  # fmt: skip
@@ -249,9 +249,9 @@ def _apply(actions: list[Action], held: dict[str, int | None], entry: Touched) -
     (the tightest), what holds (within the tolerance) skipped, a Restore back to the recorded original, the
     ledger's `quota` flag set by suppression's first write and cleared by its restore."""
     writes: list[int | None] = []
-    for a in tightest_quotas(actions):
-        if isinstance(a, Restore) and "quota" in a.parts and entry.quota:
-            entry.quota = False
+    for a in merge_wishes(actions):
+        if isinstance(a, Restore) and "quota" in a.parts and "quota" in entry.parts:
+            del entry.parts["quota"]
             if held[entry.cgroup] != entry.quota_us:
                 writes.append(entry.quota_us)
         elif isinstance(a, SetCpuQuota) and a.cgroup == entry.cgroup:
@@ -263,7 +263,7 @@ def _apply(actions: list[Action], held: dict[str, int | None], entry: Touched) -
                 continue
             writes.append(a.quota_us)
             if a.part == "quota":
-                entry.quota = True
+                entry.parts["quota"] = {}
         if writes:
             held[entry.cgroup] = writes[-1]
     return writes

@@ -59,7 +59,8 @@ def state(pods: Sequence[PodSample], busy: float | None = 0.5, **facts: bool) ->
 
 
 def entry(uid: str, **fields: Any) -> Touched:
-    return Touched(uid, f"/kubepods/burstable/pod{uid}", 1024, 150_000, 100_000, **fields)
+    parts = {part: {} if record is True else record for part, record in fields.items()}  # the parts held
+    return Touched(uid, f"/kubepods/burstable/pod{uid}", 1024, 150_000, 100_000, parts=parts)
 
 
 def rec(entries: Sequence[Touched] = (), memo: Any = None, now: float = 100.0) -> Recorded:
@@ -190,7 +191,7 @@ def test_quota_burst_gives_back_at_once(busy: float | None, facts: dict[str, boo
 def overhead_entry() -> Touched:
     """Pod a recorded at its first raise: 0.5 CPU container, 0.6 CPU pod (0.1 of overhead)."""
     c0 = f"{P}/a-c0"
-    return Touched("a", P, 1024, 60_000, 100_000, {c0: 50_000}, {c0: 100_000}, quota_burst=True)
+    return Touched("a", P, 1024, 60_000, 100_000, {c0: 50_000}, {c0: 100_000}, parts={"quota_burst": {}})
 
 
 def test_quota_burst_raises_over_the_recorded_pod_quota_and_follows_a_resize() -> None:
@@ -212,7 +213,7 @@ def test_quota_burst_climbs_step_by_step_to_its_ceiling() -> None:
     s = QuotaBurst(CFG)
     hot = pod("a", limits=(0.1,), throttled=1.0)
     c0 = f"{P}/a-c0"
-    recorded = Touched("a", P, 1024, 10_000, 100_000, {c0: 10_000}, {c0: 100_000}, quota_burst=True)
+    recorded = Touched("a", P, 1024, 10_000, 100_000, {c0: 10_000}, {c0: 100_000}, parts={"quota_burst": {}})
     memo, seen = None, []
     for _ in range(6):
         plan = s.plan(state([hot]), rec([recorded] if seen else [], memo=memo))

@@ -13,7 +13,6 @@ from agent.actions import SetOomScoreAdj as Oom
 from agent.config import AgentConfig, EnforcementConfig
 from agent.ledger import Touched
 from agent.node_state import NodeState, node_state
-from agent.recorders import KNOWN_PARTS, held_parts
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
 from agent.strategies import reconcile
 from agent.strategies.baseline import Baseline
@@ -43,7 +42,8 @@ def state(pods: list[PodSample], node_cpu: float | None = 1.5, **inputs: Any) ->
 
 def entry(p: PodSample, **flags: Any) -> Touched:
     containers = {c.cgroup: None for c in p.containers}
-    return Touched(p.uid, p.cgroup, 204, None, 100_000, containers, dict.fromkeys(containers, 100_000), **flags)
+    parts = {part: {} for part, held in flags.items() if held}  # the parts held, each with an empty record
+    return Touched(p.uid, p.cgroup, 204, None, 100_000, containers, dict.fromkeys(containers, 100_000), parts=parts)
 
 
 def recorded(pods: list[PodSample], memo: Any = None, now: float = 100.0, tiers: dict[str, int] | None = None,
@@ -158,7 +158,7 @@ def test_reconcile_restores_gone_online_and_switched_off_parts() -> None:
         "empty": Touched("empty", "/kubepods/podempty", 2, None, 100_000),
     }
     s = state([off, on, pod("empty", "online")])
-    actions = reconcile.plan(s, entries, {TIER: 0}, frozenset({"baseline", "quota"}), held_parts, KNOWN_PARTS)
+    actions = reconcile.plan(s, entries, {TIER: 0}, frozenset({"baseline", "quota"}))
     assert actions == (
         Restore("off", frozenset({"memory_high"})),  # memory.high switched off
         Restore("on", frozenset({"baseline", "quota"})),  # no longer offline
@@ -166,9 +166,7 @@ def test_reconcile_restores_gone_online_and_switched_off_parts() -> None:
         Restore("empty", frozenset()),  # holds nothing: the entry goes
     )
     # without an active quota owner, every tier Colo may have capped is uncapped
-    uncapped = reconcile.plan(
-        s, {}, {TIER: 0, "/kubepods/burstable": 50_000}, frozenset({"baseline"}), held_parts, KNOWN_PARTS
-    )
+    uncapped = reconcile.plan(s, {}, {TIER: 0, "/kubepods/burstable": 50_000}, frozenset({"baseline"}))
     assert sorted(uncapped, key=repr) == [
         SetCpuQuota(TIER, None, 0, "quota"),
         SetCpuQuota("/kubepods/burstable", None, 50_000, "quota"),

@@ -35,6 +35,7 @@ from agent.actions import Action, Part, Plan, Recorded, SetCpuQuota, SetCpuShare
 from agent.config import BatchConfig
 from agent.ledger import Touched
 from agent.node_state import NodeState
+from agent.parts.quota import QUOTA
 from agent.snapshot import PodBatch, PodMeta, PodSample
 from cgroup.kubelet_rules import QUOTA_PERIOD_US, CgroupValues, WeightFormula, container_values, pod_values
 
@@ -117,11 +118,11 @@ def as_originals(entry: Touched, pod: PodSample, t: BatchTargets | None, is_v2: 
 
 def pod_actions(pod: PodSample, t: BatchTargets, entry: Touched | None) -> list[Action]:
     """The writes that give one pod (without problems) its batch values, leaving to suppression what it
-    holds: the CFS quotas while `entry.quota`, the pod cgroup's weight while the pod has an entry."""
+    holds: the CFS quotas while the entry holds the `quota` part, the pod cgroup's weight while the pod has an entry."""
     uid, out = pod.uid, list[Action]()
     running = [(c.cgroup, t.containers[c.id]) for c in pod.containers if c.id in t.containers]
     if t.cpu:
-        if entry is None or not entry.quota:  # the pod's quota and its containers', in one safe-order batch
+        if entry is None or QUOTA not in entry.parts:  # the pod's quota and its containers', in one safe-order batch
             below = {cg: (v.quota_us, v.period_us) for cg, v in running}
             out.append(SetCpuQuota(pod.cgroup, t.pod.quota_us, t.pod.period_us, PART, uid, containers=below))
         if entry is None:
@@ -157,6 +158,10 @@ class BatchLimits:
         found = targets(meta, formula=c.weight_formula, period_us=self.period_us, cfs_quota=c.cpu_cfs_quota)
         self._targets[meta.uid] = (meta, found)
         return found
+
+    def own_originals(self, entry: Touched, pod: PodSample, is_v2: bool) -> bool:
+        """A batch pod's originals are its batch values (see `as_originals`)."""
+        return as_originals(entry, pod, self.targets(pod.meta), is_v2)
 
     def plan(self, state: NodeState, recorded: Recorded) -> Plan:
         if not self.config.enabled:

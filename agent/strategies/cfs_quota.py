@@ -36,7 +36,9 @@ class CfsQuota:
         offline = [p for p in state.offline if p.uid in recorded.entries]
         actions: list[Action] = []
         if released:
-            actions += [Restore(p.uid, frozenset({"quota"})) for p in offline if recorded.entries[p.uid].quota]
+            actions += [
+                Restore(p.uid, frozenset({"quota"})) for p in offline if "quota" in recorded.entries[p.uid].parts
+            ]
             actions += tier_actions(self.tier, None, recorded, c.cpu_period_us)
             report = _report(budget, True, {}, 0.0, None)
             return Plan(tuple(actions), CpuMemo(budget, True, report, loads), report)

@@ -29,6 +29,7 @@ from typing import Any, Literal
 from agent.actions import Action, Part, Plan, Recorded, Restore, SetCpuBurst
 from agent.config import CpuBurstConfig
 from agent.node_state import NodeState
+from agent.parts.burst import NAME as BURST
 from agent.snapshot import PodSample
 from agent.strategies.online import SpecCache, online_pod
 from contract.annotations import ENABLE_QUOTA_BURST
@@ -185,7 +186,7 @@ class CpuBurst:
                 actions += [a for a in b.actions if held.get(a.cgroup) != a.burst_us]
             report_pods[uid] = b.report
         for uid, entry in recorded.entries.items():
-            if entry.burst and uid not in planned:
+            if BURST in entry.parts and uid not in planned:
                 actions.append(Restore(uid, PARTS))
         checked = recorded.now if full else memo.checked_at
         return Plan(tuple(actions), BurstMemo(targets, checked), {"cpu_burst": report})

@@ -33,7 +33,7 @@ class Cpuset:
         chosen: frozenset[int] | None = None
         if released:
             actions += [Restore(p.uid, frozenset({"cpuset"})) for p in offline
-                        if recorded.entries[p.uid].cpuset is not None]  # fmt: skip
+                        if "cpuset" in recorded.entries[p.uid].parts]  # fmt: skip
         else:
             for p in offline:
                 # the parent's effective CPUs: on v2 its cpuset.cpus is usually empty (inherit)

@@ -30,6 +30,7 @@ from typing import Any
 from agent.actions import SHARED, Action, Part, Plan, Recorded, Restore, SetMemoryHigh, SetMemoryProtection
 from agent.config import MemoryQosConfig
 from agent.node_state import NodeState
+from agent.parts.memory import MEMORY_QOS
 from agent.snapshot import PodSample
 from agent.strategies.online import SpecCache, online_pod
 from cgroup import parent_cgroup
@@ -182,7 +183,7 @@ class MemoryQos:
             uid = p.uid
             planned.add(uid)
             entry = entries.get(uid)
-            record = entry.memory_qos if entry is not None else None
+            record = entry.parts.get(MEMORY_QOS) if entry is not None else None
             if not record:
                 actions += m.actions
             else:
@@ -199,7 +200,7 @@ class MemoryQos:
             planned.add(SHARED)
             actions += self._actions(a, ancestor_target(cfg, protect), SHARED)
         for uid, entry in recorded.entries.items():
-            if entry.memory_qos and uid not in planned:
+            if MEMORY_QOS in entry.parts and uid not in planned:
                 actions.append(Restore(uid, PARTS))
         actions.append(Restore(SHARED, PARTS))  # cgroups above pods that no target of this pass names
         return Plan(tuple(actions), None, {"memory_qos": report})

@@ -30,6 +30,7 @@ from agent.actions import Action, Part, Plan, Recorded, Restore, SetCpuQuota
 from agent.config import QuotaBurstConfig
 from agent.ledger import Touched
 from agent.node_state import NodeState
+from agent.parts.quota import QUOTA_BURST
 from agent.snapshot import PodSample
 from agent.strategies.online import PERIOD_US, SpecCache, cores, online_pod
 
@@ -227,7 +228,7 @@ def _pod_base(entry: Touched | None, q: PodQuotas) -> int | None:
     pod quota recorded then, moved by as much as an in-place resize since moved its limited containers'
     own quotas; before it, the spec's, and the executor never lets that first raise lower the pod's quota
     (the recorder reads the real one for the passes after)."""
-    if entry is None or not entry.quota_burst:
+    if entry is None or QUOTA_BURST not in entry.parts:
         return q.own_us
     if entry.quota_us is None or not entry.period_us:
         return None  # an unlimited pod stays unlimited
@@ -275,7 +276,7 @@ class QuotaBurst:
         report: dict[str, Any] = {"enabled": self.config.enabled, "node_state": None, "headroom_cores": None,
                                   "pods": report_pods}  # fmt: skip
         if not self.config.enabled:
-            restores = [Restore(uid, PARTS) for uid, e in recorded.entries.items() if e.quota_burst]
+            restores = [Restore(uid, PARTS) for uid, e in recorded.entries.items() if QUOTA_BURST in e.parts]
             return Plan(tuple(restores), QuotaMemo(), {"quota_burst": report})
         rows, pods = self._inputs(state, memo)
         entries = recorded.entries
@@ -301,7 +302,8 @@ class QuotaBurst:
             # raised before, not any more, still online and limited: the containers' own quotas from the current
             # spec (a resize since the raise wins over what was recorded), the pod's from its record
             # (`_pod_base`), and the Restore clears the record once they hold
-            write = raised or getattr(entries.get(uid), "quota_burst", False)
+            held = entries.get(uid)
+            write = raised or (held is not None and QUOTA_BURST in held.parts)
             if write:
                 written.append((pod_cg, uid))
             pod_report: dict[str, Any] | None = None
@@ -328,7 +330,7 @@ class QuotaBurst:
             if pod_quota is not None:
                 actions.append(self._quota(asked, pod_cg, pod_quota, uid))
         for uid, entry in entries.items():
-            if entry.quota_burst and uid not in raised_uids:
+            if QUOTA_BURST in entry.parts and uid not in raised_uids:
                 actions.append(Restore(uid, PARTS))  # quiet, reset, no longer online, limited or there
         self._asked = asked
         return Plan(tuple(actions), QuotaMemo(quotas, qp.quiet), {"quota_burst": report})

@@ -165,7 +165,10 @@ def test_a_pod_changing_class_under_the_full_registry_keeps_one_memory_high_orig
     for _ in range(2):
         stage.on_state(qos_state([offline]))
         got = reader.memory_protection(pod)
-        assert stage.ledger.entries[uid].memory_high and got.high_bytes not in (qos_high, own[pod].high_bytes)
+        assert "memory_high" in stage.ledger.entries[uid].parts and got.high_bytes not in (
+            qos_high,
+            own[pod].high_bytes,
+        )
         assert (got.min_bytes, got.low_bytes) == (own[pod].min_bytes, own[pod].low_bytes)
         assert reader.memory_protection(c1) == own[c1]
     stage.on_state(qos_state([online]))
