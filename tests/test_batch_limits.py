@@ -12,13 +12,12 @@ import pytest
 
 from agent.actions import Action, Plan, Recorded, Restore, SetCpuQuota, SetCpuShares, SetMemoryLimit, merge_wishes
 from agent.config import BatchConfig, EnforcementConfig
-from agent.cpu_budget import OfflineCpu
 from agent.ledger import Touched
 from agent.node_state import NodeState, node_state
 from agent.snapshot import ContainerBatch, ContainerSample, NodeSample, PodBatch, PodMeta, PodSample, Snapshot
-from agent.strategies import cpu_quota
+from agent.strategies import cpu_suppression
 from agent.strategies.batch_limits import BatchLimits, as_originals, problems_of, targets
-from agent.strategies.cfs_quota import CfsQuota
+from agent.strategies.cpu_suppression import CfsQuota, OfflineCpu
 from cgroup.kubelet_rules import BatchResources
 
 GI = 1 << 30
@@ -103,7 +102,7 @@ def test_init_containers_and_overhead_count_as_kubelet_counts_them() -> None:
     assert set(t.containers) == {"a"}  # a finished init container has no ID (and no cgroup)
     # the scheduler allocates batch-cpu without the overhead; the budget split weighs the pod cgroup's values
     assert p.meta.batch is not None and p.meta.batch.cpu_request_milli == 2000
-    assert cpu_quota.cpu_demand(p) == OfflineCpu(p.uid, 2.1, 2.1)
+    assert cpu_suppression.cpu_demand(p) == OfflineCpu(p.uid, 2.1, 2.1)
 
 
 @pytest.mark.parametrize(
@@ -225,18 +224,20 @@ def test_split_and_tier_cap_use_batch_cpu() -> None:
     big = batch_pod("g", [("main", "g1", BatchResources(1500, None, None, None))])
     be = PodSample(PodMeta("e", "jobs", "e", "offline"), "besteffort", "/kubepods/besteffort/pode", 0.1, 0, 0, 0, 0,
                    0.0, ())  # fmt: skip
-    assert cpu_quota.cpu_demand(small).request_cores == 0.5 and cpu_quota.cpu_demand(small).limit_cores == 0.6
-    assert cpu_quota.cpu_demand(big).limit_cores is None
-    quotas, besteffort = cpu_quota.split(2.0, [small, big, be], cfg)
+    assert (
+        cpu_suppression.cpu_demand(small).request_cores == 0.5 and cpu_suppression.cpu_demand(small).limit_cores == 0.6
+    )
+    assert cpu_suppression.cpu_demand(big).limit_cores is None
+    quotas, besteffort = cpu_suppression.split(2.0, [small, big, be], cfg)
     # 10% to the best-effort pod; the rest by batch-cpu request, never above the batch-cpu limit
     assert besteffort == pytest.approx(0.2)
     assert quotas == pytest.approx({"s": 0.45, "g": 1.35, "e": 0.2})
-    quotas, _ = cpu_quota.split(4.0, [small, big, be], cfg)
+    quotas, _ = cpu_suppression.split(4.0, [small, big, be], cfg)
     assert quotas["s"] == pytest.approx(0.6)
     # the tier holds all three: its cap is the best-effort slice plus the batch pods' quotas, not the slice
     state = state_of([small, big, be])
-    assert cpu_quota.tier_cap(state, besteffort, cfg, {"s": 0.45, "g": 1.35, "e": 0.2}) == 200_000
-    assert cpu_quota.tier_cap(state, besteffort, cfg) == 20_000  # without the split: the old, squeezing cap
+    assert cpu_suppression.tier_cap(state, besteffort, cfg, {"s": 0.45, "g": 1.35, "e": 0.2}) == 200_000
+    assert cpu_suppression.tier_cap(state, besteffort, cfg) == 20_000  # without the split: the old, squeezing cap
 
 
 # -- the batch quota and the suppression quota within one pass ----------------------------------------------

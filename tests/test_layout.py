@@ -183,9 +183,11 @@ def test_the_layer_check_fails_when_act_imports_decide(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "agent", tmp_path / "agent")
     assert layer_violations(module_graph(tmp_path, "agent")) == []
     executor = tmp_path / "agent" / "executor.py"
-    executor.write_text(executor.read_text(encoding="utf-8") + "\nfrom agent.strategies import cfs_quota\n")
-    assert "agent.executor -> agent.strategies.cfs_quota" in layer_violations(module_graph(tmp_path, "agent"))
-    executor.write_text(executor.read_text(encoding="utf-8").replace("from agent.strategies import cfs_quota", ""))
+    executor.write_text(executor.read_text(encoding="utf-8") + "\nfrom agent.strategies import cpu_suppression\n")
+    assert "agent.executor -> agent.strategies.cpu_suppression" in layer_violations(module_graph(tmp_path, "agent"))
+    executor.write_text(
+        executor.read_text(encoding="utf-8").replace("from agent.strategies import cpu_suppression", "")
+    )
     (tmp_path / "agent" / "helper.py").write_text("from agent.strategies import registry\n")
     (tmp_path / "agent" / "parts" / "extra.py").write_text("from agent import helper\n")
     assert "agent.parts.extra -> agent.strategies.registry" in layer_violations(module_graph(tmp_path, "agent"))

@@ -16,9 +16,7 @@ from agent.node_state import NodeState, node_state
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
 from agent.strategies import reconcile
 from agent.strategies.baseline import Baseline
-from agent.strategies.cfs_quota import CfsQuota
-from agent.strategies.cpu_quota import CpuMemo
-from agent.strategies.cpuset import Cpuset
+from agent.strategies.cpu_suppression import CfsQuota, CpuMemo, Cpuset
 from agent.strategies.memory_high import MemoryHigh
 from agent.strategies.registry import Facts, strategies
 

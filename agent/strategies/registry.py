@@ -22,9 +22,8 @@ from agent.originals import OwnOriginals
 from agent.snapshot import PodSample
 from agent.strategies.baseline import Baseline
 from agent.strategies.batch_limits import BatchLimits
-from agent.strategies.cfs_quota import CfsQuota
 from agent.strategies.cpu_burst import CpuBurst
-from agent.strategies.cpuset import Cpuset
+from agent.strategies.cpu_suppression import CfsQuota, Cpuset
 from agent.strategies.memory_high import MemoryHigh
 from agent.strategies.memory_qos import MemoryQos
 from agent.strategies.quota_burst import QuotaBurst
