@@ -303,6 +303,25 @@ class Recorded:
     now: float = 0.0
 
 
+class Report:
+    """What a strategy reports of a pass: a frozen dataclass of typed fields in the strategy's module.
+    `fields()` gives the keys it adds to the node's sections, under their JSON names (a strategy that is not
+    active adds none: agent/enforcement_report.py `DEFAULTS` holds theirs); `to_log()` what the stage logs
+    once per cause (a pod's malformed annotation, ...)."""
+
+    __slots__ = ()
+
+    def fields(self) -> dict[str, Any]:
+        return {}
+
+    def to_log(self) -> Sequence[str]:
+        return ()
+
+
+#: the report of a strategy that reports nothing (one object: plans compare equal)
+NO_REPORT = Report()
+
+
 @dataclass(frozen=True, slots=True)
 class Plan:
     """A strategy's answer: the actions, what to remember for its next pass, and what it reports (the
@@ -310,4 +329,4 @@ class Plan:
 
     actions: tuple[Action, ...] = ()
     memo: Any = None
-    report: Mapping[str, Any] = field(default_factory=dict)
+    report: Report = field(default_factory=lambda: NO_REPORT)

@@ -21,7 +21,7 @@ from typing import Any
 from prometheus_client.metrics_core import Metric
 
 from agent import enforcement_report
-from agent.actions import SHARED, Action, Recorded, Restore
+from agent.actions import SHARED, Action, Recorded, Report, Restore
 from agent.config import EnforcementConfig
 from agent.enforcement_inputs import EnforcementInputs
 from agent.executor import CgroupExecutor, DryRunExecutor
@@ -32,6 +32,8 @@ from agent.originals import Originals
 from agent.parts.registry import parts_protecting
 from agent.snapshot import Snapshot
 from agent.strategies import reconcile
+from agent.strategies.cpu_suppression import CpuReport
+from agent.strategies.memory_high import MemoryHighReport
 from agent.strategies.registry import Facts, Strategy, own_originals
 from cgroup import CgroupReader, Layout, PathModel
 
@@ -86,7 +88,7 @@ class Enforcer:
         self._memos: dict[str, Any] = {}
         self._warned: set[str] = set()
         # exported to the HTTP thread: only ever replaced, never changed in place
-        self.reports: Mapping[str, Mapping[str, Any]] = {}
+        self.reports: Mapping[str, Report] = {}
         self.touched: tuple[str, ...] = ()
         self.qos_touched: tuple[str, ...] = ()  # online pods the ledger holds QoS values for
         self._publish_touched()
@@ -97,27 +99,32 @@ class Enforcer:
         """Every strategy's report in one mapping, over the defaults of those not active."""
         return enforcement_report.merged(self.reports)
 
+    def _cpu(self) -> CpuReport:
+        """The CPU policy's report (an empty one while no pass had a budget, or no CPU policy runs)."""
+        return next((r for r in self.reports.values() if isinstance(r, CpuReport)), CpuReport())
+
     @property
     def budget_cores(self) -> float | None:
-        return self.report()["offline_cpu_budget_cores"]  # type: ignore[no-any-return]
+        return self._cpu().budget_cores
 
     @property
     def released(self) -> bool:
-        return bool(self.report()["offline_cpu_released"])
+        return self._cpu().released
 
     @property
     def quotas(self) -> dict[str, float]:
-        return dict(self.report()["offline_cpu_quota_cores"])
+        return dict(self._cpu().quota_cores)
 
     @property
     def memory_high(self) -> dict[str, int]:
-        return dict(self.report()["offline_memory_high_bytes"])
+        high = next((r for r in self.reports.values() if isinstance(r, MemoryHighReport)), None)
+        return dict(high.high_bytes) if high is not None else {}
 
     @property
     def suppressing(self) -> bool:
         """Offline pods are held by a CPU budget (quotas or a cpuset) rather than released to their limits."""
-        r = self.report()
-        return self.config.enabled and (bool(r["offline_cpu_quota_cores"]) or r["offline_cpuset"] is not None)
+        cpu = self._cpu()
+        return self.config.enabled and (bool(cpu.quota_cores) or cpu.cpuset is not None)
 
     @property
     def writes(self) -> int:
@@ -150,7 +157,7 @@ class Enforcer:
         entries, now = MappingProxyType(self.ledger.entries), self.clock()
         actions: list[Action] = list(reconcile.plan(state, entries, self._tiers(), self.parts))
         memos: dict[str, Any] = {}
-        reports: dict[str, Mapping[str, Any]] = {}
+        reports: dict[str, Report] = {}
         for strategy in self.strategies:
             recorded = Recorded(entries, MappingProxyType(self.ledger.tiers), self._memos.get(strategy.name), now)
             plan = strategy.plan(state, recorded)
@@ -177,7 +184,7 @@ class Enforcer:
         own = [s for s in self.strategies if s.parts <= parts_protecting("own")]
         entries, now = MappingProxyType(self.ledger.entries), self.clock()
         actions: list[Action] = []
-        reports: dict[str, Mapping[str, Any]] = {}
+        reports: dict[str, Report] = {}
         for strategy in own:
             plan = strategy.plan(state, Recorded(entries, {}, self._memos.get(strategy.name), now))
             actions += plan.actions
@@ -191,15 +198,14 @@ class Enforcer:
         lost), every one the ledger recorded, with the period it had before (0: its own)."""
         return {self.facts.besteffort_tier: 0, **self.ledger.tiers}
 
-    def _log_warnings(self, report: Mapping[str, Any]) -> None:
-        """A report's `warnings` (a pod's malformed annotation, ...): logged once per cause, not every pass."""
-        for section in report.values():
-            for warning in section.get("warnings", ()) if isinstance(section, Mapping) else ():
-                if warning not in self._warned:
-                    if len(self._warned) >= 1000:
-                        self._warned.clear()
-                    self._warned.add(warning)
-                    log.warning("enforcement: %s", warning)
+    def _log_warnings(self, report: Report) -> None:
+        """What a report has to log (a pod's malformed annotation, ...): logged once per cause, not every pass."""
+        for warning in report.to_log():
+            if warning not in self._warned:
+                if len(self._warned) >= 1000:
+                    self._warned.clear()
+                self._warned.add(warning)
+                log.warning("enforcement: %s", warning)
 
     def restore_all(self) -> None:
         shared = (Restore(SHARED, frozenset(self.ledger.shared)),) if self.ledger.shared else ()

@@ -125,7 +125,7 @@ def test_values_kubelet_would_reject_are_reported_not_written(
         first = plan([p])
         again = plan([p], memo=first.memo)
     assert first.actions == () and again.actions == ()
-    assert any(expected in text for text in first.report["batch"]["problems"]["b"])
+    assert any(expected in text for text in first.report.fields()["batch"]["problems"]["b"])
     assert any(expected in text for text in problems_of(p.meta))
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1 and "jobs/b" in lines[0] and expected in lines[0]  # one line per pod, not per pass
@@ -166,7 +166,7 @@ def test_what_is_left_to_suppression(entry: Touched | None, expected: list[tuple
         100_000, 100_000, {f"{POD}/c1": (100_000, 100_000)})  # fmt: skip
     shares = [a for a in result.actions if isinstance(a, SetCpuShares)]
     assert all((a.shares, a.weight) == (512, 20) for a in shares)
-    assert result.report["batch"]["pods"]["b"] == {
+    assert result.report.fields()["batch"]["pods"]["b"] == {
         "cpu_quota_us": 100_000,
         "cpu_shares": 512,
         "memory_limit_bytes": 2 * GI,

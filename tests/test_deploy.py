@@ -45,6 +45,8 @@ from agent.snapshot import (
     Snapshot,
     TierSample,
 )
+from agent.strategies.cpu_suppression import CpuReport
+from agent.strategies.memory_high import MemoryHighReport
 from agent.view import AgentView
 from agent.windows import WindowStore
 from cgroup import CgroupReader, CgroupWriter, Layout, PathModel
@@ -1648,8 +1650,8 @@ def agent_metric_names(tmp_path: Path) -> set[str]:
     enforcer = Enforcer(layout, PathModel("systemd", "/"), CgroupReader(layout), EnforcementConfig(ledger_file=""),
                         lambda: (8.0, 16 << 30), registered=[])  # fmt: skip
     enforcer.reports = {
-        "cfs_quota": {"offline_cpu_budget_cores": 1.5, "offline_cpu_quota_cores": {"u2": 1.5}},
-        "memory_high": {"offline_memory_high_bytes": {"u2": 1 << 30}},
+        "cfs_quota": CpuReport("cfsQuota", 1.5, quota_cores={"u2": 1.5}),
+        "memory_high": MemoryHighReport({"u2": 1 << 30}),
     }  # a pass's reports
     evictor = Evictor(cast(Kube, None), "node-a", lambda: node, CgroupWriter(layout), EvictionConfig())
     evictor.on_snapshot(snap)

@@ -7,12 +7,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agent.actions import (
     Action,
     Plan,
     Recorded,
+    Report,
     Restore,
     SetCpuIdle,
     SetCpuQuota,
@@ -119,6 +122,14 @@ def test_originals_are_on_disk_and_what_holds_is_not_written_again(tmp_path: Pat
     assert ex.apply([dataclasses.replace(nudged, tolerance=0.0)], snapshot([p])).writes == 2  # pod, then container
 
 
+@dataclass(frozen=True, slots=True)
+class DummyReport(Report):
+    passes: int
+
+    def fields(self) -> dict[str, Any]:
+        return {"dummy_passes": self.passes}
+
+
 class EveryOnlinePodsMemoryLimit:
     """A strategy the registry does not know: the pod's own memory limit (a part protecting "own" limits, never
     recorded nor restored) on online pods, and a count of its passes in its memo and report."""
@@ -129,7 +140,7 @@ class EveryOnlinePodsMemoryLimit:
     def plan(self, state: NodeState, recorded: Recorded) -> Plan:
         passes = (recorded.memo or 0) + 1
         actions = tuple(SetMemoryLimit(p.cgroup, GI, "batch", p.uid) for p in state.online)
-        return Plan(actions, passes, {"dummy_passes": passes})
+        return Plan(actions, passes, DummyReport(passes))
 
 
 def test_a_strategy_added_to_the_list_needs_no_change_anywhere_else(tmp_path: Path) -> None:

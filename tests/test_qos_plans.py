@@ -10,13 +10,24 @@ from typing import Any
 
 import pytest
 
-from agent.actions import SHARED, Plan, Recorded, Restore, SetCpuBurst, SetCpuQuota, SetMemoryHigh, SetMemoryProtection
+from agent.actions import (
+    SHARED,
+    Plan,
+    Recorded,
+    Report,
+    Restore,
+    SetCpuBurst,
+    SetCpuQuota,
+    SetMemoryHigh,
+    SetMemoryProtection,
+)
 from agent.config import CpuBurstConfig, EnforcementConfig, MemoryQosConfig, QuotaBurstConfig
 from agent.enforcer import Enforcer
 from agent.ledger import Touched
 from agent.node_state import NodeState
 from agent.snapshot import ContainerSample, PodMeta, PodSample
 from agent.strategies.cpu_burst import RECHECK_SECONDS, CpuBurst
+from agent.strategies.cpu_suppression import CpuReport
 from agent.strategies.memory_qos import MemoryQos, ancestors
 from agent.strategies.quota_burst import QuotaBurst
 from cgroup import CgroupReader, Layout, PathModel
@@ -77,7 +88,7 @@ def quotas(plan: Plan) -> dict[str, int | None]:
 
 def rep(plan: Plan) -> Any:
     """The plan's report: one key, the strategy's name, as the `qos` section shows it."""
-    ((_, report),) = plan.report.items()
+    ((_, report),) = plan.report.fields().items()
     return report
 
 
@@ -308,14 +319,14 @@ def test_memory_qos_puts_back_a_file_it_no_longer_asks_for() -> None:
     ("reports", "enabled", "suppressing"),
     [
         ({}, True, False),  # no offline pod held
-        ({"cfs_quota": {"offline_cpu_quota_cores": {"u1": 0.4}}}, True, True),
-        ({"cfs_quota": {"offline_cpu_quota_cores": {}, "offline_cpu_released": True}}, True, False),  # released
-        ({"cpuset": {"offline_cpuset": "0-1"}}, True, True),
-        ({"cfs_quota": {"offline_cpu_quota_cores": {"u1": 0.4}}}, False, False),  # enforcement off
+        ({"cfs_quota": CpuReport("cfsQuota", 0.4, quota_cores={"u1": 0.4})}, True, True),
+        ({"cfs_quota": CpuReport("cfsQuota", 0.4, released=True)}, True, False),  # released
+        ({"cpuset": CpuReport("cpuset", 1.0, cpuset="0-1")}, True, True),
+        ({"cfs_quota": CpuReport("cfsQuota", 0.4, quota_cores={"u1": 0.4})}, False, False),  # enforcement off
     ],
 )
 def test_offline_suppressed_is_what_enforcement_reported(
-    reports: dict[str, Any], enabled: bool, suppressing: bool, tmp_path: Path
+    reports: dict[str, Report], enabled: bool, suppressing: bool, tmp_path: Path
 ) -> None:
     """The fact quota burst stops for (NodeState.offline_suppressed), from the enforcer's last reports."""
     layout = Layout("v2", {}, Mount(str(tmp_path)))

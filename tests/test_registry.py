@@ -84,15 +84,15 @@ def test_cfs_quota_suppresses_pod_then_containers_and_caps_a_tier_of_only_offlin
     burst, be = pod("a", containers=2), pod("b", qos="besteffort", request=0.0)
     plan = CfsQuota(c, TIER).plan(state([burst, be]), recorded([burst, be]))
     # 2 × 0.65 − (1.5 − 0.2) → the 0.1-core floor; the best-effort pod gets the 10 % slice
-    assert plan.report["offline_cpu_budget_cores"] == pytest.approx(0.1)
-    quotas = plan.report["offline_cpu_quota_cores"]
+    assert plan.report.fields()["offline_cpu_budget_cores"] == pytest.approx(0.1)
+    quotas = plan.report.fields()["offline_cpu_quota_cores"]
     assert quotas == pytest.approx({"a": 0.09, "b": 0.01}) and plan.memo.released is False
     a_quota = int(quotas["a"] * 100_000)
     containers = {f"{burst.cgroup}/c0": (a_quota, 100_000), f"{burst.cgroup}/c1": (a_quota, 100_000)}
     assert plan.actions[0] == SetCpuQuota(burst.cgroup, a_quota, 100_000, "quota", "a", c.cpu_change_threshold,
                                           containers)  # fmt: skip
     assert plan.actions[-1] == SetCpuQuota(TIER, 10_000, 100_000, "quota")  # the 0.1-core floor
-    assert plan.report["besteffort_tier_cap_cores"] == pytest.approx(0.1)
+    assert plan.report.fields()["besteffort_tier_cap_cores"] == pytest.approx(0.1)
 
 
 def test_cfs_quota_releases_a_quiet_node_through_restore_and_uncaps_the_tier() -> None:
@@ -101,8 +101,8 @@ def test_cfs_quota_releases_a_quiet_node_through_restore_and_uncaps_the_tier() -
     rec = Recorded({"a": entry(a, quota=True), "b": entry(b)}, {TIER: 50_000}, CpuMemo(0.1, False, {}, (0.0,)), 0.0)
     plan = CfsQuota(EnforcementConfig(), TIER).plan(state([a, b], node_cpu=0.3), rec)
     assert plan.actions == (Restore("a", frozenset({"quota"})), SetCpuQuota(TIER, None, 50_000, "quota"))
-    assert plan.memo.released and plan.report["offline_cpu_released"] is True
-    assert plan.report["offline_cpu_quota_cores"] == {}
+    assert plan.memo.released and plan.report.fields()["offline_cpu_released"] is True
+    assert plan.report.fields()["offline_cpu_quota_cores"] == {}
 
 
 def test_cfs_quota_growth_is_capped_from_the_memo() -> None:
@@ -121,7 +121,7 @@ def test_cpuset_picks_from_the_parents_cpus_away_from_exclusive_ones() -> None:
     containers = {f"{a.cgroup}/c0": cpus, f"{a.cgroup}/c1": cpus}
     assert plan.actions == (SetCpuset(a.cgroup, cpus, "cpuset", "a", containers),
                             SetCpuset(b.cgroup, cpus, "cpuset", "b", {f"{b.cgroup}/c0": cpus}))  # fmt: skip
-    assert plan.report["offline_cpuset"] == "2"
+    assert plan.report.fields()["offline_cpuset"] == "2"
 
 
 def test_cpuset_skips_a_pod_whose_parent_is_unknown_and_releases_through_restore() -> None:
@@ -129,7 +129,7 @@ def test_cpuset_skips_a_pod_whose_parent_is_unknown_and_releases_through_restore
     assert Cpuset(EnforcementConfig()).plan(state([a]), recorded([a])).actions == ()
     quiet_before = CpuMemo(None, False, {}, (0.0,))  # two quiet passes agree (cpu_release_confirm_passes)
     plan = Cpuset(EnforcementConfig()).plan(state([a], node_cpu=0.3), recorded([a], quiet_before, cpuset="0-3"))
-    assert plan.actions == (Restore("a", frozenset({"cpuset"})),) and plan.report["offline_cpuset"] is None
+    assert plan.actions == (Restore("a", frozenset({"cpuset"})),) and plan.report.fields()["offline_cpuset"] is None
 
 
 # -- memory.high ------------------------------------------------------------------------------------------
@@ -137,7 +137,7 @@ def test_memory_high_follows_the_watermark_in_the_state() -> None:
     a, b = pod("a", memory=GI), pod("b", memory=3 * GI)
     for percent, each in ((60.0, None), (25.0, None), (0.0, 64 << 20)):
         plan = MemoryHigh(EnforcementConfig()).plan(state([a, b], memory_high_percent=percent), recorded([a, b]))
-        shares = plan.report["offline_memory_high_bytes"]
+        shares = plan.report.fields()["offline_memory_high_bytes"]
         assert [x.limit for x in plan.actions if isinstance(x, SetMemoryHigh)] == [shares["a"], shares["b"]]
         if each is not None:  # nothing left: each at memory_high_min_bytes
             assert shares == {"a": each, "b": each}

@@ -65,7 +65,7 @@ def decisions(loads: Sequence[float], config: EnforcementConfig) -> list[bool]:
         step = cpu_suppression.budget_and_release(node_state(snap, (CORES, float(64 << 30))), memo, config)
         assert step is not None
         total, released, recent = step
-        memo = cpu_suppression.CpuMemo(total, released, {}, recent)
+        memo = cpu_suppression.CpuMemo(total, released, loads=recent)
         out.append(released)
     return out
 

@@ -87,7 +87,7 @@ def memory_targets(
         elif isinstance(a, SetMemoryHigh):
             found.setdefault(a.cgroup, {})["high"] = a.limit
     targets = {cg: MemoryTarget(f.get("min") or 0, f.get("low") or 0, f.get("high")) for cg, f in found.items()}
-    return plan.report["memory_qos"], targets
+    return plan.report.fields()["memory_qos"], targets
 
 
 def section(stage: Enforcer) -> dict[str, Any]:

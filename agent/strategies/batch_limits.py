@@ -29,9 +29,11 @@ the problems are reported (the plan's report, /api/v1/pods, one log line per pod
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from agent.actions import Action, Part, Plan, Recorded, SetCpuQuota, SetCpuShares, SetMemoryLimit
+from agent.actions import Action, Part, Plan, Recorded, Report, SetCpuQuota, SetCpuShares, SetMemoryLimit
 from agent.config import BatchConfig
 from agent.ledger import Touched
 from agent.node_state import NodeState
@@ -138,6 +140,15 @@ def _pod_name(pod: PodSample) -> str:
     return f"{pod.meta.namespace}/{pod.meta.name}" if pod.meta.name else pod.uid
 
 
+@dataclass(frozen=True, slots=True)
+class BatchReport(Report):
+    pods: Mapping[str, Mapping[str, int | None]]  # uid -> cpu_quota_us, cpu_shares, memory_limit_bytes written
+    problems: Mapping[str, list[str]]  # uid -> why its values are not written (kubelet would reject them)
+
+    def fields(self) -> dict[str, Any]:
+        return {"batch": {"pods": self.pods, "problems": self.problems}}
+
+
 class BatchLimits:
     """The strategy: `plan(state, recorded)`; `recorded.memo` is the set of pods whose problems were logged."""
 
@@ -165,10 +176,10 @@ class BatchLimits:
 
     def plan(self, state: NodeState, recorded: Recorded) -> Plan:
         if not self.config.enabled:
-            return Plan(memo=frozenset(), report={"batch": {"pods": {}, "problems": {}}})  # what was written stays
+            return Plan(memo=frozenset(), report=BatchReport({}, {}))  # what was written stays
         logged: frozenset[str] = recorded.memo if isinstance(recorded.memo, frozenset) else frozenset()
         actions: list[Action] = []
-        pods: dict[str, dict[str, object]] = {}
+        pods: dict[str, Mapping[str, int | None]] = {}
         problems: dict[str, list[str]] = {}
         for pod in state.snapshot.pods.values():  # every pod with batch values, whatever its class
             t = self.targets(pod.meta)
@@ -187,8 +198,7 @@ class BatchLimits:
             pod = state.snapshot.pods[uid]
             log.warning("batch pod %s: not written, kubelet would reject it: %s", _pod_name(pod),
                         "; ".join(problems[uid]))  # fmt: skip
-        report = {"batch": {"pods": pods, "problems": problems}}
-        return Plan(tuple(actions), memo=frozenset(problems), report=report)
+        return Plan(tuple(actions), memo=frozenset(problems), report=BatchReport(pods, problems))
 
 
 def problems_of(meta: PodMeta) -> list[str]:

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agent.actions import Action, Part, Plan, Recorded, Restore, SetCpuBurst
+from agent.actions import Action, Part, Plan, Recorded, Report, Restore, SetCpuBurst
 from agent.config import CpuBurstConfig
 from agent.node_state import NodeState
 from agent.parts.burst import NAME as BURST
@@ -108,6 +108,22 @@ PARTS: frozenset[Part] = frozenset({"burst"})
 
 
 @dataclass(frozen=True, slots=True)
+class CpuBurstReport(Report):
+    enabled: bool  # on for every online pod (else: for those that opt in)
+    supported: bool  # the kernel has CFS burst
+    burst_percent: float
+    pods: Mapping[str, Any]  # uid -> {burst_us, containers: {container id -> burst_us}}
+    warnings: Sequence[str]  # pods' malformed annotations
+
+    def fields(self) -> dict[str, Any]:
+        section = {"enabled": self.enabled, "supported": self.supported, "burst_percent": self.burst_percent}
+        return {"cpu_burst": {**section, "pods": self.pods, "warnings": self.warnings}}
+
+    def to_log(self) -> Sequence[str]:
+        return self.warnings
+
+
+@dataclass(frozen=True, slots=True)
 class BurstMemo:
     targets: dict[str, int] = field(default_factory=dict)  # cgroup -> burst asked for
     checked_at: float | None = None  # when every target was last asked for
@@ -159,9 +175,7 @@ class CpuBurst:
         full = memo.checked_at is None or recorded.now - memo.checked_at >= RECHECK_SECONDS
         warnings: list[str] = []
         report_pods: dict[str, Any] = {}
-        report: dict[str, Any] = {"enabled": self.config.enabled, "supported": self.supported,
-                                  "burst_percent": self.config.burst_percent, "pods": report_pods,
-                                  "warnings": warnings}  # fmt: skip
+        report = CpuBurstReport(self.config.enabled, self.supported, self.config.burst_percent, report_pods, warnings)
         actions: list[Action] = []
         targets: dict[str, int] = {}
         planned: set[str] = set()
@@ -189,4 +203,4 @@ class CpuBurst:
             if BURST in entry.parts and uid not in planned:
                 actions.append(Restore(uid, PARTS))
         checked = recorded.now if full else memo.checked_at
-        return Plan(tuple(actions), BurstMemo(targets, checked), {"cpu_burst": report})
+        return Plan(tuple(actions), BurstMemo(targets, checked), report)

@@ -34,9 +34,9 @@ import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from agent.actions import Action, Part, Plan, Recorded, Restore, SetCpuQuota, SetCpuset, cpus
+from agent.actions import Action, Part, Plan, Recorded, Report, Restore, SetCpuQuota, SetCpuset, cpus
 from agent.config import EnforcementConfig
 from agent.ledger import Touched
 from agent.node_state import NodeState
@@ -123,13 +123,37 @@ MIN_QUOTA_US = 1000  # the kernel's smallest CFS quota
 
 
 @dataclass(frozen=True, slots=True)
+class CpuReport(Report):
+    """A CPU policy's pass: the budget (cores), whether offline pods are released, and what holds them:
+    the cfsQuota policy's per-pod quotas (cores), best-effort slice and tier cap, or the cpuset policy's
+    CPUs. `policy` None: no pass had a budget yet (nothing reported)."""
+
+    policy: Literal["cfsQuota", "cpuset"] | None = None
+    budget_cores: float | None = None
+    released: bool = False
+    quota_cores: Mapping[str, float] = field(default_factory=dict)
+    besteffort_cores: float = 0.0
+    tier_cap_cores: float | None = None
+    cpuset: str | None = None
+
+    def fields(self) -> dict[str, Any]:
+        head = {"offline_cpu_budget_cores": self.budget_cores, "offline_cpu_released": self.released}
+        if self.policy == "cpuset":
+            return {**head, "offline_cpuset": self.cpuset}
+        if self.policy == "cfsQuota":
+            return {**head, "offline_cpu_quota_cores": self.quota_cores, "besteffort_cpu_cores": self.besteffort_cores,
+                    "besteffort_tier_cap_cores": self.tier_cap_cores}  # fmt: skip
+        return {}
+
+
+@dataclass(frozen=True, slots=True)
 class CpuMemo:
     """What a CPU policy (cfsQuota, cpuset) remembers between passes: the budget (its growth is capped from
     it), whether offline pods are released, and the report of the last pass that had a budget."""
 
     budget: float | None = None
     released: bool = False
-    report: Mapping[str, Any] = field(default_factory=dict)
+    report: CpuReport = field(default_factory=lambda: CpuReport())
     loads: tuple[float, ...] = ()  # online + system CPU / allocatable of the latest passes, newest last
 
 
@@ -249,7 +273,7 @@ class CfsQuota:
                 Restore(p.uid, frozenset({"quota"})) for p in offline if "quota" in recorded.entries[p.uid].parts
             ]
             actions += tier_actions(self.tier, None, recorded, c.cpu_period_us)
-            report = _report(budget, True, {}, 0.0, None)
+            report = CpuReport("cfsQuota", budget, True, {}, 0.0, None)
             return Plan(tuple(actions), CpuMemo(budget, True, report, loads), report)
         quotas, besteffort = split(budget, offline, c)
         for p in offline:
@@ -258,19 +282,10 @@ class CfsQuota:
             actions.append(SetCpuQuota(pod, quota, period, "quota", p.uid, c.cpu_change_threshold, below))
         cap = tier_cap(state, besteffort, c, quotas)
         actions += tier_actions(self.tier, cap, recorded, c.cpu_period_us)
-        report = _report(budget, False, quotas, besteffort, None if cap is None else cap / c.cpu_period_us)
+        report = CpuReport(
+            "cfsQuota", budget, False, quotas, besteffort, None if cap is None else cap / c.cpu_period_us
+        )
         return Plan(tuple(actions), CpuMemo(budget, False, report, loads), report)
-
-
-def _report(budget: float, released: bool, quotas: dict[str, float], besteffort: float,
-            tier_cap: float | None) -> dict[str, object]:  # fmt: skip
-    return {
-        "offline_cpu_budget_cores": budget,
-        "offline_cpu_released": released,
-        "offline_cpu_quota_cores": quotas,
-        "besteffort_cpu_cores": besteffort,
-        "besteffort_tier_cap_cores": tier_cap,
-    }
 
 
 class Cpuset:
@@ -301,6 +316,5 @@ class Cpuset:
                 cpus = chosen = pick_cpuset(budget, available, state.exclusive_cpus)
                 containers = dict.fromkeys(recorded.entries[p.uid].containers, cpus)
                 actions.append(SetCpuset(p.cgroup, cpus, "cpuset", p.uid, containers))
-        report = {"offline_cpu_budget_cores": budget, "offline_cpu_released": released,
-                  "offline_cpuset": None if chosen is None else format_cpuset(chosen)}  # fmt: skip
+        report = CpuReport("cpuset", budget, released, cpuset=None if chosen is None else format_cpuset(chosen))
         return Plan(tuple(actions), CpuMemo(budget, released, report, loads), report)

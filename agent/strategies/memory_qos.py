@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent.actions import SHARED, Action, Part, Plan, Recorded, Restore, SetMemoryHigh, SetMemoryProtection
+from agent.actions import SHARED, Action, Part, Plan, Recorded, Report, Restore, SetMemoryHigh, SetMemoryProtection
 from agent.config import MemoryQosConfig
 from agent.node_state import NodeState
 from agent.parts.memory import MEMORY_QOS
@@ -129,6 +129,19 @@ class PodProtection:
     report: dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class MemoryQosReport(Report):
+    enabled: bool
+    supported: bool
+    reason: str  # why not, where it is not supported ("" where it is)
+    protection: str  # "low" or "min"
+    pods: Mapping[str, Any]  # uid -> {protected_bytes, high_bytes}
+
+    def fields(self) -> dict[str, Any]:
+        return {"memory_qos": {"enabled": self.enabled, "supported": self.supported, "reason": self.reason,
+                               "protection": self.protection, "pods": self.pods}}  # fmt: skip
+
+
 class MemoryQos:
     name = "memory_qos"
     parts = PARTS
@@ -171,8 +184,7 @@ class MemoryQos:
         active = self.is_v2 and cfg.enabled  # else nothing to plan: no pod is looked at
         ok, reason = supported(cfg, self.is_v2)
         report_pods: dict[str, Any] = {}
-        report: dict[str, Any] = {"enabled": cfg.enabled and ok, "supported": ok, "reason": reason,
-                                  "protection": kind, "pods": report_pods}  # fmt: skip
+        report = MemoryQosReport(cfg.enabled and ok, ok, reason, kind, report_pods)
         actions: list[Action] = []
         planned: set[str] = set()
         above: dict[str, int] = {}
@@ -203,7 +215,7 @@ class MemoryQos:
             if MEMORY_QOS in entry.parts and uid not in planned:
                 actions.append(Restore(uid, PARTS))
         actions.append(Restore(SHARED, PARTS))  # cgroups above pods that no target of this pass names
-        return Plan(tuple(actions), None, {"memory_qos": report})
+        return Plan(tuple(actions), None, report)
 
 
 def _back(cg: str, uid: str, record: dict[str, int | None], kind: str, high: int | None) -> list[Action]:

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agent.actions import Action, Part, Plan, Recorded, Restore, SetCpuQuota
+from agent.actions import Action, Part, Plan, Recorded, Report, Restore, SetCpuQuota
 from agent.config import QuotaBurstConfig
 from agent.ledger import Touched
 from agent.node_state import NodeState
@@ -194,6 +194,18 @@ PARTS: frozenset[Part] = frozenset({"quota_burst"})
 
 
 @dataclass(frozen=True, slots=True)
+class QuotaBurstReport(Report):
+    enabled: bool
+    node_state: NodeBurstState | None  # None: off
+    headroom_cores: float | None  # what the node could give before this pass's raises
+    pods: Mapping[str, Any]  # uid -> {quota_cores, containers: {container id -> state, reason, cores, ...}}
+
+    def fields(self) -> dict[str, Any]:
+        return {"quota_burst": {"enabled": self.enabled, "node_state": self.node_state,
+                                "headroom_cores": self.headroom_cores, "pods": self.pods}}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
 class QuotaMemo:
     quotas: dict[str, int] = field(default_factory=dict)  # container cgroup -> quota asked for last pass
     quiet: dict[str, QuietSince] = field(default_factory=dict)
@@ -273,16 +285,13 @@ class QuotaBurst:
     def plan(self, state: NodeState, recorded: Recorded) -> Plan:
         memo = recorded.memo if isinstance(recorded.memo, QuotaMemo) else QuotaMemo()
         report_pods: dict[str, Any] = {}
-        report: dict[str, Any] = {"enabled": self.config.enabled, "node_state": None, "headroom_cores": None,
-                                  "pods": report_pods}  # fmt: skip
         if not self.config.enabled:
             restores = [Restore(uid, PARTS) for uid, e in recorded.entries.items() if QUOTA_BURST in e.parts]
-            return Plan(tuple(restores), QuotaMemo(), {"quota_burst": report})
+            return Plan(tuple(restores), QuotaMemo(), QuotaBurstReport(False, None, None, report_pods))
         rows, pods = self._inputs(state, memo)
         entries = recorded.entries
         own_pod = {cg: _pod_base(entries.get(p.uid), q) for cg, (p, q) in pods.items()}
         qp = plan_quota_burst(self.config, node_cpu(state), rows, memo.quiet, own_pod, recorded.now)
-        report["node_state"], report["headroom_cores"] = qp.node, round(qp.headroom_cores, 3)
         decided, threshold = qp.containers, self.config.throttled_ratio
         actions: list[Action] = []
         asked: dict[str, SetCpuQuota] = {}
@@ -333,4 +342,5 @@ class QuotaBurst:
             if QUOTA_BURST in entry.parts and uid not in raised_uids:
                 actions.append(Restore(uid, PARTS))  # quiet, reset, no longer online, limited or there
         self._asked = asked
-        return Plan(tuple(actions), QuotaMemo(quotas, qp.quiet), {"quota_burst": report})
+        report = QuotaBurstReport(self.config.enabled, qp.node, round(qp.headroom_cores, 3), report_pods)
+        return Plan(tuple(actions), QuotaMemo(quotas, qp.quiet), report)
