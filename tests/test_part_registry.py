@@ -16,7 +16,18 @@ from typing import Any
 
 import pytest
 
-from agent.actions import CgroupIO, Knob, Plan, Probe, Recorded
+from agent.actions import (
+    CgroupIO,
+    Knob,
+    Plan,
+    Probe,
+    Recorded,
+    Restore,
+    SetCpuQuota,
+    SetCpuset,
+    SetCpuShares,
+    merge_wishes,
+)
 from agent.config import EnforcementConfig
 from agent.enforcer import Enforcer
 from agent.ledger import Touched
@@ -160,3 +171,17 @@ def test_a_part_no_active_strategy_owns_is_put_back_after_a_restart(tmp_path: Pa
 def test_a_part_is_registered_once() -> None:
     with pytest.raises(ValueError, match="registered already"):
         registry.register(registry.PARTS["quota"])
+
+
+def test_two_wishes_for_one_file_merge_by_the_knobs_rule() -> None:
+    """The tightest CFS quota keeps its place; two cpusets become their union at the first's place; knobs
+    without a rule (shares) are both written; other cgroups and restores are untouched."""
+    loose, tight = SetCpuQuota("/p", 50_000, 100_000, "quota", "u"), SetCpuQuota("/p", 20_000, 100_000, "batch", "u")
+    a = SetCpuset("/p", frozenset({1}), "cpuset", "u", {"/p/c": frozenset({1})})
+    b = SetCpuset("/p", frozenset({2}), "cpuset", "u", {"/p/c": frozenset({2}), "/p/d": frozenset({2})})
+    s1, s2 = SetCpuShares("/p", 2, "baseline", "u"), SetCpuShares("/p", 512, "batch", "u")
+    other, back = SetCpuQuota("/q", 10_000, 100_000, "quota", "v"), Restore("w", frozenset({"quota"}))
+    merged = merge_wishes([loose, a, s1, other, tight, b, s2, back])
+    union = SetCpuset("/p", frozenset({1, 2}), "cpuset", "u", {"/p/c": frozenset({1, 2}), "/p/d": frozenset({2})})
+    assert merged == [union, s1, other, tight, s2, back]
+    assert merge_wishes([s1, s2]) == [s1, s2]  # nothing merged: the list as it came
