@@ -61,6 +61,8 @@ class Knob:
     file: str = ""
     #: its write is several guarded, counted executor writes of its own (a cpuset's move through the union)
     writes_itself: bool = False
+    #: it has a `merge` rule (the pass looks for a second wish only then)
+    merges: bool = False
 
     def probe(self, io: CgroupIO) -> Probe | None:
         """(current, holds, write); None when it cannot be written now. A CgroupError: unreadable."""
@@ -89,6 +91,7 @@ class SetCpuQuota:
     containers: Mapping[str, tuple[int | None, int]] = field(default_factory=dict)
 
     file = "cpu quota"
+    merges = True
 
     def merge(self, other: SetCpuQuota) -> SetCpuQuota:
         return other if cpus(other.quota_us, other.period_us) < cpus(self.quota_us, self.period_us) else self
@@ -158,6 +161,7 @@ class SetCpuset(Knob):
 
     file = "cpuset.cpus"
     writes_itself = True
+    merges = True
 
     def probe(self, io: CgroupIO) -> Probe | None:
         cpus = io.reader.cpuset(self.cgroup)
@@ -263,7 +267,7 @@ def merge_wishes(actions: Sequence[Action]) -> list[Action]:
     best: dict[tuple[str, str], Any] = {}
     many = False
     for a in actions:
-        if isinstance(a, Restore):
+        if isinstance(a, Restore) or not a.merges:
             continue
         key = (a.cgroup, a.file)
         held = best.get(key)
@@ -279,7 +283,7 @@ def merge_wishes(actions: Sequence[Action]) -> list[Action]:
     out: list[Action] = []
     placed: set[tuple[str, str]] = set()
     for a in actions:
-        if isinstance(a, Restore):
+        if isinstance(a, Restore) or not a.merges:  # no merge rule: every wish is written
             out.append(a)
             continue
         key = (a.cgroup, a.file)
@@ -287,8 +291,6 @@ def merge_wishes(actions: Sequence[Action]) -> list[Action]:
         if winner is a or (id(winner) not in chosen and key not in placed):
             out.append(winner)
             placed.add(key)
-        elif winner.merge(a) is None:  # no merge rule: both wishes are written
-            out.append(a)
     return out
 
 

@@ -91,9 +91,7 @@ class CgroupExecutor:
         writes = self.writes
         ours = merge_wishes(actions)  # one write per file: suppression on top of a pod's own limit, never looser
         # a value a strategy asks for in this pass wins over putting back a recorded one of the same file
-        asked = {(a.cgroup, a.file) for a in ours if not isinstance(a, Restore)}
-        asked.update((c, SetCpuQuota.file) for a in ours if isinstance(a, SetCpuQuota) for c in a.containers)
-        self.restorer.asked = frozenset(asked)
+        self.restorer.wished(ours)
         own = parts_protecting("own")
         prepared = [step for a in ours if (step := self._prepare(a)) is not None]
         steps = [s for s in prepared if self._record(s, snapshot, own)]

@@ -5,9 +5,10 @@ the executor a part's restore step writes through (agent/parts/spec.py `RestoreI
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from agent.actions import Action, Restore, SetCpuQuota
 from agent.ledger import Ledger, Touched
 from agent.originals import Originals
 from agent.parts.registry import PARTS
@@ -34,8 +35,23 @@ class Restorer:
                  proc_root: str) -> None:  # fmt: skip
         self.layout, self.reader, self.ledger = layout, reader, ledger
         self.executor, self.originals, self.proc_root = executor, originals, proc_root
-        # (cgroup, file) a strategy asks a value of in this pass (set by the executor): not put back
-        self.asked: frozenset[tuple[str, str]] = frozenset()
+        self._wishes: Sequence[Action] = ()
+        self._asked: frozenset[tuple[str, str]] | None = frozenset()
+
+    def wished(self, actions: Sequence[Action]) -> None:
+        """The actions of this pass (set by the executor before it prepares them)."""
+        self._wishes, self._asked = actions, None
+
+    @property
+    def asked(self) -> frozenset[tuple[str, str]]:
+        """(cgroup, file) a strategy asks a value of in this pass: not put back (read only by a restore)."""
+        if self._asked is None:
+            asked = {(a.cgroup, a.file) for a in self._wishes if not isinstance(a, Restore)}
+            asked.update(
+                (c, SetCpuQuota.file) for a in self._wishes if isinstance(a, SetCpuQuota) for c in a.containers
+            )
+            self._asked = frozenset(asked)
+        return self._asked
 
     # -- RestoreIO -------------------------------------------------------------------------------------
     @property
