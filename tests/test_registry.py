@@ -16,7 +16,7 @@ from agent.node_state import NodeState, node_state
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
 from agent.strategies import reconcile
 from agent.strategies.baseline import Baseline
-from agent.strategies.cpu_suppression import CfsQuota, CpuMemo, Cpuset
+from agent.strategies.cpu_suppression import CfsQuota, CpuMemo, CpuReport, Cpuset
 from agent.strategies.memory_high import MemoryHigh
 from agent.strategies.registry import Facts, strategies
 
@@ -74,7 +74,7 @@ def test_baseline_leaves_online_pods_and_pods_without_an_entry_alone() -> None:
 # -- cfs quota --------------------------------------------------------------------------------------------
 def test_cfs_quota_keeps_everything_while_the_cpu_rate_is_unknown() -> None:
     a = pod("a", cpu=None)
-    memo = CpuMemo(0.5, False, {"offline_cpu_budget_cores": 0.5})
+    memo = CpuMemo(0.5, False, CpuReport("cfsQuota", 0.5))
     plan = CfsQuota(EnforcementConfig(), TIER).plan(state([a], node_cpu=None), recorded([a], memo))
     assert plan.actions == () and plan.memo is memo and plan.report == memo.report
 

@@ -4,7 +4,7 @@ protects online pods, holds offline pods down, or is a pod's own limit (never re
 
 The cgroup writes themselves are the knobs of agent/actions.py and of the part modules (`Knob`: the file,
 how to read and compare it, how to write it, which level it is on and how two wishes of a pass merge).
-The executor, the ledger, the recorders and restore are generic over `registry.PARTS`; strategies import
+The executor, the ledger, the recording of originals and restore are generic over `registry.PARTS`; strategies import
 the parts they use; nothing here imports a strategy or the executor.
 
 Adding a part: one module here (its `PartSpec`, and its knob if no existing one writes its file), one line

@@ -9,14 +9,14 @@ values in the pass that first sees it):
 - memory.limit_in_bytes / memory.max from the batch-memory limit (the pod's when every container has one).
 
 Only the resource the pod asks for in batch form is written: a pod with batch-memory but plain `cpu` keeps
-kubelet's CPU values. These are the pod's own limits (part "batch", in OWN_LIMITS): never recorded as an
+kubelet's CPU values. These are the pod's own limits (part "batch", protecting "own" limits): never recorded as an
 original, never restored, left in place when Colo stops. Suppression works on top of them, and the two
 never fight over a cgroup file:
 
 - while suppression holds a pod's CFS quotas (its ledger entry says `quota`), it alone writes them, never
   looser than the batch limits (they are the pod's recorded originals and its limit in the budget split),
   and release puts back the batch quotas; this strategy writes the quotas only when suppression does not,
-  and in the pass where both ask the executor keeps the tighter (`actions.tightest_quotas`);
+  and in the pass where both ask the executor keeps the tighter (`actions.merge_wishes`);
 - the pod cgroup's weight belongs to the offline baseline (minimum weight, SCHED_IDLE) whenever the pod has
   a ledger entry; the batch shares are that entry's original, written back at restore and at shutdown.
   Containers' weights and every memory limit are written here alone.
