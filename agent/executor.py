@@ -210,13 +210,10 @@ class CgroupExecutor:
         a = step.action
         if isinstance(a, Restore) and step.entry is not None:
             entry = step.entry
-            back = {c.cgroup for c in step.quotas}
-            for part in a.parts:
-                spec = PARTS.get(part)
-                if spec is None or not spec.quota_batch or part not in entry.parts:
-                    continue
-                # quota: back to the recorded quotas; quota burst: to those, or to those this pass asked for
-                if not ((back if part == "quota" else {entry.cgroup, *entry.containers}) & failed):
+            # back to the recorded quotas, or to those this pass asked for: kept while a write to any of the
+            # pod's cgroups failed (the next pass puts it back again; a part is never forgotten unrestored)
+            if not {entry.cgroup, *entry.containers} & failed:
+                for part in [p for p in a.parts if p in entry.parts and p in PARTS and PARTS[p].quota_batch]:
                     del entry.parts[part]
                     self.ledger.changed()
             if not any(part in PARTS for part in entry.parts):
