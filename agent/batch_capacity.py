@@ -18,7 +18,7 @@ set, though, and reserved (as plain memory): not above the pod's requests.
 Batch pods' usage is not online usage (they are offline pods, outside `online_peak` and outside system
 usage), so their own running does not shrink the capacity. What they hold is accounted by the scheduler
 through their requests, which is enough for CPU: it is compressible, and the offline CPU budget is split in
-proportion to the batch-cpu requests when the node is busy (agent/cpu_budget.py), so a pod bursting above
+proportion to the batch-cpu requests when the node is busy (strategies.cpu_suppression), so a pod bursting above
 its request yields to a newly placed one. Memory above a pod's request cannot be taken back without killing
 the pod: it is taken off the allocatable, so that free never invites a pod into memory another batch pod
 already holds.

@@ -57,7 +57,7 @@ class ClusterLink:
         reader: CgroupReader,
         kube: Kube,
         *,
-        registered: Sequence[Strategy] | None = None,
+        registered: Sequence[Strategy],
         facts: Facts | None = None,
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,

@@ -184,14 +184,14 @@ class EnforcementConfig(Strict):
 
 
 class CpuBurstConfig(Strict):
-    """CFS burst for online pods with a CPU limit (agent/qos/burst.py)."""
+    """CFS burst for online pods with a CPU limit (agent/strategies/cpu_burst.py)."""
 
     enabled: bool = False  # every online pod; without it a pod opts in by volcano.sh/enable-quota-burst=true
     burst_percent: int = Field(default=100, ge=1, le=100)  # of the quota: the kernel refuses a burst above it
 
 
 class QuotaBurstConfig(Strict):
-    """Raise a throttled online container's quota while the node is idle (agent/qos/quota_burst.py)."""
+    """Raise a throttled online container's quota while the node is idle (agent/strategies/quota_burst.py)."""
 
     #: Raise a throttled online container's quota while the node is idle.
     enabled: bool = False
@@ -203,7 +203,7 @@ class QuotaBurstConfig(Strict):
 
 
 class MemoryQosConfig(Strict):
-    """memory.min/low and memory.high for online pods on cgroup v2 (agent/qos/memory_qos.py)."""
+    """memory.min/low and memory.high for online pods on cgroup v2 (agent/strategies/memory_qos.py)."""
 
     #: memory.min/low (and optionally memory.high) for online pods, cgroup v2 only.
     enabled: bool = False

@@ -5,12 +5,32 @@ CPUs kubelet's CPU manager gave containers exclusively and the effective CPUs of
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Callable
 
-from agent.cpu_budget import exclusive_cpus
 from agent.node_state import NodeState
 from cgroup import CgroupError, CgroupReader, parent_cgroup
+from cgroup.files import parse_cpuset
+
+
+def exclusive_cpus(state_json: str) -> frozenset[int]:
+    """CPUs kubelet's static CPU manager gave exclusively to guaranteed containers (its state file)."""
+    try:
+        doc = json.loads(state_json)
+    except ValueError:
+        return frozenset()
+    cpus: set[int] = set()
+    entries = doc.get("entries") if isinstance(doc, dict) else None
+    for containers in (entries or {}).values():
+        if isinstance(containers, dict):
+            for value in containers.values():
+                if isinstance(value, str):
+                    try:
+                        cpus |= parse_cpuset("cpu_manager_state", value.encode())
+                    except ValueError:
+                        continue
+    return frozenset(cpus)
 
 
 class EnforcementInputs:

@@ -1,9 +1,9 @@
 """What enforcement exposes: the `enforcement` section of /api/v1/node and its metric families, read from the
 strategies' reports of the last pass (only ever replaced, never changed in place, so a reader sees one pass).
 
-A strategy's report keys are fields of the section: `DEFAULTS` holds each key's value while its strategy
-is not active (the JSON has every key always); a new strategy adds its keys there (and, for a metric, a
-family in `metrics`), and documents them in docs/online-qos.md.
+A strategy's report is a typed record (agent/actions.py `Report`) whose `fields()` are keys of the section:
+`DEFAULTS` holds each key's value while its strategy is not active (the JSON has every key always); a new
+strategy adds its keys there (and, for a metric, a family in `metrics`), and documents them in docs/online-qos.md.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
+from agent.actions import Report
+
 
 @dataclass(frozen=True, slots=True)
 class EnforcementState:
@@ -24,7 +26,7 @@ class EnforcementState:
     dry_run: bool
     cpu_policy: str
     memory_status: str
-    reports: Mapping[str, Mapping[str, Any]]
+    reports: Mapping[str, Report]
     touched: tuple[str, ...]
     writes: int
     errors: int
@@ -49,10 +51,11 @@ DEFAULTS: Mapping[str, Any] = {
 QOS_KEYS = ("cpu_burst", "quota_burst", "memory_qos")
 
 
-def merged(reports: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def merged(reports: Mapping[str, Report]) -> dict[str, Any]:
+    """The section's keys: every report's fields over the defaults of those not active."""
     out = dict(DEFAULTS)
     for report in reports.values():
-        out.update(report)
+        out.update(report.fields())
     return out
 
 

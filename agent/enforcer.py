@@ -21,19 +21,20 @@ from typing import Any
 from prometheus_client.metrics_core import Metric
 
 from agent import enforcement_report
-from agent.actions import OWN_LIMITS, SHARED, Action, Recorded, Restore
-from agent.config import AgentConfig, EnforcementConfig
+from agent.actions import SHARED, Action, Recorded, Report, Restore
+from agent.config import EnforcementConfig
 from agent.enforcement_inputs import EnforcementInputs
 from agent.executor import CgroupExecutor, DryRunExecutor
 from agent.kubelet import kubelet_oom_score_adj, kubelet_quota, kubelet_shares
 from agent.ledger import Ledger
 from agent.node_state import NodeState, node_state
 from agent.originals import Originals
-from agent.recorders import KNOWN_PARTS, held_parts
+from agent.parts.registry import parts_protecting
 from agent.snapshot import Snapshot
 from agent.strategies import reconcile
-from agent.strategies.batch_limits import BatchLimits
-from agent.strategies.registry import Facts, Strategy, strategies
+from agent.strategies.cpu_suppression import CpuReport
+from agent.strategies.memory_high import MemoryHighReport
+from agent.strategies.registry import Facts, Strategy, own_originals
 from cgroup import CgroupReader, Layout, PathModel
 
 __all__ = ["Enforcer", "kubelet_oom_score_adj", "kubelet_quota", "kubelet_shares"]
@@ -62,23 +63,20 @@ class Enforcer:
         host_root: str = "/",
         memory_high_watermark: Callable[[], float] = lambda: 60.0,
         clock: Callable[[], float] = time.monotonic,
-        registered: Sequence[Strategy] | None = None,
+        registered: Sequence[Strategy],
         facts: Facts | None = None,
     ) -> None:
-        """`registered`: the strategies (agent/strategies/registry.py `strategies`, built by the composition
-        root); by default those the registry picks for `config`. `facts`: what the composition root detected
-        for them (detected here when not given)."""
+        """`registered`: the strategies, built by the composition root (agent/strategies/registry.py
+        `strategies`). `facts`: what the composition root detected for them (detected here when not given)."""
         self.layout, self.reader, self.config = layout, reader, config
         self.allocatable, self.dry_run, self.clock = allocatable, dry_run, clock
         # dry run: a ledger in memory only; the file (and what it says a previous run changed) stays as it is
         self.ledger = Ledger("" if dry_run else config.ledger_file)
         self.ledger.load()
         self.facts = facts or detect_facts(layout, model, reader)
-        chosen = strategies(AgentConfig(enforcement=config), self.facts) if registered is None else registered
-        self.strategies: tuple[Strategy, ...] = tuple(chosen)
-        # a batch pod's originals are its batch values (what release and restore put back)
-        batch = next((s for s in self.strategies if isinstance(s, BatchLimits)), None)
-        self.originals = Originals(layout, reader, self.ledger, config, host_root, batch.targets if batch else None)
+        self.strategies: tuple[Strategy, ...] = tuple(registered)
+        # a pod's own limits a strategy writes (batch pods' batch values) are its originals: what restore puts back
+        self.originals = Originals(layout, reader, self.ledger, config, host_root, own_originals(self.strategies))
         self.executor = (DryRunExecutor if dry_run else CgroupExecutor)(layout, reader, self.ledger, self.originals,
                                                                         host_root)  # fmt: skip
         names = [s.name for s in self.strategies]
@@ -90,7 +88,7 @@ class Enforcer:
         self._memos: dict[str, Any] = {}
         self._warned: set[str] = set()
         # exported to the HTTP thread: only ever replaced, never changed in place
-        self.reports: Mapping[str, Mapping[str, Any]] = {}
+        self.reports: Mapping[str, Report] = {}
         self.touched: tuple[str, ...] = ()
         self.qos_touched: tuple[str, ...] = ()  # online pods the ledger holds QoS values for
         self._publish_touched()
@@ -101,27 +99,32 @@ class Enforcer:
         """Every strategy's report in one mapping, over the defaults of those not active."""
         return enforcement_report.merged(self.reports)
 
+    def _cpu(self) -> CpuReport:
+        """The CPU policy's report (an empty one while no pass had a budget, or no CPU policy runs)."""
+        return next((r for r in self.reports.values() if isinstance(r, CpuReport)), CpuReport())
+
     @property
     def budget_cores(self) -> float | None:
-        return self.report()["offline_cpu_budget_cores"]  # type: ignore[no-any-return]
+        return self._cpu().budget_cores
 
     @property
     def released(self) -> bool:
-        return bool(self.report()["offline_cpu_released"])
+        return self._cpu().released
 
     @property
     def quotas(self) -> dict[str, float]:
-        return dict(self.report()["offline_cpu_quota_cores"])
+        return dict(self._cpu().quota_cores)
 
     @property
     def memory_high(self) -> dict[str, int]:
-        return dict(self.report()["offline_memory_high_bytes"])
+        high = next((r for r in self.reports.values() if isinstance(r, MemoryHighReport)), None)
+        return dict(high.high_bytes) if high is not None else {}
 
     @property
     def suppressing(self) -> bool:
         """Offline pods are held by a CPU budget (quotas or a cpuset) rather than released to their limits."""
-        r = self.report()
-        return self.config.enabled and (bool(r["offline_cpu_quota_cores"]) or r["offline_cpuset"] is not None)
+        cpu = self._cpu()
+        return self.config.enabled and (bool(cpu.quota_cores) or cpu.cpuset is not None)
 
     @property
     def writes(self) -> int:
@@ -152,9 +155,9 @@ class Enforcer:
             self.originals.entry(p, snap)
         gone = [e for uid, e in self.ledger.entries.items() if uid not in snap.pods]
         entries, now = MappingProxyType(self.ledger.entries), self.clock()
-        actions: list[Action] = list(reconcile.plan(state, entries, self._tiers(), self.parts, held_parts, KNOWN_PARTS))
+        actions: list[Action] = list(reconcile.plan(state, entries, self._tiers(), self.parts))
         memos: dict[str, Any] = {}
-        reports: dict[str, Mapping[str, Any]] = {}
+        reports: dict[str, Report] = {}
         for strategy in self.strategies:
             recorded = Recorded(entries, MappingProxyType(self.ledger.tiers), self._memos.get(strategy.name), now)
             plan = strategy.plan(state, recorded)
@@ -171,19 +174,17 @@ class Enforcer:
     def _publish_touched(self) -> None:
         """The pods the ledger holds values for, as tuples the HTTP thread reads (the ledger's dict changes
         under the sampling thread)."""
-        entries = self.ledger.entries
+        entries, online = self.ledger.entries, parts_protecting("online")
         self.touched = tuple(sorted(entries))
-        self.qos_touched = tuple(
-            uid for uid in self.touched if (t := entries[uid]).burst or t.quota_burst or t.memory_qos
-        )
+        self.qos_touched = tuple(uid for uid in self.touched if not online.isdisjoint(entries[uid].parts))
 
     def _own_limits(self, state: NodeState) -> None:
         """With enforcement off, the strategies of pods' own limits (batch) still run: they are the pods'
         limits as kubelet would have set them, not protection."""
-        own = [s for s in self.strategies if s.parts <= OWN_LIMITS]
+        own = [s for s in self.strategies if s.parts <= parts_protecting("own")]
         entries, now = MappingProxyType(self.ledger.entries), self.clock()
         actions: list[Action] = []
-        reports: dict[str, Mapping[str, Any]] = {}
+        reports: dict[str, Report] = {}
         for strategy in own:
             plan = strategy.plan(state, Recorded(entries, {}, self._memos.get(strategy.name), now))
             actions += plan.actions
@@ -197,19 +198,18 @@ class Enforcer:
         lost), every one the ledger recorded, with the period it had before (0: its own)."""
         return {self.facts.besteffort_tier: 0, **self.ledger.tiers}
 
-    def _log_warnings(self, report: Mapping[str, Any]) -> None:
-        """A report's `warnings` (a pod's malformed annotation, ...): logged once per cause, not every pass."""
-        for section in report.values():
-            for warning in section.get("warnings", ()) if isinstance(section, Mapping) else ():
-                if warning not in self._warned:
-                    if len(self._warned) >= 1000:
-                        self._warned.clear()
-                    self._warned.add(warning)
-                    log.warning("enforcement: %s", warning)
+    def _log_warnings(self, report: Report) -> None:
+        """What a report has to log (a pod's malformed annotation, ...): logged once per cause, not every pass."""
+        for warning in report.to_log():
+            if warning not in self._warned:
+                if len(self._warned) >= 1000:
+                    self._warned.clear()
+                self._warned.add(warning)
+                log.warning("enforcement: %s", warning)
 
     def restore_all(self) -> None:
-        shared = (Restore(SHARED, frozenset({"memory_qos"})),) if self.ledger.shared else ()
-        self.executor.apply((*reconcile.everything(self.ledger.entries, self._tiers(), held_parts), *shared))
+        shared = (Restore(SHARED, frozenset(self.ledger.shared)),) if self.ledger.shared else ()
+        self.executor.apply((*reconcile.everything(self.ledger.entries, self._tiers()), *shared))
         self.ledger.save()
         self._memos, self.reports = {}, {}
         self._publish_touched()

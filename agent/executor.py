@@ -3,14 +3,15 @@
 
 1. reads each cgroup's current value and skips what already holds (a `SetCpuQuota` within its tolerance,
    and then the changes below that cgroup too);
-2. makes sure the ledger holds the original of each part of each pod it is about to change (the per-part
-   recorders of agent/recorders.py; `OWN_LIMITS` parts are neither recorded nor restored);
+2. makes sure the ledger holds the original of each part of each pod it is about to change (each part's
+   `record`, agent/parts/; a pod's own limits are neither recorded nor restored);
 3. saves the ledger, and refuses every write of the pass that changes a value when it cannot (an error is
    counted and `last_error` says why): a value changed without its original on disk could never be put
    back. Putting recorded originals back (`Restore`, a tier's uncap) needs no new record and still goes, and
-   so does a pod's own limit (`OWN_LIMITS`: nothing of it is recorded);
-4. writes: CFS quota changes (restores included) in one batch in the order cgroup v1 accepts, cpusets
-   through the union of old and new CPUs, everything else in the order the actions came. A refused write is
+   so does a pod's own limit (nothing of it is recorded);
+4. writes: CFS quota changes (restores included) in one batch in the order cgroup v1 accepts, every other
+   knob (agent/actions.py `Knob`: cpusets through the union of old and new CPUs) in the order the actions
+   came, after two wishes for one file were merged by the knob's rule. A refused write is
    logged and counted and the pass goes on, so one stuck cgroup does not leave every other pod unprotected.
 
 A dry run swaps in `DryRunExecutor`: same reads and records (the ledger lives in memory), no write.
@@ -24,31 +25,15 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
-from agent.actions import (
-    OWN_LIMITS,
-    SHARED,
-    Action,
-    Restore,
-    SetCpuBurst,
-    SetCpuIdle,
-    SetCpuQuota,
-    SetCpuset,
-    SetCpuShares,
-    SetMemoryHigh,
-    SetMemoryLimit,
-    SetMemoryProtection,
-    SetOomScoreAdj,
-    tightest_quotas,
-)
+from agent.actions import SHARED, Action, Knob, Restore, SetCpuQuota, merge_wishes
 from agent.ledger import Ledger, Touched
 from agent.originals import Originals
+from agent.parts.registry import PARTS, parts_protecting
 from agent.quota_changes import RestartedContainers, quota_change
-from agent.recorders import RECORDERS, held_parts, memory_files, record_memory
 from agent.restore import Restorer
 from agent.snapshot import Snapshot
-from agent.strategies import cpu_quota
 from cgroup import (
     CgroupError,
     CgroupGone,
@@ -57,7 +42,6 @@ from cgroup import (
     Layout,
     LimitChange,
     apply_in_safe_order,
-    shares_to_weight,
 )
 from cgroup.files import format_cpuset
 
@@ -93,8 +77,8 @@ class CgroupExecutor:
                  host_root: str = "/") -> None:  # fmt: skip
         self.layout, self.reader, self.ledger, self.originals = layout, reader, ledger, originals
         self.writer = CgroupWriter(layout, reader)
-        self.restorer = Restorer(layout, reader, ledger, self, originals, host_root)
         self.proc_root = os.path.join(host_root, "proc")
+        self.restorer = Restorer(layout, reader, ledger, self, originals, self.proc_root)
         self.writes = 0
         self.errors = 0
         self.last_error: str | None = None
@@ -105,19 +89,17 @@ class CgroupExecutor:
         """Carry out one pass's actions (see the module). `snapshot` gives the pods whose ledger entry an
         action may have to create (a part first written to a pod the ledger does not know yet)."""
         writes = self.writes
-        ours = tightest_quotas(actions)  # one quota per cgroup: suppression on top of a pod's own limit
-        # a value a strategy asks for in this pass wins over putting back a recorded one on the same cgroup
-        asked = {a.cgroup for a in ours if isinstance(a, SetCpuQuota | SetMemoryProtection | SetMemoryHigh)}
-        asked.update(c for a in ours if isinstance(a, SetCpuQuota) for c in a.containers)
-        # per memory file: offline memory.high and online memory QoS may ask for the file another part restores
-        self.restorer.asked_files = memory_files(ours)
-        prepared = [step for a in ours if (step := self._prepare(a, asked)) is not None]
-        steps = [s for s in prepared if self._record(s, snapshot)]
+        ours = merge_wishes(actions)  # one write per file: suppression on top of a pod's own limit, never looser
+        # a value a strategy asks for in this pass wins over putting back a recorded one of the same file
+        self.restorer.wished(ours)
+        own = parts_protecting("own")
+        prepared = [step for a in ours if (step := self._prepare(a)) is not None]
+        steps = [s for s in prepared if self._record(s, snapshot, own)]
         # putting back what is on record, and a pod's own limits, need no new record: only those go without it
-        refused = not all(map(_needs_no_record, steps)) and not self.recorded("protect pods")
+        refused = not all(_needs_no_record(s, own) for s in steps) and not self.recorded("protect pods")
         if refused:
-            steps = [s for s in steps if _needs_no_record(s)]
-        steps += self._displaced_own_quotas(actions, ours, prepared, steps, asked)
+            steps = [s for s in steps if _needs_no_record(s, own)]
+        steps += self._displaced_own_quotas(actions, ours, prepared, steps, own)
         failed: set[str] = set()
         batch: list[LimitChange] = []
         for step in steps:
@@ -126,8 +108,8 @@ class CgroupExecutor:
             batch += [self._guarded(c, failed) for c in step.quotas]
             if isinstance(step.action, Restore):
                 self._restore_parts(step)
-            elif isinstance(step.action, SetCpuset) and step.write is not None:
-                step.write()  # a move through the union: each of its writes is counted (and guarded) on its own
+            elif isinstance(step.action, Knob) and step.action.writes_itself and step.write is not None:
+                step.write()  # each of its writes is counted (and guarded) on its own
             elif step.write is not None:
                 self.write(_describe(step.action), step.write)
         apply_in_safe_order(batch)
@@ -137,20 +119,20 @@ class CgroupExecutor:
         return Outcome(self.writes - writes, frozenset(failed), refused)
 
     def _displaced_own_quotas(self, actions: Sequence[Action], ours: list[Action], prepared: list[_Step],
-                              steps: list[_Step], asked: set[str]) -> list[_Step]:  # fmt: skip
+                              steps: list[_Step], own_parts: frozenset[str]) -> list[_Step]:  # fmt: skip
         """A pod's own quota that a tighter one took the place of which is not written now (refused, or no
         original of it could be had): the pod's own limit still goes, on every pass until it holds."""
         kept, chosen = {id(s) for s in steps}, {id(a) for a in ours}
         dropped = {s.action.cgroup for s in prepared if isinstance(s.action, SetCpuQuota) and id(s) not in kept}
-        own = [a for a in actions if isinstance(a, SetCpuQuota) and a.part in OWN_LIMITS and id(a) not in chosen]
-        return [step for a in own if a.cgroup in dropped and (step := self._prepare(a, asked)) is not None]
+        own = [a for a in actions if isinstance(a, SetCpuQuota) and a.part in own_parts and id(a) not in chosen]
+        return [step for a in own if a.cgroup in dropped and (step := self._prepare(a)) is not None]
 
-    def _prepare(self, a: Action, asked: set[str]) -> _Step | None:
+    def _prepare(self, a: Action) -> _Step | None:
         """The step for an action; None when it holds already, or its cgroup cannot be read."""
         if isinstance(a, Restore):
             if a.uid == SHARED:  # the cgroups above pods: those no action of this pass asks a value of
-                if "memory_qos" in a.parts:
-                    self.restorer.shared_memory(asked)
+                for part in a.parts:
+                    self.restorer.shared(part)
                 return None
             entry = self.ledger.entries.get(a.uid)
             if entry is None:
@@ -158,14 +140,18 @@ class CgroupExecutor:
             if not self.reader.exists(entry.cgroup):
                 self.ledger.drop(a.uid)  # the pod's cgroups are gone: nothing left to put back
                 return None
-            quotas = ("quota" in a.parts and entry.quota) or ("quota_burst" in a.parts and entry.quota_burst)
-            back = [c for c in self.restorer.quota_changes(entry) if c.cgroup not in asked] if quotas else []
-            return _Step(a, entry=entry, quotas=back)
+            quotas = any(p in entry.parts and p in PARTS and PARTS[p].quota_batch for p in a.parts)
+            asked = self.restorer.asked
+            back = [c for c in self.restorer.quota_changes(entry) if (c.cgroup, SetCpuQuota.file) not in asked]
+            return _Step(a, entry=entry, quotas=back if quotas else [])
         try:
             if isinstance(a, SetCpuQuota):
                 cur = self.reader.cpu_settings(a.cgroup)
-                if a.part == "quota_burst" and not getattr(self.ledger.entries.get(a.uid), "quota_burst", False):
-                    a = cpu_quota.never_lower(a, cur)  # a first raise from the spec's base: kubelet's may be above it
+                spec = PARTS.get(a.part)
+                if spec is not None and spec.first_write is not None:
+                    entry = self.ledger.entries.get(a.uid)
+                    if entry is None or a.part not in entry.parts:
+                        a = cast(SetCpuQuota, spec.first_write(a, cur))
                 change = quota_change(self.writer, a.cgroup, cur, a.quota_us, a.period_us or cur.period_us, a.tolerance)
                 if change is None:
                     if a.uid == "" and a.quota_us is None:
@@ -176,7 +162,7 @@ class CgroupExecutor:
                     return _Step(a, cur, quotas=fresh) if fresh else None
                 below = [self.quota_change(path, quota, period) for path, (quota, period) in a.containers.items()]
                 return _Step(a, cur, change=change, quotas=[c for c in below if c is not None])
-            probe = self._probe(a)
+            probe = a.probe(self)
         except CgroupError:
             return None  # unreadable (gone, or no such controller): nothing to compare with, nothing written
         if probe is None:
@@ -184,78 +170,38 @@ class CgroupExecutor:
         current, holds, write = probe
         return None if holds else _Step(a, current, write)
 
-    def _probe(self, a: Action) -> tuple[Any, bool, Callable[[], Any]] | None:
-        """(what the cgroup holds, whether that is what the action wants, the write) of a plain action;
-        None when it cannot be written now."""
-        assert not isinstance(a, Restore | SetCpuQuota)
-        r, w, cg = self.reader, self.writer, a.cgroup
-        if isinstance(a, SetCpuShares):
-            cur = r.cpu_settings(cg)
-            if cur.idle:  # a SCHED_IDLE group refuses weight changes (and reports the kernel's idle weight)
-                return None
-            if self.layout.is_v2:
-                weight = a.weight or shares_to_weight(a.shares)
-                return cur, cur.weight == weight, partial(w.set_cpu_weight, cg, weight)
-            return cur, cur.shares == a.shares, partial(w.set_cpu_shares, cg, a.shares)
-        if isinstance(a, SetCpuIdle):
-            idle = r.cpu_settings(cg).idle  # None: this kernel has no cpu.idle
-            return idle, idle is None or idle == a.idle, partial(w.set_cpu_idle, cg, a.idle)
-        if isinstance(a, SetOomScoreAdj):  # per process, and new processes come: written every time
-            return None, False, partial(w.set_oom_score_adj, cg, a.score, proc_root=self.proc_root)
-        if isinstance(a, SetCpuset):
-            cpus = r.cpuset(cg)
-            return cpus, cpus == a.cpus, partial(self.move_cpuset, cg, cpus, a.cpus, dict(a.containers))
-        if isinstance(a, SetMemoryHigh):
-            high = r.memory_high(cg)
-            return high, high == a.limit, partial(w.set_memory_high, cg, a.limit)
-        if isinstance(a, SetMemoryLimit):
-            limit = r.memory_limit(cg)
-            return limit, limit == a.limit, partial(w.set_memory_limit, cg, a.limit)
-        if isinstance(a, SetMemoryProtection):
-            prot = r.memory_protection(cg)
-            setter = w.set_memory_min if a.kind == "min" else w.set_memory_low
-            return (
-                prot,
-                (prot.min_bytes if a.kind == "min" else prot.low_bytes) == a.value,
-                partial(setter, cg, a.value),
-            )
-        if isinstance(a, SetCpuBurst):
-            burst = r.cpu_burst(cg)
-            return burst, burst == a.burst_us, partial(w.set_cpu_burst, cg, a.burst_us)
-        raise TypeError(f"not an action the executor knows: {a!r}")
-
-    def _record(self, step: _Step, snapshot: Snapshot | None) -> bool:
+    def _record(self, step: _Step, snapshot: Snapshot | None, own: frozenset[str]) -> bool:
         """The original of the step's part in the ledger (in memory; saved before any write); False when it
         cannot be had, and the step is dropped."""
         a = step.action
-        if isinstance(a, Restore) or a.part in OWN_LIMITS:
+        if isinstance(a, Restore) or a.part in own:
             return True
+        spec = PARTS.get(a.part)
         if a.uid == SHARED:
             if isinstance(a, SetCpuQuota) and a.quota_us is not None:
                 self.ledger.record_tier(a.cgroup, step.current.period_us)
-            if a.part == "memory_qos" and record_memory(self.ledger.shared, a, step.current):
+            shared = spec.record_shared if spec is not None else None
+            if shared is not None and shared(self.ledger.shared.setdefault(a.part, {}), a, step.current):
                 self.ledger.changed()
             return True
         entry = self.ledger.entries.get(a.uid)
         if entry is None:
             pod = snapshot.pods.get(a.uid) if snapshot is not None else None
             entry = self.originals.entry(pod, snapshot) if pod is not None and snapshot is not None else None
-        recorder = RECORDERS.get(a.part)
-        if entry is None or recorder is None:
+        if entry is None or spec is None or spec.record is None:
             self.errors += 1
             self.last_error = f"{_describe(a)}: refused, no original of its {a.part} can be recorded"
             log.warning("enforcement: %s", self.last_error)
             return False
-        if recorder.record(self.originals, entry, a, step.current):
+        if spec.record(self.originals, entry, a, step.current):
             self.ledger.changed()
         return True
 
     def _restore_parts(self, step: _Step) -> None:
-        """A Restore's parts other than the CFS quotas (those are in the batch)."""
+        """A Restore's parts other than the CFS quotas (those are in the batch), in the registry's order."""
         assert isinstance(step.action, Restore) and step.entry is not None
-        held = held_parts(step.entry)
-        for part in RECORDERS:  # baseline first: a SCHED_IDLE group refuses weight changes
-            if part != "quota" and part in step.action.parts and part in held:
+        for part, spec in PARTS.items():
+            if part in step.action.parts and part in step.entry.parts and not spec.quota_batch:
                 self.restorer.restore_part(step.entry, part)
 
     def _settle(self, step: _Step, failed: set[str]) -> None:
@@ -264,13 +210,13 @@ class CgroupExecutor:
         a = step.action
         if isinstance(a, Restore) and step.entry is not None:
             entry = step.entry
-            if "quota" in a.parts and entry.quota and not {c.cgroup for c in step.quotas} & failed:
-                entry.quota = False
-                self.ledger.changed()
-            if "quota_burst" in a.parts and entry.quota_burst and not {entry.cgroup, *entry.containers} & failed:
-                entry.quota_burst = False  # back to the recorded quotas, or to those this pass asked for
-                self.ledger.changed()
-            if not held_parts(entry):
+            # back to the recorded quotas, or to those this pass asked for: kept while a write to any of the
+            # pod's cgroups failed (the next pass puts it back again; a part is never forgotten unrestored)
+            if not {entry.cgroup, *entry.containers} & failed:
+                for part in [p for p in a.parts if p in entry.parts and p in PARTS and PARTS[p].quota_batch]:
+                    del entry.parts[part]
+                    self.ledger.changed()
+            if not any(part in PARTS for part in entry.parts):
                 self.ledger.drop(entry.uid)
         elif isinstance(a, SetCpuQuota) and a.uid == "" and a.quota_us is None and a.cgroup not in failed:
             self.ledger.drop_tier(a.cgroup)
@@ -348,15 +294,17 @@ def _puts_back(step: _Step) -> bool:
     return isinstance(a, Restore) or (isinstance(a, SetCpuQuota) and a.uid == "" and a.quota_us is None)
 
 
-def _needs_no_record(step: _Step) -> bool:
+def _needs_no_record(step: _Step, own: frozenset[str]) -> bool:
     """A write that goes on when the ledger cannot be saved: putting back what is on record, or a pod's own
-    limit (`OWN_LIMITS`: never recorded, never put back, written on every pass until it holds)."""
-    return _puts_back(step) or (not isinstance(step.action, Restore) and step.action.part in OWN_LIMITS)
+    limit (never recorded, never put back, written on every pass until it holds)."""
+    return _puts_back(step) or (not isinstance(step.action, Restore) and step.action.part in own)
 
 
 def _describe(a: Action) -> str:
     """The action in a log line or `last_error`."""
-    values = (f"{f.name}={getattr(a, f.name)}" for f in dataclasses.fields(a) if f.name not in ("part", "uid"))
+    values = (
+        f"{f.name}={getattr(a, f.name)}" for f in dataclasses.fields(cast(Any, a)) if f.name not in ("part", "uid")
+    )
     return f"{type(a).__name__} {' '.join(values)}"
 
 

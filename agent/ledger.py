@@ -18,9 +18,15 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 
+FORMAT = "colo-enforcement-ledger"
+VERSION = 2  # 1 (no `version` key): one field per part on each entry, `shared` memory QoS's only
+
+
 @dataclass
 class Touched:
-    """One pod's cgroups and the values read there before Colo's first write, which restore puts back."""
+    """One pod's cgroups and the values read there before Colo's first write, which restore puts back: the
+    pod's own CPU values (taken at first sight, kept in step with its containers) and, per part Colo changed
+    (agent/parts/), that part's record of what it found (`parts`: part name -> JSON values)."""
 
     uid: str
     cgroup: str
@@ -30,37 +36,54 @@ class Touched:
     containers: dict[str, int | None] = field(default_factory=dict)  # container cgroup -> its CFS quota
     container_periods: dict[str, int] = field(default_factory=dict)  # container cgroup -> its CFS period
     weight: int | None = None  # v2: the pod's cpu.weight
-    quota: bool = False  # Colo wrote CFS quotas (restored when the cfsQuota policy is off or releases the pod)
-    cpuset: str | None = None  # the pod's cpuset.cpus before the cpuset policy confined it
-    container_cpusets: dict[str, str] = field(default_factory=dict)
-    memory_high: bool = False  # Colo wrote memory.high ...
-    memory_high_before: int | None = None  # ... over this value (None: max)
-    oom_score_adj: dict[str, int] = field(default_factory=dict)  # cgroup with processes -> kubelet's value
-    oom_default: int | None = None  # kubelet's formula for the pod: for processes seen only later
-    idle: bool = False  # Colo set cpu.idle (informative: restore clears it whenever it is set)
-    baseline: bool = False  # Colo wrote the baseline (weight, SCHED_IDLE, oom_score_adj): restore puts it back
+    oom_default: int | None = None  # kubelet's oom_score_adj for the pod: for processes seen only later
     from_spec: bool = False  # no trustworthy value in the cgroups: the originals are kubelet's, from the spec
-    # online QoS (agent/executor.py, agent/recorders.py), each recorded before Colo's first write of that file:
-    burst: dict[str, int] = field(default_factory=dict)  # pod/container cgroup -> its CFS burst (µs)
-    quota_burst: bool = False  # Colo raised CFS quotas above the pod's own (quota_us / containers hold those)
-    memory_qos: dict[str, dict[str, int | None]] = field(default_factory=dict)  # cgroup -> {min, low, high}
+    parts: dict[str, Any] = field(default_factory=dict)  # a part held -> its record (agent/parts/)
+
+    def holds(self, part: str) -> bool:
+        return part in self.parts
 
 
 _FIELDS = {f.name for f in dataclasses.fields(Touched)}
 
 
-def _entry(raw: dict[str, Any]) -> Touched:
-    """An entry from the file; one written by an older Colo (no `quota` or `baseline` flag) had its quotas
-    and its baseline changed."""
+def _v1_parts(raw: dict[str, Any]) -> dict[str, Any]:
+    """The per-part records of an entry written by a version-1 ledger (one field per part; an entry older
+    still has no `quota` or `baseline` flag: it had its quotas and its baseline changed). Every original it
+    holds is kept: oom_score_adj values outside a held baseline were put back already."""
+    parts: dict[str, Any] = {}
+    if raw.get("baseline", True):
+        parts["baseline"] = {
+            "idle": bool(raw.get("idle", False)),
+            "oom_score_adj": dict(raw.get("oom_score_adj") or {}),
+        }
+    if raw.get("quota", True):
+        parts["quota"] = {}
+    if raw.get("cpuset") is not None:
+        parts["cpuset"] = {"pod": raw["cpuset"], "containers": dict(raw.get("container_cpusets") or {})}
+    if raw.get("memory_high"):
+        parts["memory_high"] = {"before": raw.get("memory_high_before")}
+    if raw.get("burst"):
+        parts["burst"] = dict(raw["burst"])
+    if raw.get("quota_burst"):
+        parts["quota_burst"] = {}
+    if raw.get("memory_qos"):
+        parts["memory_qos"] = {str(cg): dict(r) for cg, r in raw["memory_qos"].items()}
+    return parts
+
+
+def _entry(raw: dict[str, Any], version: int) -> Touched:
+    """An entry from the file, migrated from version 1 when the file is that old."""
     known = {k: v for k, v in raw.items() if k in _FIELDS}
-    known.setdefault("quota", True)
-    known.setdefault("baseline", True)
+    if version < 2:
+        known["parts"] = _v1_parts(raw)
     return Touched(**known)
 
 
 class Ledger:
-    """Pod entries plus the QoS tiers Colo capped (tier cgroup -> its CFS period before the cap) and the
-    cgroups above pods whose memory protection online QoS changed (`shared`: cgroup -> {min, low} before).
+    """Pod entries plus the QoS tiers Colo capped (tier cgroup -> its CFS period before the cap) and, per
+    part, the cgroups above pods it changed (`shared`: part -> cgroup -> that part's record of it). A file
+    written by an older Colo is migrated on load (see `_v1_parts`) and saved in the new format.
 
     The file is replaced atomically and the previous version kept as `<file>.bak`, so a crash between the
     two renames, or a file damaged on disk, still leaves a readable record. A file that cannot be read is
@@ -73,7 +96,7 @@ class Ledger:
         self.path = path
         self.entries: dict[str, Touched] = {}
         self.tiers: dict[str, int] = {}
-        self.shared: dict[str, dict[str, int | None]] = {}
+        self.shared: dict[str, dict[str, Any]] = {}  # part -> cgroup above pods -> its record
         self.trusted = True
         self.problem: str | None = None
         self.save_failed = False  # the last save did not reach the disk: nothing may be written over originals
@@ -83,15 +106,22 @@ class Ledger:
     def backup(self) -> str:
         return self.path + ".bak"
 
-    def _read(self, path: str) -> tuple[dict[str, Touched], dict[str, int], dict[str, dict[str, int | None]]]:
+    def _read(self, path: str) -> tuple[dict[str, Touched], dict[str, int], dict[str, dict[str, Any]]]:
         with open(path) as f:
             raw = json.load(f)
-        if not isinstance(raw, dict) or raw.get("format", "colo-enforcement-ledger") != "colo-enforcement-ledger":
+        if not isinstance(raw, dict) or raw.get("format", FORMAT) != FORMAT:
             raise ValueError("not a Colo enforcement ledger")
-        entries = {str(uid): _entry(e) for uid, e in (raw.get("pods") or {}).items()}
+        version = int(raw.get("version", 1))
+        if version > VERSION:
+            raise ValueError(f"ledger version {version} is newer than this Colo's ({VERSION})")
+        entries = {str(uid): _entry(e, version) for uid, e in (raw.get("pods") or {}).items()}
         tiers = {str(k): int(v) for k, v in (raw.get("tiers") or {}).items()}
-        shared = {str(k): {str(f): None if n is None else int(n) for f, n in v.items()}
-                  for k, v in (raw.get("shared") or {}).items()}  # fmt: skip
+        shared_raw = raw.get("shared") or {}
+        if version < 2:  # only memory QoS wrote cgroups above pods
+            shared_raw = {"memory_qos": shared_raw} if shared_raw else {}
+        shared = {str(part): dict(records) for part, records in shared_raw.items()}
+        if version < 2 and (entries or shared):
+            self._dirty = True  # written in the new format at the next save (the old one stays as the backup)
         return entries, tiers, shared
 
     def load(self) -> None:
@@ -150,7 +180,8 @@ class Ledger:
             return True
         data = json.dumps(
             {
-                "format": "colo-enforcement-ledger",
+                "format": FORMAT,
+                "version": VERSION,
                 "pods": {u: asdict(e) for u, e in self.entries.items()},
                 "tiers": self.tiers,
                 "shared": self.shared,

@@ -5,20 +5,22 @@ values from the spec when the cgroups cannot be trusted (a damaged ledger, or Co
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from agent.config import EnforcementConfig
 from agent.kubelet import KUBELET_CFS_PERIOD_US, kubelet_oom_score_adj, kubelet_quota, kubelet_shares
 from agent.ledger import Ledger, Touched
-from agent.snapshot import PodMeta, PodSample, Snapshot
-from agent.strategies.baseline import OFFLINE_SHARES
-from agent.strategies.batch_limits import BatchTargets, as_originals
+from agent.parts.baseline import OFFLINE_SHARES
+from agent.snapshot import PodSample, Snapshot
 from cgroup import CgroupError, CgroupReader, Layout, shares_to_weight, weight_to_shares
+
+#: (entry, pod, is_v2) -> the entry changed: a strategy whose values are a pod's own limits makes them the
+#: pod's originals (batch pods: their batch values, not what kubelet left in their cgroups)
+OwnOriginals = Callable[[Touched, PodSample, bool], bool]
 
 
 class Originals:
-    """`batch` gives a pod's batch targets (None: batch limits are off): a batch pod's originals are its
-    batch values, not what kubelet left in its cgroups (see batch_limits.as_originals)."""
+    """`own`: the strategies' hooks that make a pod's own limits its originals (see `OwnOriginals`)."""
 
     def __init__(
         self,
@@ -27,10 +29,10 @@ class Originals:
         ledger: Ledger,
         config: EnforcementConfig,
         host_root: str,
-        batch: Callable[[PodMeta], BatchTargets | None] | None = None,
+        own: Sequence[OwnOriginals] = (),
     ) -> None:
         self.layout, self.reader, self.ledger, self.config, self.host_root = layout, reader, ledger, config, host_root
-        self.batch = batch
+        self.own = tuple(own)
 
     def entry(self, pod: PodSample, snap: Snapshot) -> Touched | None:
         """The pod's ledger entry: created from what its cgroups hold at first sight, its containers kept in
@@ -75,12 +77,13 @@ class Originals:
                 entry.containers[path], entry.container_periods[path] = s.quota_us, s.period_us
             self.ledger.changed()
         for path in [p for p in entry.containers if p not in current and not self.reader.exists(p)]:
-            for recorded in (entry.containers, entry.container_periods, entry.container_cpusets):
-                recorded.pop(path, None)
+            entry.containers.pop(path, None)
+            entry.container_periods.pop(path, None)
             self.reader.forget(path)  # read by earlier passes: an open descriptor keeps a removed cgroup alive
             self.ledger.changed()
-        if self.batch is not None and as_originals(entry, pod, self.batch(pod.meta), self.layout.is_v2):
-            self.ledger.changed()
+        for hook in self.own:
+            if hook(entry, pod, self.layout.is_v2):
+                self.ledger.changed()
         return entry
 
     def read_oom(self, pid: int) -> int | None:
@@ -90,15 +93,15 @@ class Originals:
         except (OSError, ValueError):
             return None
 
-    def record_oom(self, entry: Touched) -> None:
+    def record_oom(self, entry: Touched, scores: dict[str, int]) -> None:
         """kubelet's oom_score_adj of each cgroup of the pod that holds processes (the sandbox's -998
-        included), read before Colo writes its own; cgroups that are gone are forgotten."""
+        included) into `scores`, read before Colo writes its own; cgroups that are gone are forgotten."""
         root = self.layout.dir("cpu", entry.cgroup)
         found: set[str] = set()
         for dirpath, _dirs, _files in os.walk(root):
             cgroup = entry.cgroup + dirpath[len(root) :]
             found.add(cgroup)
-            if cgroup in entry.oom_score_adj:
+            if cgroup in scores:
                 continue
             try:
                 pids = self.reader.procs(cgroup)
@@ -109,8 +112,8 @@ class Originals:
                 continue
             if value == self.config.oom_score_adj and entry.oom_default is not None:
                 value = entry.oom_default  # kubelet gives 1000 to best-effort pods only: this one is Colo's
-            entry.oom_score_adj[cgroup] = value
+            scores[cgroup] = value
             self.ledger.changed()
-        for cgroup in [c for c in entry.oom_score_adj if c not in found]:
-            del entry.oom_score_adj[cgroup]
+        for cgroup in [c for c in scores if c not in found]:
+            del scores[cgroup]
             self.ledger.changed()

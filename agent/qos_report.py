@@ -4,41 +4,54 @@ replaced, so a reader sees one pass). Their keys are kept out of the `enforcemen
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
-from agent.enforcement_report import merged
-from agent.qos.quota_burst import NodeBurstState
+from agent.actions import Report
+from agent.strategies.cpu_burst import CpuBurstReport
+from agent.strategies.memory_qos import MemoryQosReport
+from agent.strategies.quota_burst import NodeBurstState, QuotaBurstReport
 
 if TYPE_CHECKING:
     from agent.enforcer import Enforcer
 
+R = TypeVar("R", bound=Report)
 NODE_STATES: tuple[NodeBurstState, ...] = ("idle", "cooling", "busy", "blocked")
 
 
 def section(e: Enforcer) -> dict[str, Any]:
     """`cpu_burst`, `quota_burst`, `memory` (empty while enforcement is off: nothing is planned then) and the
     online pods the ledger holds QoS values for; writes and errors are enforcement's (one executor)."""
-    r = merged(e.reports)
+    burst, quota, memory = (_of(e.reports, kind) for kind in (CpuBurstReport, QuotaBurstReport, MemoryQosReport))
     return {
         "dry_run": e.dry_run,
-        "cpu_burst": dict(r["cpu_burst"]),
-        "quota_burst": dict(r["quota_burst"]),
-        "memory": dict(r["memory_qos"]),
+        "cpu_burst": _fields(burst, "cpu_burst"),
+        "quota_burst": _fields(quota, "quota_burst"),
+        "memory": _fields(memory, "memory_qos"),
         "pods_touched": list(e.qos_touched),
     }
 
 
+def _of(reports: Mapping[str, Report], kind: type[R]) -> R | None:
+    """The report of that type (one strategy makes each); None while that strategy is not active."""
+    return next((r for r in reports.values() if isinstance(r, kind)), None)
+
+
+def _fields(report: Report | None, key: str) -> dict[str, Any]:
+    return dict(report.fields()[key]) if report is not None else {}
+
+
 def metrics(e: Enforcer) -> Iterable[Metric]:
-    r = merged(e.reports)
-    burst, quota, memory = r["cpu_burst"], r["quota_burst"], r["memory_qos"]
+    burst = _of(e.reports, CpuBurstReport)
+    quota = _of(e.reports, QuotaBurstReport)
+    memory = _of(e.reports, MemoryQosReport)
     cb = GaugeMetricFamily("colo_container_cpu_burst_us", "CFS burst planned for an online container, µs",
                            labels=["uid", "container"])  # fmt: skip
     pb = GaugeMetricFamily("colo_pod_cpu_burst_us", "CFS burst planned for an online pod, µs", labels=["uid"])
-    for uid, pod in burst.get("pods", {}).items():
+    for uid, pod in (burst.pods if burst else {}).items():
         if pod["burst_us"] is not None:
             pb.add_metric([uid], float(pod["burst_us"]))
         for cid, value in pod["containers"].items():
@@ -48,24 +61,24 @@ def metrics(e: Enforcer) -> Iterable[Metric]:
                            labels=["uid", "container"])  # fmt: skip
     qr = GaugeMetricFamily("colo_container_cpu_quota_raised", "1 while an online container's quota is above its own",
                            labels=["uid", "container"])  # fmt: skip
-    for uid, pod in quota.get("pods", {}).items():
+    for uid, pod in (quota.pods if quota else {}).items():
         for cid, c in pod["containers"].items():
             qc.add_metric([uid, cid], c["quota_cores"])
             qr.add_metric([uid, cid], 1.0 if c["quota_cores"] > c["own_quota_cores"] else 0.0)
     ns = GaugeMetricFamily("colo_node_quota_burst_state", "1 for the node's dynamic quota burst state",
                            labels=["state"])  # fmt: skip
-    if quota.get("node_state") is not None:
+    if quota is not None and quota.node_state is not None:
         for state in NODE_STATES:
-            ns.add_metric([state], 1.0 if quota["node_state"] == state else 0.0)
+            ns.add_metric([state], 1.0 if quota.node_state == state else 0.0)
     mp = GaugeMetricFamily("colo_pod_memory_protected_bytes", "memory.min/low given to an online pod",
                            labels=["uid"])  # fmt: skip
     mh = GaugeMetricFamily("colo_pod_memory_qos_high_bytes", "memory.high given to an online pod", labels=["uid"])
-    for uid, pod in memory.get("pods", {}).items():
+    for uid, pod in (memory.pods if memory else {}).items():
         mp.add_metric([uid], float(pod["protected_bytes"]))
         if pod["high_bytes"] is not None:
             mh.add_metric([uid], float(pod["high_bytes"]))
     sup = GaugeMetricFamily("colo_qos_supported", "1 where the kernel supports an online QoS feature",
                             labels=["feature"])  # fmt: skip
-    sup.add_metric(["cpu_burst"], 1.0 if burst.get("supported") else 0.0)
-    sup.add_metric(["memory"], 1.0 if memory.get("supported") else 0.0)
+    sup.add_metric(["cpu_burst"], 1.0 if burst is not None and burst.supported else 0.0)
+    sup.add_metric(["memory"], 1.0 if memory is not None and memory.supported else 0.0)
     return [cb, pb, qc, qr, ns, mp, mh, sup]

@@ -20,7 +20,7 @@ import time
 
 from agent.config import QuotaBurstConfig
 from agent.enforcer import Enforcer
-from agent.qos.quota_burst import ContainerCpu, NodeCpu, QuietSince, plan_quota_burst
+from agent.strategies.quota_burst import NodeCpu, QuietSince, plan_quota_burst
 from cgroup import CgroupReader, CgroupWriter
 from contract.annotations import ENABLE_QUOTA_BURST as ENABLE
 from testsupport.cgtree import V1Tree
@@ -69,7 +69,7 @@ def quota_burst(tree: V1Tree, passes: int, stage: Enforcer | None = None) -> Non
             uid, _ = _pod_of(ctr)
             stage.on_state(qos_state([online_pod(uid, pod, [Ctr(ctr, 0.5, throttled=ratio, usage=usage)])], 0.1))
             continue
-        c = ContainerCpu(ctr, pod, QUOTA_US, quota, 100_000, ratio, usage)
+        c = (ctr, pod, QUOTA_US, quota, 100_000, ratio, usage)
         plan = plan_quota_burst(cfg, idle, [c], quiet, {pod: QUOTA_US}, now)
         quiet = plan.quiet
         target = plan.containers[ctr].quota_us

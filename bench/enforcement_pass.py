@@ -19,6 +19,7 @@ from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snap
 from bench.agent_overhead import percentile
 from cgroup import CgroupReader
 from testsupport.cgtree import V1Tree
+from testsupport.strategies import default_strategies
 
 GI = 1 << 30
 
@@ -42,8 +43,9 @@ def run(pods: int, passes: int) -> dict[str, float]:
         now = [0.0]
         with tempfile.TemporaryDirectory() as tmp:
             config = EnforcementConfig(ledger_file=f"{tmp}/ledger.json")
+            chosen = default_strategies(tree.layout, tree.model, config)
             enf = Enforcer(tree.layout, tree.model, CgroupReader(tree.layout), config, lambda: (2.0, 8 * GI),
-                           clock=lambda: now[0])  # fmt: skip
+                           clock=lambda: now[0], registered=chosen)  # fmt: skip
             times: list[float] = []
             for i in range(passes + 1):
                 node = NodeSample(2.0, 1.5 + 0.1 * (i % 3), 8 * GI, 2 * GI, 0)  # busy: offline pods suppressed

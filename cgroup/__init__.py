@@ -24,7 +24,7 @@ from cgroup.paths import (
     parent_cgroup,
     parse_container_id,
 )
-from cgroup.reader import CgroupReader, CpuSettings, CpuUsage, MemoryProtection, MemoryUsage, Psi, PsiLine
+from cgroup.reader import CgroupReader, CpuSettings, CpuUsage, MemoryProtection, MemoryUsage
 from cgroup.writer import CgroupWriter, LimitChange, apply_in_safe_order, shares_to_weight, weight_to_shares
 
 __all__ = [
@@ -52,8 +52,6 @@ __all__ = [
     "Mount",
     "PathModel",
     "PodCgroup",
-    "Psi",
-    "PsiLine",
     "QoS",
     "Unsupported",
     "apply_in_safe_order",

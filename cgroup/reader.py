@@ -26,7 +26,6 @@ from cgroup.files import (
     parse_int,
     parse_int_or_max,
     parse_keyed,
-    parse_psi,
     parse_psi_avg10,
     read_once,
 )
@@ -57,22 +56,6 @@ class MemoryUsage:
     anon_bytes: int
     file_bytes: int
     inactive_file_bytes: int
-
-
-@dataclass(slots=True)
-class PsiLine:
-    avg10: float
-    avg60: float
-    avg300: float
-    total_us: int
-
-
-@dataclass(slots=True)
-class Psi:
-    """Pressure stall information of one resource; `full` is absent for cpu on older kernels."""
-
-    some: PsiLine
-    full: PsiLine | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,33 +207,6 @@ class CgroupReader:
         else:
             inactive, anon, file = _v1_memory_stat(p.mem_stat, data)
         return MemoryUsage(usage, max(0, usage - inactive), anon, file, inactive)
-
-    def memory_stat(self, cgroup: str) -> dict[str, int]:
-        """The whole memory.stat, parsed (not on the hot path)."""
-        path, data = self._read("memory", cgroup, "memory.stat")
-        return parse_keyed(path, data)
-
-    def psi(self, cgroup: str, resource: str) -> Psi | None:
-        """PSI of cpu/memory/io from the unified hierarchy; None where the kernel or layout has none."""
-        base = self.layout.unified_dir(cgroup)
-        if base is None:
-            return None
-        path = f"{base}/{resource}.pressure"
-        try:
-            data = self.files.read(path)
-        except (CgroupFileMissing, CgroupGone):
-            if self._v2 and not os.path.isdir(base):
-                raise
-            return None  # hybrid hosts: the pod may have no directory on the unified hierarchy
-        except Unsupported:
-            return None  # kernel booted with psi=0
-        parsed = parse_psi(path, data)
-
-        def line(v: dict[str, float]) -> PsiLine:
-            return PsiLine(v["avg10"], v["avg60"], v["avg300"], int(v["total"]))
-
-        full = parsed.get("full")
-        return Psi(line(parsed["some"]), line(full) if full is not None else None)
 
     def psi_avg10(self, cgroup: str, resource: str) -> tuple[float, float | None] | None:
         """('some', 'full') avg10 percent for the sampling hot path; None when there is no PSI to read.

@@ -106,28 +106,6 @@ class CgroupWriter:
         except CgroupFileMissing:
             raise self.reader.no_burst(cgroup) from None
 
-    def set_cpu_bandwidth(self, cgroup: str, quota_us: int | None, burst_us: int, period_us: int = 100_000) -> None:
-        """Quota and burst together, in the order the kernel accepts: it refuses a quota below the current
-        burst and a burst above the current quota, so a shrinking quota goes after its burst, a growing one
-        before it."""
-        if quota_us is not None and burst_us > quota_us:
-            path = self.reader.cpu_burst_file(cgroup)
-            raise CgroupValueError(path, burst_us, f"the kernel refuses a burst above the quota ({quota_us} µs)")
-        try:
-            current = self.reader.cpu_burst(cgroup)
-        except Unsupported:
-            if burst_us:
-                raise
-            self.set_cpu_quota(cgroup, quota_us, period_us)  # no burst on this kernel, none asked for
-            return
-        if quota_us is not None and quota_us < current:
-            self.set_cpu_burst(cgroup, burst_us)
-            self.set_cpu_quota(cgroup, quota_us, period_us)
-            return
-        self.set_cpu_quota(cgroup, quota_us, period_us)
-        if burst_us != current:
-            self.set_cpu_burst(cgroup, burst_us)
-
     def set_cpu_shares(self, cgroup: str, shares: int) -> None:
         """v1 cpu.shares; on v2 the equivalent cpu.weight."""
         path = self._file("cpu", cgroup, "cpu.weight" if self.layout.is_v2 else "cpu.shares")

@@ -14,6 +14,7 @@ from agent.runtime import Agent
 from cgroup import CgroupReader, Layout, PathModel
 from kube import Kube
 from testsupport.k8sobjects import NODE
+from testsupport.strategies import default_strategies
 
 
 def build_agent(
@@ -67,6 +68,8 @@ def build_enforcer(
     cfg = EnforcementConfig(ledger_file=ledger_file, **config)
     node = allocatable if callable(allocatable) else (lambda: allocatable)
     reader = CgroupReader(layout)
+    chosen = default_strategies(layout, model, cfg)
     if memory_high_watermark is None:
-        return Enforcer(layout, model, reader, cfg, node, dry_run=dry_run)
-    return Enforcer(layout, model, reader, cfg, node, dry_run=dry_run, memory_high_watermark=memory_high_watermark)
+        return Enforcer(layout, model, reader, cfg, node, dry_run=dry_run, registered=chosen)
+    return Enforcer(layout, model, reader, cfg, node, dry_run=dry_run, memory_high_watermark=memory_high_watermark,
+                    registered=chosen)  # fmt: skip

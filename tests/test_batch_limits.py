@@ -10,15 +10,14 @@ from dataclasses import replace
 
 import pytest
 
-from agent.actions import Action, Plan, Recorded, Restore, SetCpuQuota, SetCpuShares, SetMemoryLimit, tightest_quotas
+from agent.actions import Action, Plan, Recorded, Restore, SetCpuQuota, SetCpuShares, SetMemoryLimit, merge_wishes
 from agent.config import BatchConfig, EnforcementConfig
-from agent.cpu_budget import OfflineCpu
 from agent.ledger import Touched
 from agent.node_state import NodeState, node_state
 from agent.snapshot import ContainerBatch, ContainerSample, NodeSample, PodBatch, PodMeta, PodSample, Snapshot
-from agent.strategies import cpu_quota
+from agent.strategies import cpu_suppression
 from agent.strategies.batch_limits import BatchLimits, as_originals, problems_of, targets
-from agent.strategies.cfs_quota import CfsQuota
+from agent.strategies.cpu_suppression import CfsQuota, OfflineCpu
 from cgroup.kubelet_rules import BatchResources
 
 GI = 1 << 30
@@ -103,7 +102,7 @@ def test_init_containers_and_overhead_count_as_kubelet_counts_them() -> None:
     assert set(t.containers) == {"a"}  # a finished init container has no ID (and no cgroup)
     # the scheduler allocates batch-cpu without the overhead; the budget split weighs the pod cgroup's values
     assert p.meta.batch is not None and p.meta.batch.cpu_request_milli == 2000
-    assert cpu_quota.cpu_demand(p) == OfflineCpu(p.uid, 2.1, 2.1)
+    assert cpu_suppression.cpu_demand(p) == OfflineCpu(p.uid, 2.1, 2.1)
 
 
 @pytest.mark.parametrize(
@@ -126,7 +125,7 @@ def test_values_kubelet_would_reject_are_reported_not_written(
         first = plan([p])
         again = plan([p], memo=first.memo)
     assert first.actions == () and again.actions == ()
-    assert any(expected in text for text in first.report["batch"]["problems"]["b"])
+    assert any(expected in text for text in first.report.fields()["batch"]["problems"]["b"])
     assert any(expected in text for text in problems_of(p.meta))
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1 and "jobs/b" in lines[0] and expected in lines[0]  # one line per pod, not per pass
@@ -153,7 +152,7 @@ def _kinds(actions: tuple[object, ...]) -> list[tuple[str, str]]:
         (Touched("b", POD, 512, 100_000, 100_000), [
             ("SetCpuQuota", "podb"), ("SetCpuShares", "c1"), ("SetMemoryLimit", "podb"), ("SetMemoryLimit", "c1")]),
         # suppression holds the quotas: it alone writes them
-        (Touched("b", POD, 512, 100_000, 100_000, quota=True), [
+        (Touched("b", POD, 512, 100_000, 100_000, parts={"quota": {}}), [
             ("SetCpuShares", "c1"), ("SetMemoryLimit", "podb"), ("SetMemoryLimit", "c1")]),
     ],
 )  # fmt: skip
@@ -167,7 +166,7 @@ def test_what_is_left_to_suppression(entry: Touched | None, expected: list[tuple
         100_000, 100_000, {f"{POD}/c1": (100_000, 100_000)})  # fmt: skip
     shares = [a for a in result.actions if isinstance(a, SetCpuShares)]
     assert all((a.shares, a.weight) == (512, 20) for a in shares)
-    assert result.report["batch"]["pods"]["b"] == {
+    assert result.report.fields()["batch"]["pods"]["b"] == {
         "cpu_quota_us": 100_000,
         "cpu_shares": 512,
         "memory_limit_bytes": 2 * GI,
@@ -225,18 +224,20 @@ def test_split_and_tier_cap_use_batch_cpu() -> None:
     big = batch_pod("g", [("main", "g1", BatchResources(1500, None, None, None))])
     be = PodSample(PodMeta("e", "jobs", "e", "offline"), "besteffort", "/kubepods/besteffort/pode", 0.1, 0, 0, 0, 0,
                    0.0, ())  # fmt: skip
-    assert cpu_quota.cpu_demand(small).request_cores == 0.5 and cpu_quota.cpu_demand(small).limit_cores == 0.6
-    assert cpu_quota.cpu_demand(big).limit_cores is None
-    quotas, besteffort = cpu_quota.split(2.0, [small, big, be], cfg)
+    assert (
+        cpu_suppression.cpu_demand(small).request_cores == 0.5 and cpu_suppression.cpu_demand(small).limit_cores == 0.6
+    )
+    assert cpu_suppression.cpu_demand(big).limit_cores is None
+    quotas, besteffort = cpu_suppression.split(2.0, [small, big, be], cfg)
     # 10% to the best-effort pod; the rest by batch-cpu request, never above the batch-cpu limit
     assert besteffort == pytest.approx(0.2)
     assert quotas == pytest.approx({"s": 0.45, "g": 1.35, "e": 0.2})
-    quotas, _ = cpu_quota.split(4.0, [small, big, be], cfg)
+    quotas, _ = cpu_suppression.split(4.0, [small, big, be], cfg)
     assert quotas["s"] == pytest.approx(0.6)
     # the tier holds all three: its cap is the best-effort slice plus the batch pods' quotas, not the slice
     state = state_of([small, big, be])
-    assert cpu_quota.tier_cap(state, besteffort, cfg, {"s": 0.45, "g": 1.35, "e": 0.2}) == 200_000
-    assert cpu_quota.tier_cap(state, besteffort, cfg) == 20_000  # without the split: the old, squeezing cap
+    assert cpu_suppression.tier_cap(state, besteffort, cfg, {"s": 0.45, "g": 1.35, "e": 0.2}) == 200_000
+    assert cpu_suppression.tier_cap(state, besteffort, cfg) == 20_000  # without the split: the old, squeezing cap
 
 
 # -- the batch quota and the suppression quota within one pass ----------------------------------------------
@@ -249,9 +250,9 @@ def _apply(actions: list[Action], held: dict[str, int | None], entry: Touched) -
     (the tightest), what holds (within the tolerance) skipped, a Restore back to the recorded original, the
     ledger's `quota` flag set by suppression's first write and cleared by its restore."""
     writes: list[int | None] = []
-    for a in tightest_quotas(actions):
-        if isinstance(a, Restore) and "quota" in a.parts and entry.quota:
-            entry.quota = False
+    for a in merge_wishes(actions):
+        if isinstance(a, Restore) and "quota" in a.parts and "quota" in entry.parts:
+            del entry.parts["quota"]
             if held[entry.cgroup] != entry.quota_us:
                 writes.append(entry.quota_us)
         elif isinstance(a, SetCpuQuota) and a.cgroup == entry.cgroup:
@@ -263,7 +264,7 @@ def _apply(actions: list[Action], held: dict[str, int | None], entry: Touched) -
                 continue
             writes.append(a.quota_us)
             if a.part == "quota":
-                entry.quota = True
+                entry.parts["quota"] = {}
         if writes:
             held[entry.cgroup] = writes[-1]
     return writes

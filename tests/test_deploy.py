@@ -44,6 +44,8 @@ from agent.snapshot import (
     Snapshot,
     TierSample,
 )
+from agent.strategies.cpu_suppression import CpuReport
+from agent.strategies.memory_high import MemoryHighReport
 from agent.view import AgentView
 from agent.windows import WindowStore
 from cgroup import CgroupReader, CgroupWriter, Layout, PathModel
@@ -1102,6 +1104,7 @@ def test_informer_and_leader_elector_entries_match_what_they_call() -> None:
 def test_the_scan_finds_calls_constructors_and_references() -> None:
     source = """
 from kube import Informer, Kube, LeaderElector
+from testsupport.strategies import default_strategies
 
 class Thing:
     def __init__(self, kube: Kube, ns: str) -> None:
@@ -1646,10 +1649,10 @@ def agent_metric_names(tmp_path: Path) -> set[str]:
             "status": {"allocatable": {"cpu": "8", "memory": "16Gi"}}}  # fmt: skip
     layout = Layout("v2", {}, Mount(str(tmp_path)))
     enforcer = Enforcer(layout, PathModel("systemd", "/"), CgroupReader(layout), EnforcementConfig(ledger_file=""),
-                        lambda: (8.0, 16 << 30))  # fmt: skip
+                        lambda: (8.0, 16 << 30), registered=[])  # fmt: skip
     enforcer.reports = {
-        "cfs_quota": {"offline_cpu_budget_cores": 1.5, "offline_cpu_quota_cores": {"u2": 1.5}},
-        "memory_high": {"offline_memory_high_bytes": {"u2": 1 << 30}},
+        "cfs_quota": CpuReport("cfsQuota", 1.5, quota_cores={"u2": 1.5}),
+        "memory_high": MemoryHighReport({"u2": 1 << 30}),
     }  # a pass's reports
     evictor = Evictor(cast(Kube, None), "node-a", lambda: node, CgroupWriter(layout), EvictionConfig())
     evictor.on_snapshot(snap)

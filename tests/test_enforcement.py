@@ -25,6 +25,7 @@ from tests.agentbuild import build_agent, build_enforcer
 from testsupport.cgtree import V1Tree
 from testsupport.k8sobjects import container_id_of, node, pod
 from testsupport.kubeapi.server import FakeKubeAPI
+from testsupport.strategies import default_strategies
 from testsupport.v2tree import V2Cgroup, V2Tree
 from testsupport.waiting import wait_for
 
@@ -162,7 +163,15 @@ def test_dry_run_creates_no_ledger_file(v1tree_cgroupfs: V1Tree, tmp_path: Path)
     tree = v1tree_cgroupfs
     uid, pod_path, (ctr,) = tree.pod("burstable")
     cfg = EnforcementConfig(ledger_file=str(tmp_path / "state" / "ledger.json"))
-    enf = Enforcer(tree.layout, tree.model, CgroupReader(tree.layout), cfg, lambda: (2.0, 8 << 30), dry_run=True)
+    enf = Enforcer(
+        tree.layout,
+        tree.model,
+        CgroupReader(tree.layout),
+        cfg,
+        lambda: (2.0, 8 << 30),
+        dry_run=True,
+        registered=default_strategies(tree.layout, tree.model, cfg),
+    )
     enf.on_snapshot(_snapshot([_pod(uid, "offline", pod_path, [ctr], 0.4)]))
     assert enf.quotas and uid in enf.section()["pods_touched"]  # decided ...
     enf.on_snapshot(_snapshot([_pod(uid, "online", pod_path, [ctr], 0.4)]))
@@ -430,7 +439,7 @@ def test_a_restart_with_cpu_policy_none_restores_quotas_and_the_tier(v1tree_cgro
     s = reader.cpu_settings(pod_path)
     assert (s.quota_us, s.idle) == (None, True)  # quotas restored, the baseline stays
     assert reader.cpu_settings(tier).quota_us is None
-    assert after.ledger.entries[uid].quota is False and after.ledger.tiers == {}
+    assert "quota" not in after.ledger.entries[uid].parts and after.ledger.tiers == {}
 
 
 @V1
@@ -452,7 +461,7 @@ def test_quiet_node_releases_offline_pods_with_hysteresis(v1tree_cgroupfs: V1Tre
     assert not enf.released
     enf.on_snapshot(_snapshot(pods, node_cpu=0.4))  # the second in a row: released to their own limits
     assert quotas() == [None, 40_000] and enf.released
-    assert all(e.quota is False for e in enf.ledger.entries.values())
+    assert all("quota" not in e.parts for e in enf.ledger.entries.values())
     enf.on_snapshot(_snapshot(pods, node_cpu=0.9))  # 0.7 cores, 35%: between the two, stays released
     assert quotas() == [None, 40_000] and enf.released
     enf.on_snapshot(_snapshot(pods, node_cpu=1.1))  # 0.9 cores, 45%: a one-pass spike changes nothing
@@ -558,7 +567,7 @@ def test_v2_memory_high_is_published_whole_and_restored_when_switched_off(tmp_pa
     _, _, after = _v2(tmp_path, memory_high=False)
     after.on_snapshot(_snapshot(pods[:1]))
     assert tree.read(made[0][1], "memory.high") == b"max"
-    assert tree.read(made[0][1], "cpu.idle") == b"1" and after.ledger.entries[made[0][0]].memory_high is False
+    assert tree.read(made[0][1], "cpu.idle") == b"1" and "memory_high" not in after.ledger.entries[made[0][0]].parts
 
 
 @V1

@@ -7,12 +7,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agent.actions import (
     Action,
     Plan,
     Recorded,
+    Report,
     Restore,
     SetCpuIdle,
     SetCpuQuota,
@@ -87,7 +90,7 @@ def test_every_write_of_the_pass_is_refused_while_the_ledger_cannot_be_saved(tmp
     # a pod whose memory.high a previous pass set (its original in the ledger): putting it back needs no record
     back = v2_pod(tree, 3)
     tree.put(back.cgroup, V2Cgroup(memory_high=256 << 20))
-    ex.ledger.record(Touched(back.uid, back.cgroup, 204, None, 100_000, memory_high=True))
+    ex.ledger.record(Touched(back.uid, back.cgroup, 204, None, 100_000, parts={"memory_high": {"before": None}}))
     outcome = ex.apply([*(a for p in pods for a in protect(p)), Restore(back.uid, frozenset({"memory_high"}))],
                        snapshot([*pods, back]))  # fmt: skip
     assert outcome.refused and outcome.writes == ex.writes == 1
@@ -106,7 +109,9 @@ def test_originals_are_on_disk_and_what_holds_is_not_written_again(tmp_path: Pat
     assert not first.refused and first.writes == 8 and ex.errors == 0
     assert files(tree, p) == [b"1", b"1", b"10000 100000", b"3", b"268435456", b"10000 100000"]
     saved = json.loads(ledger.read_text())["pods"][p.uid]
-    assert (saved["cpuset"], saved["memory_high_before"], saved["quota"], saved["baseline"]) == ("", None, True, True)
+    parts = saved["parts"]
+    assert (parts["cpuset"]["pod"], parts["memory_high"]["before"], parts["quota"]) == ("", None, {})
+    assert set(parts) == {"baseline", "quota", "cpuset", "memory_high"}
     assert saved["quota_us"] == 40_000 and saved["containers"] == {p.containers[0].cgroup: 40_000}
     # the same actions again: only oom_score_adj (per process, always) is written
     again = ex.apply(protect(p), snapshot([p]))
@@ -117,8 +122,16 @@ def test_originals_are_on_disk_and_what_holds_is_not_written_again(tmp_path: Pat
     assert ex.apply([dataclasses.replace(nudged, tolerance=0.0)], snapshot([p])).writes == 2  # pod, then container
 
 
+@dataclass(frozen=True, slots=True)
+class DummyReport(Report):
+    passes: int
+
+    def fields(self) -> dict[str, Any]:
+        return {"dummy_passes": self.passes}
+
+
 class EveryOnlinePodsMemoryLimit:
-    """A strategy the registry does not know: the pod's own memory limit (an `OWN_LIMITS` part, never
+    """A strategy the registry does not know: the pod's own memory limit (a part protecting "own" limits, never
     recorded nor restored) on online pods, and a count of its passes in its memo and report."""
 
     name = "dummy"
@@ -127,7 +140,7 @@ class EveryOnlinePodsMemoryLimit:
     def plan(self, state: NodeState, recorded: Recorded) -> Plan:
         passes = (recorded.memo or 0) + 1
         actions = tuple(SetMemoryLimit(p.cgroup, GI, "batch", p.uid) for p in state.online)
-        return Plan(actions, passes, {"dummy_passes": passes})
+        return Plan(actions, passes, DummyReport(passes))
 
 
 def test_a_strategy_added_to_the_list_needs_no_change_anywhere_else(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ benchmark code share helpers through `testsupport/` only: `tests/` and `bench/` 
 from __future__ import annotations
 
 import ast
+import shutil
 import tomllib
 from collections.abc import Mapping, Set
 from pathlib import Path
@@ -89,6 +90,44 @@ def upward_imports(graph: Mapping[str, Set[str]]) -> list[str]:
     return [f"{a} -> {b}" for a, targets in sorted(graph.items()) for b in sorted(targets) if LAYERS[b] >= LAYERS[a]]
 
 
+# Inside the agent, enforcement by layer (README, "collect → store → decide → act"): the cgroup parts and the
+# vocabulary of actions at the bottom, act (the executor, restore, the originals) above them, decide (the
+# strategies) above act, the enforcement stage on top. A module never reaches one of a higher layer, not
+# even through a module of no layer (a strategy may use the executor's types; the executor never a strategy).
+AGENT_LAYERS = {
+    "agent.parts": 0, "agent.ledger": 0, "agent.actions": 0,
+    "agent.quota_changes": 1, "agent.originals": 1, "agent.restore": 1, "agent.executor": 1,
+    "agent.strategies": 2,
+    "agent.enforcer": 3,
+}  # fmt: skip
+
+
+def agent_layer(module: str) -> int | None:
+    """The layer of an agent module (the longest AGENT_LAYERS prefix that names it or its package)."""
+    found = [(len(p), n) for p, n in AGENT_LAYERS.items() if module == p or module.startswith(p + ".")]
+    return max(found)[1] if found else None
+
+
+def layer_violations(graph: Mapping[str, Set[str]]) -> list[str]:
+    """'a -> b' for each module of a layer that reaches (through any chain of imports) one of a higher layer."""
+    found: list[str] = []
+    for start in sorted(graph):
+        mine = agent_layer(start)
+        if mine is None:
+            continue
+        seen, todo = {start}, list(graph[start])
+        while todo:
+            node = todo.pop()
+            if node in seen:
+                continue
+            seen.add(node)
+            theirs = agent_layer(node)
+            if theirs is not None and theirs > mine:
+                found.append(f"{start} -> {node}")
+            todo.extend(graph.get(node, ()))
+    return sorted(found)
+
+
 def module_graph(root: Path, package: str) -> dict[str, set[str]]:
     """module -> the other modules of `package` it imports (absolute imports, `from pkg import module` and
     those under TYPE_CHECKING included: a cycle there is still two modules that need each other)."""
@@ -132,6 +171,26 @@ def test_the_module_cycle_check_finds_type_checking_cycles(tmp_path: Path) -> No
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from agent.enforcer import Enforcer\n"
     )
     assert cycles(module_graph(tmp_path, "agent")) == [["agent.enforcer", "agent.report"]]
+
+
+def test_agent_modules_reach_only_lower_layers() -> None:
+    assert layer_violations(module_graph(ROOT, "agent")) == []
+
+
+def test_the_layer_check_fails_when_act_imports_decide(tmp_path: Path) -> None:
+    """A copy of agent/ with one planted import of a strategy in the executor, directly and through a
+    module of no layer: both are found."""
+    shutil.copytree(ROOT / "agent", tmp_path / "agent")
+    assert layer_violations(module_graph(tmp_path, "agent")) == []
+    executor = tmp_path / "agent" / "executor.py"
+    executor.write_text(executor.read_text(encoding="utf-8") + "\nfrom agent.strategies import cpu_suppression\n")
+    assert "agent.executor -> agent.strategies.cpu_suppression" in layer_violations(module_graph(tmp_path, "agent"))
+    executor.write_text(
+        executor.read_text(encoding="utf-8").replace("from agent.strategies import cpu_suppression", "")
+    )
+    (tmp_path / "agent" / "helper.py").write_text("from agent.strategies import registry\n")
+    (tmp_path / "agent" / "parts" / "extra.py").write_text("from agent import helper\n")
+    assert "agent.parts.extra -> agent.strategies.registry" in layer_violations(module_graph(tmp_path, "agent"))
 
 
 def test_packages_import_only_lower_layers() -> None:

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from agent.config import CpuBurstConfig, QuotaBurstConfig
-from agent.qos.burst import ENABLE_ANNOTATION, BurstInputs, plan_burst
-from agent.qos.quota_burst import ContainerCpu, NodeCpu, QuietSince, QuotaBurstPlan, plan_quota_burst
+from agent.strategies.cpu_burst import ENABLE_ANNOTATION, BurstInputs, plan_burst
+from agent.strategies.quota_burst import NodeCpu, QuietSince, QuotaBurstPlan, plan_quota_burst
 from cgroup import CgroupReader, CgroupWriter, LimitChange, apply_in_safe_order
 from testsupport.cgtree import V1Tree
 from testsupport.spiky import PERIOD_US, QUOTA_US, Throttling, make_spiky_pair, run_spikes
@@ -106,7 +106,7 @@ def test_dynamic_quota_burst_follows_the_kernels_throttling(v1tree_cgroupfs: V1T
         prev, t_prev = stat, now
         quota = reader.cpu_settings(ctr).quota_us
         assert quota is not None
-        c = ContainerCpu(ctr, pod, own, quota, PERIOD_US, ratio, usage)
+        c = (ctr, pod, own, quota, PERIOD_US, ratio, usage)
         plan = plan_quota_burst(cfg, node, [c], quiet, {pod: own}, now)
         quiet = plan.quiet
         _apply(writer, reader, plan)

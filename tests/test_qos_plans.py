@@ -10,13 +10,24 @@ from typing import Any
 
 import pytest
 
-from agent.actions import SHARED, Plan, Recorded, Restore, SetCpuBurst, SetCpuQuota, SetMemoryHigh, SetMemoryProtection
+from agent.actions import (
+    SHARED,
+    Plan,
+    Recorded,
+    Report,
+    Restore,
+    SetCpuBurst,
+    SetCpuQuota,
+    SetMemoryHigh,
+    SetMemoryProtection,
+)
 from agent.config import CpuBurstConfig, EnforcementConfig, MemoryQosConfig, QuotaBurstConfig
 from agent.enforcer import Enforcer
 from agent.ledger import Touched
 from agent.node_state import NodeState
 from agent.snapshot import ContainerSample, PodMeta, PodSample
 from agent.strategies.cpu_burst import RECHECK_SECONDS, CpuBurst
+from agent.strategies.cpu_suppression import CpuReport
 from agent.strategies.memory_qos import MemoryQos, ancestors
 from agent.strategies.quota_burst import QuotaBurst
 from cgroup import CgroupReader, Layout, PathModel
@@ -59,7 +70,8 @@ def state(pods: Sequence[PodSample], busy: float | None = 0.5, **facts: bool) ->
 
 
 def entry(uid: str, **fields: Any) -> Touched:
-    return Touched(uid, f"/kubepods/burstable/pod{uid}", 1024, 150_000, 100_000, **fields)
+    parts = {part: {} if record is True else record for part, record in fields.items()}  # the parts held
+    return Touched(uid, f"/kubepods/burstable/pod{uid}", 1024, 150_000, 100_000, parts=parts)
 
 
 def rec(entries: Sequence[Touched] = (), memo: Any = None, now: float = 100.0) -> Recorded:
@@ -76,7 +88,7 @@ def quotas(plan: Plan) -> dict[str, int | None]:
 
 def rep(plan: Plan) -> Any:
     """The plan's report: one key, the strategy's name, as the `qos` section shows it."""
-    ((_, report),) = plan.report.items()
+    ((_, report),) = plan.report.fields().items()
     return report
 
 
@@ -190,7 +202,7 @@ def test_quota_burst_gives_back_at_once(busy: float | None, facts: dict[str, boo
 def overhead_entry() -> Touched:
     """Pod a recorded at its first raise: 0.5 CPU container, 0.6 CPU pod (0.1 of overhead)."""
     c0 = f"{P}/a-c0"
-    return Touched("a", P, 1024, 60_000, 100_000, {c0: 50_000}, {c0: 100_000}, quota_burst=True)
+    return Touched("a", P, 1024, 60_000, 100_000, {c0: 50_000}, {c0: 100_000}, parts={"quota_burst": {}})
 
 
 def test_quota_burst_raises_over_the_recorded_pod_quota_and_follows_a_resize() -> None:
@@ -212,7 +224,7 @@ def test_quota_burst_climbs_step_by_step_to_its_ceiling() -> None:
     s = QuotaBurst(CFG)
     hot = pod("a", limits=(0.1,), throttled=1.0)
     c0 = f"{P}/a-c0"
-    recorded = Touched("a", P, 1024, 10_000, 100_000, {c0: 10_000}, {c0: 100_000}, quota_burst=True)
+    recorded = Touched("a", P, 1024, 10_000, 100_000, {c0: 10_000}, {c0: 100_000}, parts={"quota_burst": {}})
     memo, seen = None, []
     for _ in range(6):
         plan = s.plan(state([hot]), rec([recorded] if seen else [], memo=memo))
@@ -307,14 +319,14 @@ def test_memory_qos_puts_back_a_file_it_no_longer_asks_for() -> None:
     ("reports", "enabled", "suppressing"),
     [
         ({}, True, False),  # no offline pod held
-        ({"cfs_quota": {"offline_cpu_quota_cores": {"u1": 0.4}}}, True, True),
-        ({"cfs_quota": {"offline_cpu_quota_cores": {}, "offline_cpu_released": True}}, True, False),  # released
-        ({"cpuset": {"offline_cpuset": "0-1"}}, True, True),
-        ({"cfs_quota": {"offline_cpu_quota_cores": {"u1": 0.4}}}, False, False),  # enforcement off
+        ({"cfs_quota": CpuReport("cfsQuota", 0.4, quota_cores={"u1": 0.4})}, True, True),
+        ({"cfs_quota": CpuReport("cfsQuota", 0.4, released=True)}, True, False),  # released
+        ({"cpuset": CpuReport("cpuset", 1.0, cpuset="0-1")}, True, True),
+        ({"cfs_quota": CpuReport("cfsQuota", 0.4, quota_cores={"u1": 0.4})}, False, False),  # enforcement off
     ],
 )
 def test_offline_suppressed_is_what_enforcement_reported(
-    reports: dict[str, Any], enabled: bool, suppressing: bool, tmp_path: Path
+    reports: dict[str, Report], enabled: bool, suppressing: bool, tmp_path: Path
 ) -> None:
     """The fact quota burst stops for (NodeState.offline_suppressed), from the enforcer's last reports."""
     layout = Layout("v2", {}, Mount(str(tmp_path)))

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from agent.config import ConfigError, CpuBurstConfig, MemoryQosConfig, QuotaBurstConfig, load_config
-from agent.qos.burst import BURST_TIME_ANNOTATION, ENABLE_ANNOTATION, BurstInputs, parse_bool, plan_burst
-from agent.qos.memory_qos import MemoryTarget, supported
-from agent.qos.quota_burst import ContainerCpu, NodeCpu, QuietSince, node_state, plan_quota_burst
 from agent.snapshot import PodSample
+from agent.strategies.cpu_burst import BURST_TIME_ANNOTATION, ENABLE_ANNOTATION, BurstInputs, parse_bool, plan_burst
+from agent.strategies.memory_qos import MemoryTarget, supported
+from agent.strategies.quota_burst import CpuRow, NodeCpu, QuietSince, node_state, plan_quota_burst
 from testsupport.qos import Ctr, memory_targets, online_pod
 
 MIB = 1 << 20
@@ -93,8 +93,8 @@ def node(busy: float, cpus: float = 8, suppressed: bool = False, evicting: bool 
     return NodeCpu(cpus, busy, suppressed, evicting)
 
 
-def ctr(quota: int, ratio: float, usage: float, own: int = 100_000, cgroup: str = C1) -> ContainerCpu:
-    return ContainerCpu(cgroup, POD, own, quota, 100_000, ratio, usage)
+def ctr(quota: int, ratio: float, usage: float, own: int = 100_000, cgroup: str = C1) -> CpuRow:
+    return (cgroup, POD, own, quota, 100_000, ratio, usage)
 
 
 @pytest.mark.parametrize(
@@ -130,12 +130,12 @@ def test_node_state(n: NodeCpu, state: str) -> None:
         (node(5.35, cpus=10), ctr(400_000, 0.5, 4.0, own=400_000), 465_000, "raise"),
         (node(5.35, cpus=10), ctr(100_000, 0.5, 1.0), 125_000, "raise"),
         # the container's first pass: no rate yet, nothing decided
-        (node(1.0), ContainerCpu(C1, POD, 100_000, 150_000, 100_000, None, None), 150_000, "hold"),
+        (node(1.0), (C1, POD, 100_000, 150_000, 100_000, None, None), 150_000, "hold"),
         # quiet (not throttled, under 90% of its own quota) but not yet for 30 s: held
         (node(1.0), ctr(200_000, 0.0, 0.5), 200_000, "hold"),
     ],
 )
-def test_quota_burst_decisions(n: NodeCpu, c: ContainerCpu, quota: int, action: str) -> None:
+def test_quota_burst_decisions(n: NodeCpu, c: CpuRow, quota: int, action: str) -> None:
     d = plan_quota_burst(QB, n, [c], {}, {POD: 200_000}, now=100.0).containers[C1]
     assert (d.quota_us, d.action) == (quota, action), d.reason
 

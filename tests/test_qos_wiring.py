@@ -53,7 +53,7 @@ def test_burst_through_the_agent_lands_reports_and_is_restored_at_shutdown(
     try:
         assert wait_for(lambda: (reader.cpu_burst(ctr), reader.cpu_burst(pod_cg)) == (50_000, 50_000))
         ledger = json.loads((tmp_path / "ledger.json").read_text())  # saved before the writes
-        assert ledger["pods"][uid]["burst"] == {pod_cg: 0, ctr: 0}
+        assert ledger["pods"][uid]["parts"]["burst"] == {pod_cg: 0, ctr: 0}
         section = agent.view.node_sections["qos"]()
         assert section["cpu_burst"]["pods"][uid] == {"source": "node", "burst_us": 50_000,
                                                      "containers": {container_id_of(ctr): 50_000}}  # fmt: skip
@@ -107,8 +107,8 @@ def test_a_pod_that_stops_being_online_or_goes_away_gets_its_values_back(
     assert [reader.cpu_burst(cg) for cg in (a_ctr, a_pod, b_ctr, b_pod)] == [50_000, 50_000, 20_000, 20_000]
     offline = online_pod(a_uid, a_pod, [Ctr(a_ctr, 0.5)], cls="offline")
     stage.on_state(qos_state([offline, b]))
-    assert [reader.cpu_burst(cg) for cg in (a_ctr, a_pod)] == [0, 0] and stage.ledger.entries[b_uid].burst
-    assert a_uid not in stage.ledger.entries or not stage.ledger.entries[a_uid].burst
+    assert [reader.cpu_burst(cg) for cg in (a_ctr, a_pod)] == [0, 0] and "burst" in stage.ledger.entries[b_uid].parts
+    assert a_uid not in stage.ledger.entries or "burst" not in stage.ledger.entries[a_uid].parts
     tree.remove(b_pod)  # the pod is gone (its cgroup with it): the entry goes, nothing is written
     writes = stage.executor.writes
     stage.on_state(qos_state([offline]))
@@ -173,7 +173,7 @@ def test_a_resize_below_the_burst_lowers_the_burst_before_the_quota(v1tree_cgrou
     stage.on_state(qos_state([resized], busy=1.9))
     assert stage.executor.errors == 0, stage.executor.last_error
     assert [(reader.cpu_burst(cg), reader.cpu_settings(cg).quota_us) for cg in (ctr, pod_cg)] == [(20_000, 20_000)] * 2
-    assert stage.ledger.entries[uid].quota_burst is False  # the own quota from the spec holds: no raise recorded
+    assert "quota_burst" not in stage.ledger.entries[uid].parts  # the own quota from the spec holds: no raise recorded
     stage.stop()
     assert reader.cpu_burst(ctr) == 0
 
@@ -215,7 +215,7 @@ def test_quota_burst_follows_the_kernels_throttling_and_gives_back_when_the_node
     stage.on_state(qos_state([hot], busy=0.2))
     assert stage.executor.errors == 0, stage.executor.last_error
     assert reader.cpu_settings(ctr).quota_us == reader.cpu_settings(pod_cg).quota_us == 15_000  # 10 ms + 50%
-    assert stage.ledger.entries[uid].quota_burst is True
+    assert "quota_burst" in stage.ledger.entries[uid].parts
     stage.on_state(qos_state([hot], busy=1.9))
     assert (reader.cpu_settings(ctr).quota_us, reader.cpu_settings(pod_cg).quota_us) == (10_000, 10_000)
     assert section(stage)["quota_burst"]["node_state"] == "busy" and not stage.ledger.entries

@@ -13,13 +13,10 @@ from agent.actions import SetOomScoreAdj as Oom
 from agent.config import AgentConfig, EnforcementConfig
 from agent.ledger import Touched
 from agent.node_state import NodeState, node_state
-from agent.recorders import KNOWN_PARTS, held_parts
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
 from agent.strategies import reconcile
 from agent.strategies.baseline import Baseline
-from agent.strategies.cfs_quota import CfsQuota
-from agent.strategies.cpu_quota import CpuMemo
-from agent.strategies.cpuset import Cpuset
+from agent.strategies.cpu_suppression import CfsQuota, CpuMemo, CpuReport, Cpuset
 from agent.strategies.memory_high import MemoryHigh
 from agent.strategies.registry import Facts, strategies
 
@@ -43,7 +40,8 @@ def state(pods: list[PodSample], node_cpu: float | None = 1.5, **inputs: Any) ->
 
 def entry(p: PodSample, **flags: Any) -> Touched:
     containers = {c.cgroup: None for c in p.containers}
-    return Touched(p.uid, p.cgroup, 204, None, 100_000, containers, dict.fromkeys(containers, 100_000), **flags)
+    parts = {part: {} for part, held in flags.items() if held}  # the parts held, each with an empty record
+    return Touched(p.uid, p.cgroup, 204, None, 100_000, containers, dict.fromkeys(containers, 100_000), parts=parts)
 
 
 def recorded(pods: list[PodSample], memo: Any = None, now: float = 100.0, tiers: dict[str, int] | None = None,
@@ -76,7 +74,7 @@ def test_baseline_leaves_online_pods_and_pods_without_an_entry_alone() -> None:
 # -- cfs quota --------------------------------------------------------------------------------------------
 def test_cfs_quota_keeps_everything_while_the_cpu_rate_is_unknown() -> None:
     a = pod("a", cpu=None)
-    memo = CpuMemo(0.5, False, {"offline_cpu_budget_cores": 0.5})
+    memo = CpuMemo(0.5, False, CpuReport("cfsQuota", 0.5))
     plan = CfsQuota(EnforcementConfig(), TIER).plan(state([a], node_cpu=None), recorded([a], memo))
     assert plan.actions == () and plan.memo is memo and plan.report == memo.report
 
@@ -86,15 +84,15 @@ def test_cfs_quota_suppresses_pod_then_containers_and_caps_a_tier_of_only_offlin
     burst, be = pod("a", containers=2), pod("b", qos="besteffort", request=0.0)
     plan = CfsQuota(c, TIER).plan(state([burst, be]), recorded([burst, be]))
     # 2 × 0.65 − (1.5 − 0.2) → the 0.1-core floor; the best-effort pod gets the 10 % slice
-    assert plan.report["offline_cpu_budget_cores"] == pytest.approx(0.1)
-    quotas = plan.report["offline_cpu_quota_cores"]
+    assert plan.report.fields()["offline_cpu_budget_cores"] == pytest.approx(0.1)
+    quotas = plan.report.fields()["offline_cpu_quota_cores"]
     assert quotas == pytest.approx({"a": 0.09, "b": 0.01}) and plan.memo.released is False
     a_quota = int(quotas["a"] * 100_000)
     containers = {f"{burst.cgroup}/c0": (a_quota, 100_000), f"{burst.cgroup}/c1": (a_quota, 100_000)}
     assert plan.actions[0] == SetCpuQuota(burst.cgroup, a_quota, 100_000, "quota", "a", c.cpu_change_threshold,
                                           containers)  # fmt: skip
     assert plan.actions[-1] == SetCpuQuota(TIER, 10_000, 100_000, "quota")  # the 0.1-core floor
-    assert plan.report["besteffort_tier_cap_cores"] == pytest.approx(0.1)
+    assert plan.report.fields()["besteffort_tier_cap_cores"] == pytest.approx(0.1)
 
 
 def test_cfs_quota_releases_a_quiet_node_through_restore_and_uncaps_the_tier() -> None:
@@ -103,8 +101,8 @@ def test_cfs_quota_releases_a_quiet_node_through_restore_and_uncaps_the_tier() -
     rec = Recorded({"a": entry(a, quota=True), "b": entry(b)}, {TIER: 50_000}, CpuMemo(0.1, False, {}, (0.0,)), 0.0)
     plan = CfsQuota(EnforcementConfig(), TIER).plan(state([a, b], node_cpu=0.3), rec)
     assert plan.actions == (Restore("a", frozenset({"quota"})), SetCpuQuota(TIER, None, 50_000, "quota"))
-    assert plan.memo.released and plan.report["offline_cpu_released"] is True
-    assert plan.report["offline_cpu_quota_cores"] == {}
+    assert plan.memo.released and plan.report.fields()["offline_cpu_released"] is True
+    assert plan.report.fields()["offline_cpu_quota_cores"] == {}
 
 
 def test_cfs_quota_growth_is_capped_from_the_memo() -> None:
@@ -123,7 +121,7 @@ def test_cpuset_picks_from_the_parents_cpus_away_from_exclusive_ones() -> None:
     containers = {f"{a.cgroup}/c0": cpus, f"{a.cgroup}/c1": cpus}
     assert plan.actions == (SetCpuset(a.cgroup, cpus, "cpuset", "a", containers),
                             SetCpuset(b.cgroup, cpus, "cpuset", "b", {f"{b.cgroup}/c0": cpus}))  # fmt: skip
-    assert plan.report["offline_cpuset"] == "2"
+    assert plan.report.fields()["offline_cpuset"] == "2"
 
 
 def test_cpuset_skips_a_pod_whose_parent_is_unknown_and_releases_through_restore() -> None:
@@ -131,7 +129,7 @@ def test_cpuset_skips_a_pod_whose_parent_is_unknown_and_releases_through_restore
     assert Cpuset(EnforcementConfig()).plan(state([a]), recorded([a])).actions == ()
     quiet_before = CpuMemo(None, False, {}, (0.0,))  # two quiet passes agree (cpu_release_confirm_passes)
     plan = Cpuset(EnforcementConfig()).plan(state([a], node_cpu=0.3), recorded([a], quiet_before, cpuset="0-3"))
-    assert plan.actions == (Restore("a", frozenset({"cpuset"})),) and plan.report["offline_cpuset"] is None
+    assert plan.actions == (Restore("a", frozenset({"cpuset"})),) and plan.report.fields()["offline_cpuset"] is None
 
 
 # -- memory.high ------------------------------------------------------------------------------------------
@@ -139,7 +137,7 @@ def test_memory_high_follows_the_watermark_in_the_state() -> None:
     a, b = pod("a", memory=GI), pod("b", memory=3 * GI)
     for percent, each in ((60.0, None), (25.0, None), (0.0, 64 << 20)):
         plan = MemoryHigh(EnforcementConfig()).plan(state([a, b], memory_high_percent=percent), recorded([a, b]))
-        shares = plan.report["offline_memory_high_bytes"]
+        shares = plan.report.fields()["offline_memory_high_bytes"]
         assert [x.limit for x in plan.actions if isinstance(x, SetMemoryHigh)] == [shares["a"], shares["b"]]
         if each is not None:  # nothing left: each at memory_high_min_bytes
             assert shares == {"a": each, "b": each}
@@ -158,7 +156,7 @@ def test_reconcile_restores_gone_online_and_switched_off_parts() -> None:
         "empty": Touched("empty", "/kubepods/podempty", 2, None, 100_000),
     }
     s = state([off, on, pod("empty", "online")])
-    actions = reconcile.plan(s, entries, {TIER: 0}, frozenset({"baseline", "quota"}), held_parts, KNOWN_PARTS)
+    actions = reconcile.plan(s, entries, {TIER: 0}, frozenset({"baseline", "quota"}))
     assert actions == (
         Restore("off", frozenset({"memory_high"})),  # memory.high switched off
         Restore("on", frozenset({"baseline", "quota"})),  # no longer offline
@@ -166,9 +164,7 @@ def test_reconcile_restores_gone_online_and_switched_off_parts() -> None:
         Restore("empty", frozenset()),  # holds nothing: the entry goes
     )
     # without an active quota owner, every tier Colo may have capped is uncapped
-    uncapped = reconcile.plan(
-        s, {}, {TIER: 0, "/kubepods/burstable": 50_000}, frozenset({"baseline"}), held_parts, KNOWN_PARTS
-    )
+    uncapped = reconcile.plan(s, {}, {TIER: 0, "/kubepods/burstable": 50_000}, frozenset({"baseline"}))
     assert sorted(uncapped, key=repr) == [
         SetCpuQuota(TIER, None, 0, "quota"),
         SetCpuQuota("/kubepods/burstable", None, 50_000, "quota"),

@@ -8,7 +8,7 @@ from agent.config import EnforcementConfig
 from agent.ledger import Touched
 from agent.node_state import NodeState, Usage, node_state
 from agent.snapshot import NodeSample, PodSample, Snapshot
-from agent.strategies import cpu_quota, eviction_choice, memory_high, release
+from agent.strategies import cpu_suppression, eviction_choice, memory_high
 from tests.test_capacity import GI, sample, snapshot
 
 
@@ -25,7 +25,7 @@ from tests.test_capacity import GI, sample, snapshot
     ],
 )
 def test_release_with_hysteresis(load: float, released: bool, below: float, expected: bool) -> None:
-    assert release.plan((load,), released, below) is expected
+    assert cpu_suppression.release((load,), released, below) is expected
 
 
 @pytest.mark.parametrize(
@@ -76,10 +76,10 @@ def test_cpu_quota_budget_split_and_unknown() -> None:
     batch = sample("batch", "offline", 1, GI, 0.5, GI)
     be = sample("be", "offline", 0, 0, 0.2, GI)
     state = _cpu_state(4.0, [online, batch, be])  # system = 4.0 - 3.7 = 0.3
-    assert cpu_quota.budget(state, None, cfg) == pytest.approx(8 * 0.65 - 3.0 - 0.3)
-    assert cpu_quota.budget(state, 0.5, cfg) == pytest.approx(0.5 + 0.8)  # growth capped at 0.8 per pass
-    assert cpu_quota.budget(_cpu_state(None, [online, batch]), 0.5, cfg) is None  # unknown: no budget at all
-    quotas, besteffort = cpu_quota.split(1.0, [batch, be], cfg)
+    assert cpu_suppression.budget(state, None, cfg) == pytest.approx(8 * 0.65 - 3.0 - 0.3)
+    assert cpu_suppression.budget(state, 0.5, cfg) == pytest.approx(0.5 + 0.8)  # growth capped at 0.8 per pass
+    assert cpu_suppression.budget(_cpu_state(None, [online, batch]), 0.5, cfg) is None  # unknown: no budget at all
+    quotas, besteffort = cpu_suppression.split(1.0, [batch, be], cfg)
     assert quotas == pytest.approx({"batch": 0.9, "be": 0.1}) and besteffort == pytest.approx(0.1)
 
 
@@ -87,10 +87,10 @@ def test_cpu_quota_targets_keep_a_tighter_container_quota() -> None:
     entry = Touched("u", "/kubepods/burstable/podu", 204, None, 100_000,
                     containers={"/c/tight": 10_000, "/c/unlimited": None, "/c/loose": 90_000},
                     container_periods={"/c/tight": 100_000, "/c/unlimited": 100_000, "/c/loose": 100_000})  # fmt: skip
-    targets = cpu_quota.pod_targets(0.25, entry, EnforcementConfig())
+    targets = cpu_suppression.pod_targets(0.25, entry, EnforcementConfig())
     assert targets == [("/kubepods/burstable/podu", 25_000, 100_000), ("/c/tight", 10_000, 100_000),
                        ("/c/unlimited", 25_000, 100_000), ("/c/loose", 25_000, 100_000)]  # fmt: skip
-    assert cpu_quota.pod_targets(0.0, entry, EnforcementConfig())[0][1] == 1000  # the kernel's minimum
+    assert cpu_suppression.pod_targets(0.0, entry, EnforcementConfig())[0][1] == 1000  # the kernel's minimum
 
 
 def test_cpu_quota_tier_cap_only_while_the_tier_holds_only_offline_pods() -> None:
@@ -99,8 +99,8 @@ def test_cpu_quota_tier_cap_only_while_the_tier_holds_only_offline_pods() -> Non
     be_off.qos = "besteffort"
     be_on = sample("b", "online", 0, 0, 0.1, GI)
     be_on.qos = "besteffort"
-    assert cpu_quota.tier_cap(_cpu_state(2.0, [be_off]), 0.5, cfg) == 50_000
-    assert cpu_quota.tier_cap(_cpu_state(2.0, [be_off]), 0.01, cfg) == 10_000  # floored at the minimum
-    assert cpu_quota.tier_cap(_cpu_state(2.0, [be_off, be_on]), 0.5, cfg) is None  # an online pod is there
-    assert cpu_quota.tier_cap(_cpu_state(2.0, [be_off]), None, cfg) is None  # released / another policy
-    assert cpu_quota.tier_cap(_cpu_state(2.0, []), 0.5, cfg) is None
+    assert cpu_suppression.tier_cap(_cpu_state(2.0, [be_off]), 0.5, cfg) == 50_000
+    assert cpu_suppression.tier_cap(_cpu_state(2.0, [be_off]), 0.01, cfg) == 10_000  # floored at the minimum
+    assert cpu_suppression.tier_cap(_cpu_state(2.0, [be_off, be_on]), 0.5, cfg) is None  # an online pod is there
+    assert cpu_suppression.tier_cap(_cpu_state(2.0, [be_off]), None, cfg) is None  # released / another policy
+    assert cpu_suppression.tier_cap(_cpu_state(2.0, []), 0.5, cfg) is None

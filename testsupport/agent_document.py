@@ -41,6 +41,7 @@ from exporter.api import node_document, pods_document
 from exporter.stats import WindowStatsCache
 from kube import Kube
 from kube.resources import node_allocatable
+from testsupport.strategies import default_strategies
 
 CPU_CORES = 8.0
 MEMORY_BYTES = 16 << 30
@@ -111,8 +112,9 @@ def _attach_cluster_sections(view: AgentView, name: str, oversubscribed: bool) -
     owner.on_state(node_state(snap, node_allocatable(node)), node)  # capacity: a stage of the pass
     owner.desired(node, snap.mono)
     layout = Layout("v2", {}, Mount(tempfile.gettempdir()))
+    chosen = default_strategies(layout, PathModel("systemd", "/"), EnforcementConfig())
     enforcer = Enforcer(layout, PathModel("systemd", "/"), CgroupReader(layout), EnforcementConfig(ledger_file=""),
-                        lambda: (CPU_CORES, MEMORY_BYTES), dry_run=True)  # fmt: skip
+                        lambda: (CPU_CORES, MEMORY_BYTES), dry_run=True, registered=chosen)  # fmt: skip
     evictor = Evictor(cast(Kube, None), name, lambda: node, CgroupWriter(layout), EvictionConfig(),
                       api_healthy=lambda: True, dry_run=True)  # fmt: skip
     view.node_sections["oversubscription"] = owner.section

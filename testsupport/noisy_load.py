@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from agent.config import EnforcementConfig
 from agent.node_state import node_state
 from agent.snapshot import NodeSample, Snapshot
-from agent.strategies import cpu_quota
+from agent.strategies import cpu_suppression
 
 CORES = 16.0
 RISES_PER_HOUR = 4
@@ -56,16 +56,16 @@ def noisy_trace(seed: int = 22, seconds: int = 3600) -> NoisyTrace:
 
 
 def decisions(loads: Sequence[float], config: EnforcementConfig) -> list[bool]:
-    """Whether offline pods are released after each one-second pass, by cpu_quota.budget_and_release."""
-    memo = cpu_quota.CpuMemo()
+    """Whether offline pods are released after each one-second pass, by cpu_suppression.budget_and_release."""
+    memo = cpu_suppression.CpuMemo()
     out = []
     for i, load in enumerate(loads):
         node = NodeSample(CORES, load * CORES, 64 << 30, 8 << 30, 0)
         snap = Snapshot(i, float(i), 0.0, node, {}, {}, (), 0.0)
-        step = cpu_quota.budget_and_release(node_state(snap, (CORES, float(64 << 30))), memo, config)
+        step = cpu_suppression.budget_and_release(node_state(snap, (CORES, float(64 << 30))), memo, config)
         assert step is not None
         total, released, recent = step
-        memo = cpu_quota.CpuMemo(total, released, {}, recent)
+        memo = cpu_suppression.CpuMemo(total, released, loads=recent)
         out.append(released)
     return out
 

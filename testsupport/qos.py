@@ -13,9 +13,8 @@ from agent.actions import Recorded, SetMemoryHigh, SetMemoryProtection
 from agent.config import AgentConfig, EnforcementConfig, MemoryQosConfig
 from agent.enforcer import Enforcer, detect_facts
 from agent.node_state import NodeState, node_state
-from agent.qos.memory_qos import MemoryTarget
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
-from agent.strategies.memory_qos import MemoryQos
+from agent.strategies.memory_qos import MemoryQos, MemoryTarget
 from agent.strategies.registry import strategies
 from cgroup import CgroupReader, Layout, PathModel
 
@@ -88,7 +87,7 @@ def memory_targets(
         elif isinstance(a, SetMemoryHigh):
             found.setdefault(a.cgroup, {})["high"] = a.limit
     targets = {cg: MemoryTarget(f.get("min") or 0, f.get("low") or 0, f.get("high")) for cg, f in found.items()}
-    return plan.report["memory_qos"], targets
+    return plan.report.fields()["memory_qos"], targets
 
 
 def section(stage: Enforcer) -> dict[str, Any]:

@@ -271,12 +271,15 @@ def agent_families() -> list[Any]:
     from agent.main import process_metrics
     from agent.node_state import node_state
     from agent.oversubscription import OversubscriptionOwner
+    from agent.strategies.cpu_suppression import CpuReport
+    from agent.strategies.memory_high import MemoryHighReport
     from cgroup import CgroupReader, CgroupWriter, Layout, PathModel
     from cgroup.layout import Mount
     from exporter.collector import ColoCollector
     from kube import Kube
     from kube.resources import node_allocatable
     from testsupport.agent_document import CPU_CORES, MEMORY_BYTES, agent_view, node_object
+    from testsupport.strategies import default_strategies
 
     view = agent_view("node-a")
     snap = view.snapshot
@@ -286,13 +289,14 @@ def agent_families() -> list[Any]:
     owner.on_state(node_state(snap, node_allocatable(node)), node)
     owner.changes(node, snap.mono)
     layout = Layout("v2", {}, Mount(tempfile.gettempdir()))
+    model, config = PathModel("systemd", "/"), EnforcementConfig(ledger_file="")
     enforcer = Enforcer(
-        layout, PathModel("systemd", "/"), CgroupReader(layout), EnforcementConfig(ledger_file=""),
-        lambda: (CPU_CORES, MEMORY_BYTES), dry_run=True,
+        layout, model, CgroupReader(layout), config, lambda: (CPU_CORES, MEMORY_BYTES), dry_run=True,
+        registered=default_strategies(layout, model, config),
     )  # fmt: skip
     enforcer.reports = {
-        "cfs_quota": {"offline_cpu_budget_cores": 1.5, "offline_cpu_quota_cores": {"u2": 1.5}},
-        "memory_high": {"offline_memory_high_bytes": {"u2": 1 << 30}},
+        "cfs_quota": CpuReport(policy="cfsQuota", budget_cores=1.5, quota_cores={"u2": 1.5}),
+        "memory_high": MemoryHighReport(high_bytes={"u2": 1 << 30}),
     }
     evictor = Evictor(cast(Kube, None), "node-a", lambda: node, CgroupWriter(layout), EvictionConfig(), dry_run=True)
     evictor.on_snapshot(snap)

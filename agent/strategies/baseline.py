@@ -9,9 +9,7 @@ from collections.abc import Mapping
 from agent.actions import Part, Plan, Recorded, SetCpuIdle, SetCpuShares, SetOomScoreAdj
 from agent.config import EnforcementConfig
 from agent.node_state import NodeState
-
-OFFLINE_SHARES = 2  # Colo's weight for offline pods (v2: weight 1)
-OFFLINE_WEIGHT = 1
+from agent.parts.baseline import OFFLINE_SHARES, OFFLINE_WEIGHT
 
 
 class Baseline:

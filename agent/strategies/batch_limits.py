@@ -9,14 +9,14 @@ values in the pass that first sees it):
 - memory.limit_in_bytes / memory.max from the batch-memory limit (the pod's when every container has one).
 
 Only the resource the pod asks for in batch form is written: a pod with batch-memory but plain `cpu` keeps
-kubelet's CPU values. These are the pod's own limits (part "batch", in OWN_LIMITS): never recorded as an
+kubelet's CPU values. These are the pod's own limits (part "batch", protecting "own" limits): never recorded as an
 original, never restored, left in place when Colo stops. Suppression works on top of them, and the two
 never fight over a cgroup file:
 
 - while suppression holds a pod's CFS quotas (its ledger entry says `quota`), it alone writes them, never
   looser than the batch limits (they are the pod's recorded originals and its limit in the budget split),
   and release puts back the batch quotas; this strategy writes the quotas only when suppression does not,
-  and in the pass where both ask the executor keeps the tighter (`actions.tightest_quotas`);
+  and in the pass where both ask the executor keeps the tighter (`actions.merge_wishes`);
 - the pod cgroup's weight belongs to the offline baseline (minimum weight, SCHED_IDLE) whenever the pod has
   a ledger entry; the batch shares are that entry's original, written back at restore and at shutdown.
   Containers' weights and every memory limit are written here alone.
@@ -29,12 +29,15 @@ the problems are reported (the plan's report, /api/v1/pods, one log line per pod
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from agent.actions import Action, Part, Plan, Recorded, SetCpuQuota, SetCpuShares, SetMemoryLimit
+from agent.actions import Action, Part, Plan, Recorded, Report, SetCpuQuota, SetCpuShares, SetMemoryLimit
 from agent.config import BatchConfig
 from agent.ledger import Touched
 from agent.node_state import NodeState
+from agent.parts.quota import QUOTA
 from agent.snapshot import PodBatch, PodMeta, PodSample
 from cgroup.kubelet_rules import QUOTA_PERIOD_US, CgroupValues, WeightFormula, container_values, pod_values
 
@@ -117,11 +120,11 @@ def as_originals(entry: Touched, pod: PodSample, t: BatchTargets | None, is_v2: 
 
 def pod_actions(pod: PodSample, t: BatchTargets, entry: Touched | None) -> list[Action]:
     """The writes that give one pod (without problems) its batch values, leaving to suppression what it
-    holds: the CFS quotas while `entry.quota`, the pod cgroup's weight while the pod has an entry."""
+    holds: the CFS quotas while the entry holds the `quota` part, the pod cgroup's weight while the pod has an entry."""
     uid, out = pod.uid, list[Action]()
     running = [(c.cgroup, t.containers[c.id]) for c in pod.containers if c.id in t.containers]
     if t.cpu:
-        if entry is None or not entry.quota:  # the pod's quota and its containers', in one safe-order batch
+        if entry is None or QUOTA not in entry.parts:  # the pod's quota and its containers', in one safe-order batch
             below = {cg: (v.quota_us, v.period_us) for cg, v in running}
             out.append(SetCpuQuota(pod.cgroup, t.pod.quota_us, t.pod.period_us, PART, uid, containers=below))
         if entry is None:
@@ -135,6 +138,15 @@ def pod_actions(pod: PodSample, t: BatchTargets, entry: Touched | None) -> list[
 
 def _pod_name(pod: PodSample) -> str:
     return f"{pod.meta.namespace}/{pod.meta.name}" if pod.meta.name else pod.uid
+
+
+@dataclass(frozen=True, slots=True)
+class BatchReport(Report):
+    pods: Mapping[str, Mapping[str, int | None]]  # uid -> cpu_quota_us, cpu_shares, memory_limit_bytes written
+    problems: Mapping[str, list[str]]  # uid -> why its values are not written (kubelet would reject them)
+
+    def fields(self) -> dict[str, Any]:
+        return {"batch": {"pods": self.pods, "problems": self.problems}}
 
 
 class BatchLimits:
@@ -158,12 +170,16 @@ class BatchLimits:
         self._targets[meta.uid] = (meta, found)
         return found
 
+    def own_originals(self, entry: Touched, pod: PodSample, is_v2: bool) -> bool:
+        """A batch pod's originals are its batch values (see `as_originals`)."""
+        return as_originals(entry, pod, self.targets(pod.meta), is_v2)
+
     def plan(self, state: NodeState, recorded: Recorded) -> Plan:
         if not self.config.enabled:
-            return Plan(memo=frozenset(), report={"batch": {"pods": {}, "problems": {}}})  # what was written stays
+            return Plan(memo=frozenset(), report=BatchReport({}, {}))  # what was written stays
         logged: frozenset[str] = recorded.memo if isinstance(recorded.memo, frozenset) else frozenset()
         actions: list[Action] = []
-        pods: dict[str, dict[str, object]] = {}
+        pods: dict[str, Mapping[str, int | None]] = {}
         problems: dict[str, list[str]] = {}
         for pod in state.snapshot.pods.values():  # every pod with batch values, whatever its class
             t = self.targets(pod.meta)
@@ -182,8 +198,7 @@ class BatchLimits:
             pod = state.snapshot.pods[uid]
             log.warning("batch pod %s: not written, kubelet would reject it: %s", _pod_name(pod),
                         "; ".join(problems[uid]))  # fmt: skip
-        report = {"batch": {"pods": pods, "problems": problems}}
-        return Plan(tuple(actions), memo=frozenset(problems), report=report)
+        return Plan(tuple(actions), memo=frozenset(problems), report=BatchReport(pods, problems))
 
 
 def problems_of(meta: PodMeta) -> list[str]:

@@ -3,9 +3,11 @@ after online pods and the system, split in proportion to their working sets, eac
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from agent.actions import Part, Plan, Recorded, SetMemoryHigh
+from agent.actions import Part, Plan, Recorded, Report, SetMemoryHigh
 from agent.config import EnforcementConfig
 from agent.node_state import NodeState, Usage
 from agent.snapshot import PodSample
@@ -16,6 +18,14 @@ def plan(memory: Usage, offline: Sequence[PodSample], high_percent: float, min_b
     allowance = max(0, int(memory.allocatable * high_percent / 100.0) - int(memory.online) - int(memory.system or 0))
     total = sum(p.memory_working_set_bytes for p in offline) or 1
     return {p.uid: max(min_bytes, allowance * p.memory_working_set_bytes // total) for p in offline}
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryHighReport(Report):
+    high_bytes: Mapping[str, int]  # offline pod uid -> its memory.high
+
+    def fields(self) -> dict[str, Any]:
+        return {"offline_memory_high_bytes": self.high_bytes}
 
 
 class MemoryHigh:
@@ -31,7 +41,7 @@ class MemoryHigh:
     def plan(self, state: NodeState, recorded: Recorded) -> Plan:
         offline = [p for p in state.offline if p.uid in recorded.entries]
         if not offline:
-            return Plan(report={"offline_memory_high_bytes": {}})
+            return Plan(report=MemoryHighReport({}))
         shares = plan(state.memory, offline, state.memory_high_percent, self.min_bytes)
         actions = tuple(SetMemoryHigh(p.cgroup, shares[p.uid], "memory_high", p.uid) for p in offline)
-        return Plan(actions, report={"offline_memory_high_bytes": shares})
+        return Plan(actions, report=MemoryHighReport(shares))

@@ -1,5 +1,5 @@
 """The `memory_qos` strategy (cgroup v2 only): online pods' memory.min or memory.low from their requests and
-memory.high from their limits (agent/qos/memory_qos.py), on containers, pods and every cgroup above them up
+memory.high from their limits (`pod_targets` below), on containers, pods and every cgroup above them up
 to kubepods (a child's protection is bounded by its parent's). Offline pods are left to enforcement's
 memory.high. On cgroup v1 the plan is empty and the report says unsupported.
 
@@ -10,27 +10,96 @@ The cgroups above pods are shared: `Restore(uid="")` puts back those no online p
 A pod's own targets, their actions and its report entry depend on its spec alone: kept between passes and
 computed again when the pod's PodMeta object or its containers change (SpecCache in online.py); each pass
 sums the protection above pods and compares with the ledger's record.
+
+Memory QoS for online pods on cgroup v2 (the kernel's memory controller, as koordlet's memory QoS uses it).
+
+An online container's request × `protect_percent` is protected from reclaim: `memory.low` (reclaimed only
+when nothing unprotected is left) or `memory.min` (never reclaimed; the OOM killer goes elsewhere first).
+With `high_percent`, `memory.high` = limit × percent throttles and reclaims the container before its hard
+limit would OOM-kill it. A child's protection is bounded by its parent's, so the pod holds the sum of its
+containers' and every ancestor up to kubepods the sum of what is under it. Offline pods keep the
+memory.high enforcement gives them; v1 has no such files, so there the feature reports itself unsupported.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent.actions import SHARED, Action, Part, Plan, Recorded, Restore, SetMemoryHigh, SetMemoryProtection
+from agent.actions import SHARED, Action, Part, Plan, Recorded, Report, Restore, SetMemoryHigh, SetMemoryProtection
 from agent.config import MemoryQosConfig
 from agent.node_state import NodeState
-from agent.qos.memory_qos import (
-    ContainerMemory,
-    MemoryTarget,
-    PodMemory,
-    ancestor_target,
-    pod_targets,
-    supported,
-)
+from agent.parts.memory import MEMORY_QOS
 from agent.snapshot import PodSample
 from agent.strategies.online import SpecCache, online_pod
 from cgroup import parent_cgroup
+
+PAGE = 4096
+V1_REASON = "memory QoS needs cgroup v2 (memory.min/low/high); this node runs v1"
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerMemory:
+    request_bytes: int
+    limit_bytes: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class PodMemory:
+    cgroup: str
+    ancestors: tuple[str, ...]  # its QoS tier up to kubepods, e.g. ('/kubepods/burstable', '/kubepods')
+    online: bool
+    limit_bytes: int | None  # the pod cgroup's hard limit as read (kubelet's); None: unlimited
+    containers: Mapping[str, ContainerMemory]  # container cgroup -> request and limit
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryTarget:
+    min_bytes: int
+    low_bytes: int
+    high_bytes: int | None  # None: leave memory.high alone
+
+
+def _pages(n: float) -> int:
+    return int(n) // PAGE * PAGE
+
+
+def _target(cfg: MemoryQosConfig, protect: int, limit: int | None) -> MemoryTarget:
+    if limit is not None:
+        protect = min(protect, limit)
+    high = None
+    if cfg.high_percent and limit is not None:
+        high = min(limit, max(_pages(limit * cfg.high_percent / 100), protect))  # never throttle what is protected
+    floor = protect if cfg.protection == "min" else 0
+    low = protect if cfg.protection == "low" else 0
+    return MemoryTarget(floor, low, high)
+
+
+def pod_targets(cfg: MemoryQosConfig, pod: PodMemory) -> dict[str, MemoryTarget]:
+    """An online pod's containers' targets, then its own: the part of the plan only its spec decides."""
+    targets: dict[str, MemoryTarget] = {}
+    total = 0
+    for cgroup, c in pod.containers.items():
+        t = _target(cfg, _pages(c.request_bytes * cfg.protect_percent / 100), c.limit_bytes)
+        targets[cgroup] = t
+        total += max(t.min_bytes, t.low_bytes)
+    targets[pod.cgroup] = _target(cfg, total, pod.limit_bytes)  # the pod's real limit: never the spec's sum
+    return targets
+
+
+def ancestor_target(cfg: MemoryQosConfig, protect: int) -> MemoryTarget:
+    """A cgroup above pods: the sum of the protection under it; its memory.high is left alone."""
+    t = _target(cfg, protect, None)
+    return MemoryTarget(t.min_bytes, t.low_bytes, None)
+
+
+def supported(cfg: MemoryQosConfig, is_v2: bool) -> tuple[bool, str]:
+    """Whether the node can have memory QoS, and why it is not applied ("" when it is)."""
+    if not is_v2:
+        return False, V1_REASON
+    return True, "" if cfg.enabled else "disabled"
+
 
 PARTS: frozenset[Part] = frozenset({"memory_qos"})
 
@@ -58,6 +127,19 @@ class PodProtection:
     ancestors: tuple[str, ...]
     protect: int  # the pod's protection: each ancestor holds the sum of its pods'
     report: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryQosReport(Report):
+    enabled: bool
+    supported: bool
+    reason: str  # why not, where it is not supported ("" where it is)
+    protection: str  # "low" or "min"
+    pods: Mapping[str, Any]  # uid -> {protected_bytes, high_bytes}
+
+    def fields(self) -> dict[str, Any]:
+        return {"memory_qos": {"enabled": self.enabled, "supported": self.supported, "reason": self.reason,
+                               "protection": self.protection, "pods": self.pods}}  # fmt: skip
 
 
 class MemoryQos:
@@ -102,8 +184,7 @@ class MemoryQos:
         active = self.is_v2 and cfg.enabled  # else nothing to plan: no pod is looked at
         ok, reason = supported(cfg, self.is_v2)
         report_pods: dict[str, Any] = {}
-        report: dict[str, Any] = {"enabled": cfg.enabled and ok, "supported": ok, "reason": reason,
-                                  "protection": kind, "pods": report_pods}  # fmt: skip
+        report = MemoryQosReport(cfg.enabled and ok, ok, reason, kind, report_pods)
         actions: list[Action] = []
         planned: set[str] = set()
         above: dict[str, int] = {}
@@ -114,7 +195,7 @@ class MemoryQos:
             uid = p.uid
             planned.add(uid)
             entry = entries.get(uid)
-            record = entry.memory_qos if entry is not None else None
+            record = entry.parts.get(MEMORY_QOS) if entry is not None else None
             if not record:
                 actions += m.actions
             else:
@@ -131,10 +212,10 @@ class MemoryQos:
             planned.add(SHARED)
             actions += self._actions(a, ancestor_target(cfg, protect), SHARED)
         for uid, entry in recorded.entries.items():
-            if entry.memory_qos and uid not in planned:
+            if MEMORY_QOS in entry.parts and uid not in planned:
                 actions.append(Restore(uid, PARTS))
         actions.append(Restore(SHARED, PARTS))  # cgroups above pods that no target of this pass names
-        return Plan(tuple(actions), None, {"memory_qos": report})
+        return Plan(tuple(actions), None, report)
 
 
 def _back(cg: str, uid: str, record: dict[str, int | None], kind: str, high: int | None) -> list[Action]:

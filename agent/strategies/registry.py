@@ -10,17 +10,20 @@ Adding a strategy: one file under agent/strategies/, one line in `strategies` be
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from agent.actions import Part, Plan, Recorded
 from agent.config import AgentConfig
+from agent.ledger import Touched
 from agent.node_state import NodeState
+from agent.originals import OwnOriginals
+from agent.snapshot import PodSample
 from agent.strategies.baseline import Baseline
 from agent.strategies.batch_limits import BatchLimits
-from agent.strategies.cfs_quota import CfsQuota
 from agent.strategies.cpu_burst import CpuBurst
-from agent.strategies.cpuset import Cpuset
+from agent.strategies.cpu_suppression import CfsQuota, Cpuset
 from agent.strategies.memory_high import MemoryHigh
 from agent.strategies.memory_qos import MemoryQos
 from agent.strategies.quota_burst import QuotaBurst
@@ -31,6 +34,19 @@ class Strategy(Protocol):
     parts: frozenset[Part]  # what it may write; parts in the ledger no active strategy owns get restored
 
     def plan(self, state: NodeState, recorded: Recorded) -> Plan: ...
+
+
+@runtime_checkable
+class WritesOwnLimits(Protocol):
+    """A strategy whose values are a pod's own limits (batch): they are the pod's originals, what release and
+    restore put back, whatever the cgroups held at first sight."""
+
+    def own_originals(self, entry: Touched, pod: PodSample, is_v2: bool) -> bool: ...
+
+
+def own_originals(chosen: Sequence[Strategy]) -> list[OwnOriginals]:
+    """The hooks of the strategies that write pods' own limits, for the originals (agent/originals.py)."""
+    return [s.own_originals for s in chosen if isinstance(s, WritesOwnLimits)]
 
 
 @dataclass(frozen=True, slots=True)

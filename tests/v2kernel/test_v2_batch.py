@@ -16,6 +16,7 @@ from cgroup import CgroupReader
 from cgroup.kubelet_rules import BatchResources
 from tests.v2kernel.v2real import V2Tree
 from testsupport.k8sobjects import container_id_of
+from testsupport.strategies import default_strategies
 
 pytestmark = pytest.mark.v2kernel
 MI = 1 << 20
@@ -36,8 +37,9 @@ def test_a_batch_pod_gets_cpu_max_weight_and_memory_max_and_keeps_them(v2tree: V
     # a quiet 1-core node: offline pods run at their own limits
     snap = Snapshot(1, time.monotonic(), time.time(), NodeSample(1.0, 0.2, 1 << 30, 1 << 28, 0), {}, {uid: sample},
                     (), 0.0)  # fmt: skip
-    enf = Enforcer(tree.layout, tree.model, CgroupReader(tree.layout), EnforcementConfig(ledger_file=""),
-                   lambda: (1.0, 1 << 30))  # fmt: skip
+    cfg = EnforcementConfig(ledger_file="")
+    enf = Enforcer(tree.layout, tree.model, CgroupReader(tree.layout), cfg, lambda: (1.0, 1 << 30),
+                   registered=default_strategies(tree.layout, tree.model, cfg))  # fmt: skip
     enf.on_snapshot(snap)
     for cg in (path, ctr):
         assert (tree.read(cg, "cpu.max"), tree.read(cg, "memory.max")) == ("30000 100000", str(256 * MI))

@@ -1,0 +1,9 @@
+"""Batch pods' own limits (kubernetes.io/batch-*): kubelet's values, written until they hold, never recorded
+and never put back."""
+
+from __future__ import annotations
+
+from agent.parts.spec import PartSpec
+
+NAME = "batch"
+SPEC = PartSpec(NAME, "own")

@@ -1,0 +1,14 @@
+"""The strategies the composition root (agent/cluster.py) would register for an enforcement config, for the
+tests and benchmarks that build an `Enforcer` on their own."""
+
+from __future__ import annotations
+
+from agent.config import AgentConfig, EnforcementConfig
+from agent.enforcer import detect_facts
+from agent.strategies.registry import Strategy, strategies
+from cgroup import CgroupReader, Layout, PathModel
+
+
+def default_strategies(layout: Layout, model: PathModel, config: EnforcementConfig) -> list[Strategy]:
+    """What the registry picks for `config` on this host."""
+    return strategies(AgentConfig(enforcement=config), detect_facts(layout, model, CgroupReader(layout)))
