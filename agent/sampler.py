@@ -104,6 +104,7 @@ class Sampler:
         for cgroup in gone:
             self.reader.forget(cgroup)
             self.deps.cpu_rates.forget(cgroup)
+            self.deps.counters.forget(cgroup)
             for collector in self._built:
                 collector.forget(cgroup)
         if gone or self.seq % RETAIN_PASSES == 0:
