@@ -65,3 +65,14 @@ def test_containers_are_read_on_their_turn_and_stand_in_between(v1tree_cgroupfs:
         assert runs["containers"].success and runs["pods"].duration_seconds >= 0
     finally:
         sampler.close()
+
+
+def test_a_name_or_an_order_registered_twice_is_refused() -> None:
+    from agent.collectors.pods import PodsCollector
+    from agent.collectors.registry import register
+
+    with pytest.raises(ValueError, match="registered twice"):
+        register("pods", True, PodsCollector, fills="pods", order=99)
+    with pytest.raises(ValueError, match="order 30 is taken"):
+        register("disk", True, PodsCollector, fills="disk", order=30)
+    assert "disk" not in names()

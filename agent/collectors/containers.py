@@ -84,4 +84,4 @@ class ContainersCollector:
         return None
 
 
-register("containers", True, ContainersCollector, fills="containers", scope="pod")
+register("containers", True, ContainersCollector, fills="containers", order=40, scope="pod")

@@ -35,4 +35,4 @@ class NetworkCollector(KeepsNothing):
         self.net.close()
 
 
-register("network", True, NetworkCollector, fills="interfaces")
+register("network", True, NetworkCollector, fills="interfaces", order=60)

@@ -50,4 +50,4 @@ class NodeCollector(KeepsNothing):
         )
 
 
-register("node", True, NodeCollector, fills="node", always_on=True)
+register("node", True, NodeCollector, fills="node", order=10, always_on=True)

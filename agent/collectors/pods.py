@@ -121,4 +121,4 @@ class PodsCollector:
         return None
 
 
-register("pods", True, PodsCollector, fills="pods", always_on=True)
+register("pods", True, PodsCollector, fills="pods", order=30, always_on=True)

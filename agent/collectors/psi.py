@@ -31,4 +31,4 @@ class PsiCollector(KeepsNothing):
         return pressure
 
 
-register("psi", True, PsiCollector, fills="pressure", scope="pod")
+register("psi", True, PsiCollector, fills="pressure", order=50, scope="pod")

@@ -56,6 +56,7 @@ class CollectorSpec:
     always_on: bool  # decisions need it: no switch
     scope: Scope
     fills: str  # the field it fills: of the Snapshot (node scope) or of the PodSample (pod scope)
+    order: int  # its place in the pass and in /metrics
     factory: Callable[[CollectorDeps], Collector]
 
 
@@ -68,18 +69,23 @@ def register(
     factory: Callable[[CollectorDeps], Collector],
     *,
     fills: str,
+    order: int,
     scope: Scope = "node",
     always_on: bool = False,
 ) -> None:
-    """Called once by each collector's module; registration order is pass order and /metrics order."""
+    """Called once by each collector's module. `order` places it in the pass and in /metrics (a pod collector
+    among the pod collectors)."""
     if name in _SPECS:
         raise ValueError(f"collector {name!r} registered twice")
-    _SPECS[name] = CollectorSpec(name, default or always_on, always_on, scope, fills, factory)
+    if any(s.order == order for s in _SPECS.values()):
+        raise ValueError(f"collector {name!r}: order {order} is taken")
+    _SPECS[name] = CollectorSpec(name, default or always_on, always_on, scope, fills, order, factory)
 
 
 def specs() -> tuple[CollectorSpec, ...]:
-    """Every registered collector (importing agent.collectors, this module's package, registers them all)."""
-    return tuple(_SPECS.values())
+    """Every registered collector in order (importing agent.collectors, this module's package, registers them
+    all)."""
+    return tuple(sorted(_SPECS.values(), key=lambda s: s.order))
 
 
 def names() -> tuple[str, ...]:

@@ -40,4 +40,4 @@ class TiersCollector(KeepsNothing):
         return {qos: TierSample(qos, self.paths[qos], c, w) for qos, (c, w) in read.items()}
 
 
-register("tiers", True, TiersCollector, fills="tiers")
+register("tiers", True, TiersCollector, fills="tiers", order=20)
