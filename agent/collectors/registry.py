@@ -1,8 +1,8 @@
 """The collectors' registry, as node_exporter has it: each collector registers itself once — its name, whether
 it is on by default (or always on), what it fills and how it is built — and the registry is the only list of
-names. It makes the `collectors.<name>` switches of the configuration (agent/config.py), builds the enabled
-collectors in pass order and times them: every pass reports each collector's success and duration
-(`colo_collector_success`, `colo_collector_duration_seconds`, declared here).
+names. It makes the `collectors.<name>` switches of the configuration (agent/config.py) and gives the sampler
+the enabled collectors in order, which it builds and times: every pass reports each collector's success and
+duration (`colo_collector_success`, `colo_collector_duration_seconds`, declared here).
 
 Two scopes: a node collector runs once per pass and returns its part of the snapshot; a pod collector runs
 within the pods collector's one visit of each pod and returns its part of that pod's sample.
