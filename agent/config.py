@@ -9,10 +9,11 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agent.collectors import enabled_from, switches_model
 from common.cli import Flags
 from common.config import ConfigError, load
 from common.listen import ListenAddress, split_host_port
@@ -41,21 +42,18 @@ class ClassifyConfig(Strict):
     offline_priority_below: int = 0
 
 
-class CollectorsConfig(Strict):
-    """Collectors that can be switched off (node and pods always run: the decisions need them)."""
-
-    #: The QoS tier cgroups (guaranteed, burstable, besteffort).
-    tiers: bool = True
-    #: Every container's cgroups, besides its pod's.
-    containers: bool = True
-    #: Pressure stall information of the node and of every pod (where the kernel has it).
-    psi: bool = True
-    #: Network interface counters from /sys/class/net.
-    network: bool = True
+class CollectorSwitches(Strict):
+    """The `collectors` section's base: its fields, one per switchable collector, come from the collectors'
+    registry (agent/collectors/registry.py)."""
 
     def enabled(self) -> frozenset[str]:
-        optional = {name for name in ("tiers", "containers", "psi", "network") if getattr(self, name)}
-        return frozenset({"node", "pods"} | optional)
+        return enabled_from(self.model_dump())
+
+
+if TYPE_CHECKING:
+    CollectorsConfig = CollectorSwitches
+else:
+    CollectorsConfig = switches_model(CollectorSwitches)
 
 
 class OversubscriptionConfig(Strict):

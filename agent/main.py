@@ -83,6 +83,7 @@ def build_agent(
     """The composition root: every part of the agent built in dependency order, each given what it needs.
     With `kube` the agent runs in a cluster (pods from the API server, capacity, eviction, enforcement);
     without, standalone (pods from the cgroup tree). Nothing is replaced or added after this returns."""
+    from agent.collectors.containers import CONTAINER_EVERY
     from agent.runtime import Agent, Host, load_windows_for
     from agent.sampler import CgroupPodSource, PodSource, Sampler
     from agent.view import AgentView
@@ -116,6 +117,8 @@ def build_agent(
     sampler = Sampler(
         host.layout, host.model, source, windows, host_root=config.host_root, reader=reader,
         container_stat_every=config.container_memory_detail_every,
+        # containers are read every pass only while quota burst decides on them each second
+        container_every=1 if kube is not None and config.qos.quota_burst.enabled else CONTAINER_EVERY,
         collectors=config.collectors.enabled(),
         # memory QoS (v2, in a cluster) is what reads pods' memory limits from the sample
         pod_memory_limits=kube is not None and host.layout.is_v2 and config.qos.memory.enabled,

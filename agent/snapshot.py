@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agent.collectors import CollectorRun
+from agent.pass_clock import CollectorRun
 from cgroup.kubelet_rules import BatchResources, pod_total
 
 PodClass = Literal["online", "offline", "unknown"]

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from agent.collectors.containers import CONTAINER_EVERY
 from agent.sampler import CgroupPodSource, Sampler
 from agent.windows import WindowStore
 from cgroup import CgroupWriter
@@ -60,7 +61,9 @@ def pass_timing(tree: V1Tree, passes: int) -> dict[str, float]:
     """Back-to-back passes (wall time, caches warm: comparable with bench.cgroup_read_pass) and passes
     20 ms apart (CPU time, caches cold as in the running agent)."""
     source = CgroupPodSource(tree.layout, tree.model, 1e9)
-    sampler = Sampler(tree.layout, tree.model, source, WindowStore(), container_stat_every=5)
+    # as the agent builds it on cgroup v1 (agent/main.py): containers on their turn, no pod memory limits
+    sampler = Sampler(tree.layout, tree.model, source, WindowStore(), container_stat_every=5,
+                      container_every=CONTAINER_EVERY, pod_memory_limits=False)  # fmt: skip
     warm: list[float] = []
     cold: list[float] = []
     for i in range(2 * passes + 6):

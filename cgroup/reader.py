@@ -186,6 +186,14 @@ class CgroupReader:
             keyed_value(p.cpu_stat, data, b"throttled_time"),
         )
 
+    def cpu_usage_ns(self, cgroup: str) -> int:
+        """Cumulative CPU usage alone (v1: cpuacct.usage, one small file; v2: from cpu.stat): what a pass
+        needs every second when the throttling counters can wait."""
+        if self._v2:
+            return self.cpu(cgroup).usage_ns
+        p = self._counters.get(cgroup) or self._paths(cgroup)
+        return parse_int(p.cpu_usage, self.files.read(p.cpu_usage))
+
     def memory(self, cgroup: str, previous: MemoryUsage | None = None) -> MemoryUsage:
         """Usage, working set, anon and file pages.
 

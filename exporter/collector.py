@@ -21,32 +21,41 @@ import socket
 import time
 from collections.abc import Iterable, Iterator, Sequence
 
-from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from agent.collectors import containers, network, node, pods, psi, registry, tiers
 from agent.snapshot import PodSample, Pressure, Snapshot
 from agent.view import AgentView
+from common.families import Families, Family
 from contract.annotations import KOORD_QUOTA_NAME
 from contract.windows import WINDOW_NAMES
-from exporter.stats import WindowStatsCache
+from exporter.stats import (
+    CRANE_GAUGES,
+    NODE_WINDOW,
+    NODE_WINDOW_COVERAGE,
+    POD_CPU_WINDOW,
+    POD_MEMORY_WINDOW,
+    WindowStatsCache,
+)
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LABEL_KEYS: tuple[str, ...] = (KOORD_QUOTA_NAME,)
 
-#: crane-scheduler's gauge name -> (resource, window); exported in percent.
-CRANE_GAUGES: tuple[tuple[str, str, str], ...] = (
-    ("cpu_usage_avg_5m", "cpu", "avg_5m"),
-    ("cpu_usage_max_avg_1h", "cpu", "max_avg_1h"),
-    ("cpu_usage_max_avg_1d", "cpu", "max_avg_1d"),
-    ("mem_usage_avg_5m", "memory", "avg_5m"),
-    ("mem_usage_max_avg_1h", "memory", "max_avg_1h"),
-    ("mem_usage_max_avg_1d", "memory", "max_avg_1d"),
-)
-
 POD_LABELS: tuple[str, ...] = ("namespace", "pod", "uid", "qos", "class")
 
 _SOURCE_ERROR_LOG_INTERVAL = 60.0
+
+# what the exporter itself measures: aggregates of the snapshot's pods, and the agent's own passes and renders
+NAMESPACE_CPU = Family("colo_namespace_cpu_usage_cores", "CPU cores used by a namespace's pods.")
+NAMESPACE_WORKING_SET = Family("colo_namespace_memory_working_set_bytes", "Working set of a namespace's pods.")
+LABEL_CPU = Family("colo_label_cpu_usage_cores", "CPU cores used by the pods carrying a label value.")
+LABEL_WORKING_SET = Family("colo_label_memory_working_set_bytes", "Working set of the pods carrying a label value.")
+SAMPLE_DURATION = Family("colo_agent_sample_duration_seconds", "Duration of the last sampling pass.")
+SNAPSHOT_SEQ = Family("colo_agent_snapshot_seq", "Sequence number of the exported snapshot.")
+PODS = Family("colo_agent_pods", "Pods in the exported snapshot.")
+RENDER_SECONDS = Family("colo_agent_render_seconds", "Duration of the previous /metrics render.")
 
 
 def normalize_qos(qos: str) -> str:
@@ -73,27 +82,6 @@ def pod_labels(pod: PodSample) -> dict[str, str]:
 def pod_order(pod: PodSample) -> tuple[str, str, str]:
     """Sort key of pods in /metrics and /api/v1/pods (standalone pods, namespace "", first): one order for both."""
     return (pod.meta.namespace or "", pod.meta.name or "", pod.meta.uid)
-
-
-class _Families:
-    """Gauge families in first-use order; a name is declared once with its help text."""
-
-    def __init__(self) -> None:
-        self._by_name: dict[str, Metric] = {}
-
-    def gauge(self, name: str, documentation: str) -> Metric:
-        fam = self._by_name.get(name)
-        if fam is None:
-            fam = self._by_name[name] = GaugeMetricFamily(name, documentation)
-        return fam
-
-    def add(self, name: str, documentation: str, labels: dict[str, str], value: float | None) -> None:
-        if value is None:
-            return
-        self.gauge(name, documentation).add_sample(name, labels, float(value))
-
-    def families(self) -> list[Metric]:
-        return [fam for fam in self._by_name.values() if fam.samples]
 
 
 class ColoCollector(Collector):
@@ -124,7 +112,7 @@ class ColoCollector(Collector):
 
     def collect_snapshot(self, snap: Snapshot | None) -> list[Metric]:
         """Every family for `snap` (None before the first snapshot: only the stages' and error families)."""
-        fams = _Families()
+        fams = Families()
         if snap is not None:
             self._node(fams, snap)
             self._pods(fams, snap)
@@ -135,69 +123,54 @@ class ColoCollector(Collector):
 
     # ------------------------------------------------------------------ node
 
-    def _node(self, f: _Families, snap: Snapshot) -> None:
-        node = snap.node
+    def _node(self, f: Families, snap: Snapshot) -> None:
+        sample = snap.node
         nl = {"node": node_label(self.view)}
-        f.add("colo_node_cpu_capacity_cores", "CPU cores the node has.", nl, node.cpu_capacity_cores)
-        f.add(
-            "colo_node_cpu_usage_cores", "Busy CPU cores of the node (not idle, iowait or steal).", nl, node.cpu_cores
-        )
-        f.add("colo_node_cpu_usage_ratio", "Busy CPU of the node over its capacity (0-1).", nl, node.cpu_usage_ratio)
-        f.add("colo_node_memory_total_bytes", "MemTotal of the node.", nl, node.memory_total_bytes)
-        f.add("colo_node_memory_used_bytes", "MemTotal - MemAvailable of the node.", nl, node.memory_used_bytes)
-        f.add("colo_node_memory_page_cache_bytes", "Page cache of the node.", nl, node.memory_page_cache_bytes)
-        f.add("colo_node_memory_usage_ratio", "Used over total memory of the node (0-1).", nl, node.memory_usage_ratio)
-        self._pressure(f, "colo_node_pressure_ratio", "Node PSI 10 s average (0-1).", nl, node.pressure)
+        f.add(node.CPU_CAPACITY, nl, sample.cpu_capacity_cores)
+        f.add(node.CPU_USAGE, nl, sample.cpu_cores)
+        f.add(node.CPU_RATIO, nl, sample.cpu_usage_ratio)
+        f.add(node.MEMORY_TOTAL, nl, sample.memory_total_bytes)
+        f.add(node.MEMORY_USED, nl, sample.memory_used_bytes)
+        f.add(node.PAGE_CACHE, nl, sample.memory_page_cache_bytes)
+        f.add(node.MEMORY_RATIO, nl, sample.memory_usage_ratio)
+        self._pressure(f, node.PRESSURE, nl, sample.pressure)
 
         win = self.windows.get(snap)
         for res, values in win.node.items():
             for name in WINDOW_NAMES:
                 wv = values[name]
                 labels = {**nl, "resource": res, "window": name}
-                f.add("colo_node_window_ratio", "Node usage over a rolling window (0-1).", labels, wv.value)
-                f.add(
-                    "colo_node_window_coverage_ratio",
-                    "Fraction of the window's span that samples cover (0-1).",
-                    labels,
-                    wv.coverage,
-                )
+                f.add(NODE_WINDOW, labels, wv.value)
+                f.add(NODE_WINDOW_COVERAGE, labels, wv.coverage)
         for gauge, res, name in CRANE_GAUGES:
             value = win.node[res][name].value
-            percent = None if value is None else value * 100.0
-            f.add(gauge, f"crane-scheduler compatible node {res} usage {name}, in percent (0-100).", nl, percent)
+            f.add(gauge, nl, None if value is None else value * 100.0)
 
-        rx_doc = "Bytes per second received (physical interfaces, and their total)."
-        tx_doc = "Bytes per second transmitted (physical interfaces, and their total)."
         for iface in snap.interfaces:
             if not iface.physical:
                 continue
             il = {**nl, "interface": iface.name}
-            f.add("colo_node_network_receive_bytes_per_second", rx_doc, il, iface.rx_bytes_per_second)
-            f.add("colo_node_network_transmit_bytes_per_second", tx_doc, il, iface.tx_bytes_per_second)
+            f.add(network.RECEIVE, il, iface.rx_bytes_per_second)
+            f.add(network.TRANSMIT, il, iface.tx_bytes_per_second)
         rx, tx = snap.network_total()
         tl = {**nl, "interface": "total"}
-        f.add("colo_node_network_receive_bytes_per_second", rx_doc, tl, rx)
-        f.add("colo_node_network_transmit_bytes_per_second", tx_doc, tl, tx)
+        f.add(network.RECEIVE, tl, rx)
+        f.add(network.TRANSMIT, tl, tx)
 
         for tier in sorted(snap.tiers.values(), key=lambda t: t.qos):
             ql = {"qos": normalize_qos(tier.qos)}
-            f.add("colo_qos_cpu_usage_cores", "CPU cores used by a QoS tier's cgroup.", ql, tier.cpu_cores)
-            f.add(
-                "colo_qos_memory_working_set_bytes",
-                "Working set of a QoS tier's cgroup.",
-                ql,
-                tier.memory_working_set_bytes,
-            )
+            f.add(tiers.CPU_USAGE, ql, tier.cpu_cores)
+            f.add(tiers.WORKING_SET, ql, tier.memory_working_set_bytes)
 
     @staticmethod
-    def _pressure(f: _Families, name: str, doc: str, labels: dict[str, str], pressure: dict[str, Pressure]) -> None:
+    def _pressure(f: Families, family: Family, labels: dict[str, str], pressure: dict[str, Pressure]) -> None:
         for res, p in sorted(pressure.items()):
-            f.add(name, doc, {**labels, "resource": res, "kind": "some"}, p.some_avg10)
-            f.add(name, doc, {**labels, "resource": res, "kind": "full"}, p.full_avg10)
+            f.add(family, {**labels, "resource": res, "kind": "some"}, p.some_avg10)
+            f.add(family, {**labels, "resource": res, "kind": "full"}, p.full_avg10)
 
     # ------------------------------------------------------------------ pods
 
-    def _pods(self, f: _Families, snap: Snapshot) -> None:
+    def _pods(self, f: Families, snap: Snapshot) -> None:
         win = self.windows.get(snap)
         ns_cpu: dict[str, float] = {}
         ns_mem: dict[str, float] = {}
@@ -205,43 +178,23 @@ class ColoCollector(Collector):
         lab_mem: dict[tuple[str, str], float] = {}
         for pod in sorted(snap.pods.values(), key=pod_order):
             pl = pod_labels(pod)
-            f.add("colo_pod_cpu_usage_cores", "CPU cores used by a pod.", pl, pod.cpu_cores)
-            f.add("colo_pod_memory_working_set_bytes", "Working set of a pod.", pl, pod.memory_working_set_bytes)
-            f.add("colo_pod_memory_anon_bytes", "Anonymous memory of a pod.", pl, pod.memory_anon_bytes)
-            f.add(
-                "colo_pod_cpu_throttled_ratio",
-                "Throttled over total CFS periods of a pod during the last tick (0-1).",
-                pl,
-                pod.cpu_throttled_ratio,
-            )
-            self._pressure(f, "colo_pod_pressure_ratio", "Pod PSI 10 s average (0-1).", pl, pod.pressure)
+            f.add(pods.CPU_USAGE, pl, pod.cpu_cores)
+            f.add(pods.WORKING_SET, pl, pod.memory_working_set_bytes)
+            f.add(pods.ANON, pl, pod.memory_anon_bytes)
+            f.add(pods.THROTTLED, pl, pod.cpu_throttled_ratio)
+            self._pressure(f, psi.PRESSURE, pl, pod.pressure)
             pw = win.pods.get(pod.uid)
             if pw is not None:
                 cpu_w, mem_w = pw["cpu"], pw["memory"]
                 for name in self.pod_windows:
                     wl = {**pl, "window": name}
-                    f.add("colo_pod_cpu_window_cores", "Pod CPU cores over a rolling window.", wl, cpu_w[name].value)
-                    f.add(
-                        "colo_pod_memory_window_bytes",
-                        "Pod working set over a rolling window.",
-                        wl,
-                        mem_w[name].value,
-                    )
+                    f.add(POD_CPU_WINDOW, wl, cpu_w[name].value)
+                    f.add(POD_MEMORY_WINDOW, wl, mem_w[name].value)
             for c in pod.containers:
                 cl = {**pl, "container": c.id}
-                f.add("colo_container_cpu_usage_cores", "CPU cores used by a container.", cl, c.cpu_cores)
-                f.add(
-                    "colo_container_memory_working_set_bytes",
-                    "Working set of a container.",
-                    cl,
-                    c.memory_working_set_bytes,
-                )
-                f.add(
-                    "colo_container_cpu_throttled_ratio",
-                    "Throttled over total CFS periods of a container during the last tick (0-1).",
-                    cl,
-                    c.cpu_throttled_ratio,
-                )
+                f.add(containers.CPU_USAGE, cl, c.cpu_cores)
+                f.add(containers.WORKING_SET, cl, c.memory_working_set_bytes)
+                f.add(containers.THROTTLED, cl, c.cpu_throttled_ratio)
             ns = pod.meta.namespace
             if ns is None:
                 continue  # standalone: no namespace, no labels to aggregate by
@@ -258,36 +211,24 @@ class ColoCollector(Collector):
 
         for ns in sorted(ns_mem):
             nsl = {"namespace": ns}
-            f.add("colo_namespace_cpu_usage_cores", "CPU cores used by a namespace's pods.", nsl, ns_cpu.get(ns))
-            f.add("colo_namespace_memory_working_set_bytes", "Working set of a namespace's pods.", nsl, ns_mem[ns])
+            f.add(NAMESPACE_CPU, nsl, ns_cpu.get(ns))
+            f.add(NAMESPACE_WORKING_SET, nsl, ns_mem[ns])
         for key, value in sorted(lab_mem):
             ll = {"label_key": key, "label_value": value}
-            f.add(
-                "colo_label_cpu_usage_cores",
-                "CPU cores used by the pods carrying a label value.",
-                ll,
-                lab_cpu.get((key, value)),
-            )
-            f.add(
-                "colo_label_memory_working_set_bytes",
-                "Working set of the pods carrying a label value.",
-                ll,
-                lab_mem[key, value],
-            )
+            f.add(LABEL_CPU, ll, lab_cpu.get((key, value)))
+            f.add(LABEL_WORKING_SET, ll, lab_mem[key, value])
 
     # ------------------------------------------------------------------ agent and stages
 
-    def _agent(self, f: _Families, snap: Snapshot) -> None:
-        f.add("colo_agent_sample_duration_seconds", "Duration of the last sampling pass.", {}, snap.duration_seconds)
-        f.add("colo_agent_snapshot_seq", "Sequence number of the exported snapshot.", {}, snap.seq)
-        f.add("colo_agent_pods", "Pods in the exported snapshot.", {}, len(snap.pods))
-        f.add("colo_agent_render_seconds", "Duration of the previous /metrics render.", {}, self.render_seconds)
+    def _agent(self, f: Families, snap: Snapshot) -> None:
+        f.add(SAMPLE_DURATION, {}, snap.duration_seconds)
+        f.add(SNAPSHOT_SEQ, {}, snap.seq)
+        f.add(PODS, {}, len(snap.pods))
+        f.add(RENDER_SECONDS, {}, self.render_seconds)
         for run in snap.collectors:
             labels = {"collector": run.name}
-            f.add("colo_collector_success", "1 when the collector succeeded in the last pass.", labels,
-                  1.0 if run.success else 0.0)  # fmt: skip
-            f.add("colo_collector_duration_seconds", "Time the collector took in the last pass.", labels,
-                  run.duration_seconds)  # fmt: skip
+            f.add(registry.SUCCESS, labels, 1.0 if run.success else 0.0)
+            f.add(registry.DURATION, labels, run.duration_seconds)
 
     def _sources(self, taken: set[str]) -> Iterator[Metric]:
         """The stages' families; a failing or clashing source is skipped (and counted), never fatal."""

@@ -42,14 +42,29 @@ class _FixedCollector:
         return self._families
 
 
-_go_float: Callable[[float], str] = floatToGoString  # prometheus-client's float format, untyped there
+_lib_go_float: Callable[[float], str] = floatToGoString  # prometheus-client's float format, untyped there
 _NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")  # legacy names without ':' (OpenMetrics rewrites ':')
+
+
+def _go_float(d: float) -> str:
+    """prometheus-client's float format, without its work for the common case: a finite float whose repr
+    Go would print the same (prometheus-client switches to an exponent for positive values of 10^6 and up)."""
+    if type(d) is not float:
+        return _lib_go_float(d)
+    s = repr(d)
+    if "n" in s or (d > 0 and s.find(".") > 6):  # inf, nan, or a large positive value
+        return _lib_go_float(d)
+    return s
 
 
 def _escape_value(v: str) -> str:
     if "\\" in v or '"' in v or "\n" in v:
         return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
     return v
+
+
+#: a sample's label names (legacy names only) -> sorted; a render has a few dozen distinct sets
+_SORTED_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
 
 
 def _gauge_body(metric: Metric) -> str | None:
@@ -63,23 +78,28 @@ def _gauge_body(metric: Metric) -> str | None:
     name = metric.name
     if metric.type != "gauge" or metric.unit or not _NAME.match(name):
         return None
-    label_names: set[str] = set()
     lines: list[str] = []
     append = lines.append
+    sorted_keys = _SORTED_KEYS
     try:
         for s in metric.samples:
             if s.name != name or s.timestamp is not None or s.exemplar is not None or s.native_histogram is not None:
                 return None
             labels = s.labels
             if labels:
-                label_names.update(labels)
-                ls = ",".join([f'{k}="{_escape_value(v)}"' for k, v in sorted(labels.items())])
+                names = tuple(labels)
+                order = sorted_keys.get(names)
+                if order is None:
+                    if not all(_NAME.match(k) for k in names):
+                        return None
+                    if len(sorted_keys) > 1024:
+                        sorted_keys.clear()
+                    order = sorted_keys[names] = tuple(sorted(names))
+                ls = ",".join([f'{k}="{_escape_value(labels[k])}"' for k in order])
                 append(f"{name}{{{ls}}} {_go_float(s.value)}\n")
             else:
                 append(f"{name} {_go_float(s.value)}\n")
     except (TypeError, ValueError):
-        return None
-    if not all(_NAME.match(k) for k in label_names):
         return None
     return "".join(lines)
 

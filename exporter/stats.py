@@ -18,8 +18,31 @@ from dataclasses import dataclass
 from agent.snapshot import Snapshot
 from agent.view import AgentView
 from agent.windows import WindowValue
+from common.families import Family
 
 RESOURCES: tuple[str, str] = ("cpu", "memory")
+
+NODE_WINDOW = Family("colo_node_window_ratio", "Node usage over a rolling window (0-1).")
+NODE_WINDOW_COVERAGE = Family(
+    "colo_node_window_coverage_ratio", "Fraction of the window's span that samples cover (0-1)."
+)
+POD_CPU_WINDOW = Family("colo_pod_cpu_window_cores", "Pod CPU cores over a rolling window.")
+POD_MEMORY_WINDOW = Family("colo_pod_memory_window_bytes", "Pod working set over a rolling window.")
+
+
+def _crane(name: str, res: str, window: str) -> tuple[Family, str, str]:
+    return Family(name, f"crane-scheduler compatible node {res} usage {window}, in percent (0-100)."), res, window
+
+
+#: crane-scheduler's gauges (its names, its unit: percent 0-100) -> the node window they export.
+CRANE_GAUGES: tuple[tuple[Family, str, str], ...] = (
+    _crane("cpu_usage_avg_5m", "cpu", "avg_5m"),
+    _crane("cpu_usage_max_avg_1h", "cpu", "max_avg_1h"),
+    _crane("cpu_usage_max_avg_1d", "cpu", "max_avg_1d"),
+    _crane("mem_usage_avg_5m", "memory", "avg_5m"),
+    _crane("mem_usage_max_avg_1h", "memory", "max_avg_1h"),
+    _crane("mem_usage_max_avg_1d", "memory", "max_avg_1d"),
+)
 
 WindowSet = dict[str, WindowValue]  # window name -> value
 

@@ -126,7 +126,8 @@ def test_container_memory_detail_every_n_passes(v1tree_cgroupfs: V1Tree) -> None
     # its turn comes when (seq + crc32(path)) % 3 == 0: anon catches up exactly then, not before
     turn = next(i for i in range(3) if (1 + i + zlib.crc32(ctr.encode())) % 3 == 0)
     assert anon_seen == [i >= turn for i in range(3)]
-    assert sampler.sample().pods[uid].memory_anon_bytes >= 46 << 20  # the pod is read in full every pass
+    # the pod: its usage every pass, its detail on its own turn (within the next 3 passes)
+    assert any(sampler.sample().pods[uid].memory_anon_bytes >= 46 << 20 for _ in range(3))
 
 
 @pytest.mark.cgroupv1
