@@ -90,19 +90,19 @@ def detect_format(header: list[str]) -> Format:
     )
 
 
-def _open_text(path: str) -> io.TextIOBase:
+def _open_text(path: str) -> io.TextIOWrapper:
     with open(path, "rb") as probe:
         magic = probe.read(2)
     if magic == b"\x1f\x8b":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")  # type: ignore[arg-type]
-    return open(path, encoding="utf-8", newline="")  # noqa: SIM115 (closed by the caller)
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
+    return open(path, encoding="utf-8", newline="")  # closed by the caller
 
 
 def read_trace(path: str, fmt: Format | None = None) -> TraceRows:
     """Every usable sample of the CSV file at `path` (gzip or plain); raises TraceError when none is usable."""
     try:
         with _open_text(path) as f:
-            reader = csv.reader(f)  # type: ignore[arg-type]
+            reader = csv.reader(f)
             header = next(reader, None)
             if header is None:
                 raise TraceError(f"{path}: empty file")
