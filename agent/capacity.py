@@ -31,11 +31,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agent.node_state import NodeState, Resource, node_state, pod_request, pod_usage
 from agent.snapshot import Snapshot
 from agent.windows import WINDOW_SPANS, SeriesKey, WindowStore
+
+if TYPE_CHECKING:
+    from agent.config import OversubscriptionConfig
 
 Predictor = Literal["node_peak", "pod_peaks"]
 PREDICTORS: tuple[Predictor, ...] = ("node_peak", "pod_peaks")
@@ -75,6 +78,12 @@ class CapacityParams:
 
     def ratio(self, resource: Resource) -> float:
         return self.cpu_reclaim_ratio if resource == "cpu" else self.memory_reclaim_ratio
+
+
+def params_from(config: OversubscriptionConfig) -> CapacityParams:
+    """The capacity parameters of an agent configuration's oversubscription section."""
+    return CapacityParams(config.peak_window, config.min_history_seconds, config.cpu_reclaim_ratio,
+                          config.memory_reclaim_ratio, config.predictor)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

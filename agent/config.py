@@ -52,7 +52,9 @@ class OversubscriptionConfig(Strict):
     """How oversubscribable capacity is computed and published (agent/capacity.py)."""
 
     enabled_on_all_nodes: bool = False
-    peak_window: str = "max_avg_1h"
+    # node_peak: the peak of the node's online usage; pod_peaks: Σ each pod's peak (before issue 20)
+    predictor: Literal["node_peak", "pod_peaks"] = "node_peak"
+    peak_window: str = "max_avg_1d"
     min_history_seconds: float = Field(default=300.0, ge=0)
     cpu_reclaim_ratio: float = Field(default=0.8, gt=0, le=1)
     memory_reclaim_ratio: float = Field(default=0.75, gt=0, le=1)

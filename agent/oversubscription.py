@@ -104,9 +104,8 @@ class OversubscriptionOwner:
     ) -> None:
         self.view, self.config, self.evicting = view, config, evicting
         self.batch_requests = batch_requests
-        self.params = capacity.CapacityParams(
-            config.peak_window, config.min_history_seconds, config.cpu_reclaim_ratio, config.memory_reclaim_ratio
-        )
+        self.params = capacity.params_from(config)
+        self._ages = capacity.PodAges()  # the online pods seen pass after pass (the predictor's young pods)
         self.last: dict[str, Any] = {"enabled": None, "reason": "no node object yet"}
         self._last_write: float | None = None
         self._warned_types: str | None = None
@@ -127,7 +126,7 @@ class OversubscriptionOwner:
             self._batch = (self.batch_requests(), BatchUse())
             return
         with self.view.windows_lock:
-            self._pass = capacity.compute_state(state, self.view.windows, self.params)
+            self._pass = capacity.compute_state(state, self.view.windows, self.params, self._ages)
         self._batch = (self.batch_requests(), batch_capacity.batch_use(state.offline))
 
     def withdraw(self) -> None:
@@ -151,7 +150,7 @@ class OversubscriptionOwner:
         alloc_cpu, alloc_mem = node_allocatable(node)
         stall = self.config.stall_intervals * self.view.interval
         reason = "computed"
-        values = {"cpu": 0, "memory": 0}
+        values = {"cpu": 0, "memory": 0, "batch_cpu": 0, "batch_memory": 0}  # annotations, kubernetes.io/batch-*
         detail: dict[str, Any] = {}
         if snap is None or self.view.last_tick_mono is None or now - self.view.last_tick_mono > stall:
             reason = "sampling stalled: publishing 0"
@@ -167,8 +166,10 @@ class OversubscriptionOwner:
             else:
                 use = self._batch[1]
                 values = {"cpu": batch_capacity.allocatable("cpu", int(cpu.oversubscription * 1000), use),
-                          "memory": batch_capacity.allocatable("memory", int(mem.oversubscription), use)}  # fmt: skip
-        values = {k: (v if k in types else 0) for k, v in values.items()}
+                          "memory": batch_capacity.allocatable("memory", int(mem.oversubscription), use),
+                          "batch_cpu": batch_capacity.allocatable("cpu", int(cpu.batch * 1000), use),
+                          "batch_memory": batch_capacity.allocatable("memory", int(mem.batch), use)}  # fmt: skip
+        values = {k: (v if k.removeprefix("batch_") in types else 0) for k, v in values.items()}
         requests, use = self._batch
         self.last = {
             "enabled": True,
@@ -177,7 +178,9 @@ class OversubscriptionOwner:
             "cpu_millicores": values["cpu"],
             "memory_bytes": values["memory"],
             "extended_resources": self.config.extended_resources,
-            "batch": batch_capacity.section(values, requests, use),
+            "batch": batch_capacity.section(
+                {"cpu": values["batch_cpu"], "memory": values["batch_memory"]}, requests, use
+            ),
             **detail,
         }
         return True, values
@@ -215,11 +218,14 @@ class OversubscriptionOwner:
         if extended:
             for field_name in ("capacity", "allocatable"):
                 held = status.get(field_name) or {}
-                current += [("cpu", _status_int(held.get(BATCH_CPU))), ("memory", _status_int(held.get(BATCH_MEMORY)))]
+                current += [("batch_cpu", _status_int(held.get(BATCH_CPU))),
+                            ("batch_memory", _status_int(held.get(BATCH_MEMORY)))]  # fmt: skip
         if any(self._should_write(old, values[k], now) for k, old in current):
             out.annotations = {ANNOTATION_CPU: str(values["cpu"]), ANNOTATION_MEMORY: str(values["memory"])}
             if extended:
-                out.extended_resources = {BATCH_CPU: str(values["cpu"]), BATCH_MEMORY: str(values["memory"])}
+                batch: dict[str, str | None] = {BATCH_CPU: str(values["batch_cpu"]),
+                                                BATCH_MEMORY: str(values["batch_memory"])}  # fmt: skip
+                out.extended_resources = batch
         return out
 
     def _zeros(self, node: dict[str, Any]) -> Changes:

@@ -106,7 +106,10 @@ def read_trace(path: str, fmt: Format | None = None) -> TraceRows:
             header = next(reader, None)
             if header is None:
                 raise TraceError(f"{path}: empty file")
-            found = detect_format(header)
+            try:
+                found = detect_format(header)
+            except TraceError as exc:
+                raise TraceError(f"{path}: {exc}") from None
             if fmt is not None and fmt != found:
                 raise TraceError(f"{path}: header is the {found} format, not {fmt}")
             rows = parse_rows(reader, found)
