@@ -72,8 +72,8 @@ class ResourceCapacity:
 class CapacityParams:
     peak_window: str = "max_avg_1d"
     min_history_seconds: float = 300.0
-    cpu_reclaim_ratio: float = 0.8
-    memory_reclaim_ratio: float = 0.75
+    cpu_reclaim_ratio: float = 0.95
+    memory_reclaim_ratio: float = 0.7
     predictor: Predictor = "node_peak"
 
     def ratio(self, resource: Resource) -> float:

@@ -27,7 +27,9 @@ ANN_CPU, ANN_MEMORY = "volcano.sh/oversubscription-cpu", "volcano.sh/oversubscri
 LABEL = {"volcano.sh/oversubscription": "true"}
 
 
-PER_POD = OversubscriptionConfig(predictor="pod_peaks", peak_window="max_avg_1h")
+PER_POD = OversubscriptionConfig(
+    predictor="pod_peaks", peak_window="max_avg_1h", cpu_reclaim_ratio=0.8, memory_reclaim_ratio=0.75
+)
 
 
 @dataclass

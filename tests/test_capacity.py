@@ -13,7 +13,9 @@ from agent.windows import WindowStore
 
 GI = 1 << 30
 #: The per-pod rule these tables were written for (the node predictor: tests/test_capacity_predictor.py).
-PODS = CapacityParams(peak_window="max_avg_1h", predictor="pod_peaks")
+PODS = CapacityParams("max_avg_1h", 300.0, 0.8, 0.75, "pod_peaks")
+PER_POD_CONFIG = {"predictor": "pod_peaks", "peak_window": "max_avg_1h", "cpu_reclaim_ratio": 0.8,
+                  "memory_reclaim_ratio": 0.75}  # fmt: skip
 
 
 def sample(uid: str, cls: str, cpu_req: float, mem_req: int, cpu: float, mem: int) -> PodSample:
@@ -93,7 +95,7 @@ def test_young_pod_counts_its_full_request() -> None:
         store,
         8.0,
         32 * GI,
-        CapacityParams(peak_window="max_avg_1h", min_history_seconds=60, predictor="pod_peaks"),
+        CapacityParams("max_avg_1h", 60.0, 0.8, 0.75, "pod_peaks"),
     )
     assert cpu.reclaimable == pytest.approx(1.9)
 
@@ -226,9 +228,7 @@ def test_oversubscription_metrics_and_section_when_computed() -> None:
     feed(store, pods, 600, now)
     view = AgentView(store, 1.0, "n1")
     snap = snapshot(pods, node_cpu=1.5, node_mem=4 * GI, now=now)
-    owner = OversubscriptionOwner(
-        view, OversubscriptionConfig(enabled_on_all_nodes=True, predictor="pod_peaks", peak_window="max_avg_1h")
-    )
+    owner = OversubscriptionOwner(view, OversubscriptionConfig(enabled_on_all_nodes=True, **PER_POD_CONFIG))
     node_obj = {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "8", "memory": "32Gi"}}}
     assert owner.changes(node_obj, now).annotations == {"volcano.sh/oversubscription-cpu": "0",
                                                         "volcano.sh/oversubscription-memory": "0"}  # fmt: skip
