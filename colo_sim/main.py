@@ -24,7 +24,8 @@ from common.cli import EXIT_CONFIG, OneLineParser
 PROG = "colo-sim"
 
 #: Sources of samples besides --trace, by the argparse destination of their flag: a source registers a reader
-#: here and its flag in `build_parser` (hook for `--prometheus URL --since` of issue 20's third part).
+#: here and its flag in `build_parser` (the hook for issue 20's `--prometheus URL --since DURATION`; `--from` is
+#: stored as `score_from` so that `since` stays free for it).
 SOURCES: dict[str, Callable[[argparse.Namespace], TraceRows]] = {}
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([smhd]?)\s*$")
@@ -100,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the oracle's horizon H (default: 3600 s)")  # fmt: skip
     p.add_argument("--step", type=duration, metavar="DURATION",
                    help="trace step (default: the most common interval between a pod's samples)")  # fmt: skip
-    p.add_argument("--from", dest="since", type=instant, metavar="TIME",
+    p.add_argument("--from", dest="score_from", type=instant, metavar="TIME",
                    help="score node-steps from this time on (unix seconds or ISO 8601; policies still see "
                    "the trace from its start)")  # fmt: skip
     p.add_argument("--until", type=instant, metavar="TIME", help="score node-steps before this time")
@@ -133,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = [dest for dest in SOURCES if getattr(args, dest, None)]
     if args.trace is None and not chosen:
         return fail("no input: give --trace FILE" + "".join(f" or --{d.replace('_', '-')}" for d in SOURCES))
-    if args.since is not None and args.until is not None and args.until <= args.since:
+    if args.score_from is not None and args.until is not None and args.until <= args.score_from:
         return fail("--until must be after --from")
     from common.config import ConfigError
 
@@ -149,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from colo_sim.report import Progress, table
 
     settings = Settings(NodeSize(args.node_cpu, args.node_memory), args.pack_to, args.horizon, args.step,
-                        args.since, args.until, params)  # fmt: skip
+                        args.score_from, args.until, params)  # fmt: skip
     result = replay(rows.samples, settings, rows.skipped, Progress())
     if result.steps == 0:
         return fail("no node-step to score: the trace is shorter than the horizon, or --from/--until leave none")
