@@ -306,15 +306,18 @@ class Sampler:
         if ratio is not None:
             batch.append((("node", "", "cpu"), ratio))
         online_cpu = online_mem = pods_cpu = pods_mem = 0.0
+        append = batch.append
         for uid, p in pods.items():
             cpu, mem = p.cpu_cores, float(p.memory_working_set_bytes)
+            online = p.meta.pod_class != "offline"  # unknown counts as online, as everywhere (agent.node_state)
             if cpu is not None:
-                batch.append((("pod", uid, "cpu"), cpu))
+                append((("pod", uid, "cpu"), cpu))
                 pods_cpu += cpu
-            batch.append((("pod", uid, "memory"), mem))
+                if online:
+                    online_cpu += cpu
+            append((("pod", uid, "memory"), mem))
             pods_mem += mem
-            if p.meta.pod_class != "offline":  # unknown counts as online, as everywhere (agent.node_state)
-                online_cpu += cpu or 0.0
+            if online:
                 online_mem += mem
         # the capacity predictor's node series (agent.capacity): online usage and usage outside pods
         batch += [(online_key("cpu"), online_cpu), (online_key("memory"), online_mem),
