@@ -62,14 +62,24 @@ class OversubscriptionConfig(Strict):
 
     #: Publish capacity on every node, not only on nodes labelled volcano.sh/oversubscription=true.
     enabled_on_all_nodes: bool = False
-    #: The window an online pod's peak usage is taken over (the highest 5-minute average of the last hour).
-    peak_window: str = "max_avg_1h"
-    #: An online pod with less history than this counts its full request (or its usage, if higher).
+    #: node_peak: the peak of the node's online usage (one series, Σ online pods); pod_peaks: Σ each online
+    #: pod's own peak, the rule before colo-sim measured both (docs/simulation.md).
+    predictor: Literal["node_peak", "pod_peaks"] = "node_peak"
+    #: The window peaks are taken over (max_avg_1d: the highest 5-minute average of the last day), or the
+    #: current 5-minute average if higher.
+    peak_window: str = "max_avg_1d"
+    #: node_peak: an online pod seen for less than this adds what it requested and does not use yet to the
+    #: node's peak (and the node's own series needs this much history); pod_peaks: such a pod counts its full
+    #: request (or its usage, if higher).
     min_history_seconds: float = Field(default=300.0, ge=0)
-    #: Share of the node's allocatable CPU the online pods, the system and the batch capacity may fill together.
-    cpu_reclaim_ratio: float = Field(default=0.8, gt=0, le=1)
-    #: Share of the node's allocatable memory the online pods, the system and the batch capacity may fill together.
-    memory_reclaim_ratio: float = Field(default=0.75, gt=0, le=1)
+    #: Share of the node's allocatable CPU the online peak, the system peak and the batch capacity may fill
+    #: together (chosen with colo-sim on the first half of the Bitbrains month: CPU is taken back from batch
+    #: pods within a sampling pass).
+    cpu_reclaim_ratio: float = Field(default=0.95, gt=0, le=1)
+    #: Share of the node's allocatable memory the online peak, the system peak and the batch capacity may fill
+    #: together (chosen likewise; memory is taken back only by eviction, and online pods that arrive need room
+    #: at once).
+    memory_reclaim_ratio: float = Field(default=0.7, gt=0, le=1)
     update_fraction: float = Field(
         default=0.1, ge=0, le=1,
         description="hysteresis band, both directions: a published value moves only when the new one differs "

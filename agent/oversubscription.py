@@ -18,8 +18,11 @@ docs/publishing.md has the whole table):
   state, at shutdown included; switched off (the label removed, or `extended_resources: false`) they are
   held at the floor while batch pods hold them and removed once none do.
 
-What is published is the node's batch allocatable (agent/batch_capacity.py): the scheduler subtracts the
-requests of the batch pods already bound; batch memory above its requests is taken off here.
+Each model has its own number (agent/capacity.py): the extended resources are the node's batch allocatable
+(the headroom: capacity nobody requested included, since batch pods use nothing else), the annotations only
+what online pods requested and do not use (Volcano adds them on top of allocatable). The scheduler
+subtracts the requests of the batch pods already bound; batch memory above its requests is taken off here
+(agent/batch_capacity.py).
 """
 
 from __future__ import annotations
@@ -119,8 +122,9 @@ class PassCapacity:
 
     cpu: capacity.ResourceCapacity
     memory: capacity.ResourceCapacity
-    computed: dict[str, int]  # this pass's batch allocatable, milli-cores and bytes
+    computed: dict[str, int]  # this pass's batch allocatable (kubernetes.io/batch-*), milli-cores and bytes
     smoothed: dict[str, int]  # the mean of `computed` over the publish window
+    annotations: dict[str, int]  # the mean over the window of Volcano's number (requested but unused only)
     pressure: frozenset[str]  # resources whose smoothed usage is near eviction's high watermark
     use: BatchUse
 
@@ -155,9 +159,8 @@ class OversubscriptionOwner:
         self.view, self.config, self.evicting = view, config, evicting
         self.high_watermarks = high_watermarks  # eviction's, in percent: pressure is near them
         self.batch_requests = batch_requests  # None: the pod list is not known yet
-        self.params = capacity.CapacityParams(
-            config.peak_window, config.min_history_seconds, config.cpu_reclaim_ratio, config.memory_reclaim_ratio
-        )
+        self.params = capacity.params_from(config)
+        self._ages = capacity.PodAges()  # the online pods seen pass after pass (the predictor's young pods)
         self.band = Band(config.update_fraction, config.update_interval_seconds)
         self.last: dict[str, Any] = {"enabled": None, "reason": "no node object yet"}
         self._started: float | None = None  # the publisher's clock at the first round
@@ -166,7 +169,9 @@ class OversubscriptionOwner:
         self._warned_types: str | None = None
         self._withdrawn = False
         self._pass: PassCapacity | None = None  # the latest pass's (sampling thread)
-        self._windows = {r: WindowMean(config.publish_window_seconds) for r in RESOURCES}  # sampling thread only
+        # sampling thread only: one window per resource and publishing model
+        self._windows = {(model, r): WindowMean(config.publish_window_seconds)
+                         for model in ("batch", "annotations") for r in RESOURCES}  # fmt: skip
 
     def enabled(self, node: Mapping[str, Any]) -> bool:
         return oversubscription_enabled(node, self.config.enabled_on_all_nodes)
@@ -185,16 +190,21 @@ class OversubscriptionOwner:
                 w.clear()
             return
         with self.view.windows_lock:
-            cpu, mem = capacity.compute_state(state, self.view.windows, self.params)
+            cpu, mem = capacity.compute_state(state, self.view.windows, self.params, self._ages)
         use = batch_capacity.batch_use(state.offline)
-        computed = {"cpu": batch_capacity.allocatable("cpu", int(cpu.oversubscription * 1000), use),
-                    "memory": batch_capacity.allocatable("memory", int(mem.oversubscription), use)}  # fmt: skip
+        # each model by its own rule (agent/capacity.py): batch-* lend the headroom, the annotations only what
+        # online pods requested and do not use
+        computed = {"cpu": batch_capacity.allocatable("cpu", int(cpu.batch * 1000), use),
+                    "memory": batch_capacity.allocatable("memory", int(mem.batch), use)}  # fmt: skip
+        volcano = {"cpu": batch_capacity.allocatable("cpu", int(cpu.oversubscription * 1000), use),
+                   "memory": batch_capacity.allocatable("memory", int(mem.oversubscription), use)}  # fmt: skip
         t = state.snapshot.mono
-        smoothed = {r: self._windows[r].add(t, v) for r, v in computed.items()}
+        smoothed = {r: self._windows["batch", r].add(t, v) for r, v in computed.items()}
+        annotations = {r: self._windows["annotations", r].add(t, v) for r, v in volcano.items()}
         high = self.high_watermarks()
         margin = self.config.pressure_margin_percent
         pressure = frozenset(r for r, pct in state.smoothed_percent.items() if pct >= high.get(r, 100) - margin)
-        self._pass = PassCapacity(cpu, mem, computed, smoothed, pressure, use)
+        self._pass = PassCapacity(cpu, mem, computed, smoothed, annotations, pressure, use)
 
     def withdraw(self) -> None:
         """Shutting down: from now on the annotations go to 0 and the batch resources to the floor."""
@@ -224,7 +234,8 @@ class OversubscriptionOwner:
         alloc_cpu, alloc_mem = node_allocatable(node)
         stall = self.config.stall_intervals * self.view.interval
         reason = "computed"
-        values = {"cpu": 0, "memory": 0}
+        values = {"cpu": 0, "memory": 0}  # Volcano's annotations
+        batch = {"cpu": 0, "memory": 0}  # kubernetes.io/batch-*, before the floor
         detail: dict[str, Any] = {}
         shrink_now = frozenset(RESOURCES)
         p = self._pass
@@ -239,10 +250,10 @@ class OversubscriptionOwner:
             if self.evicting():
                 reason = "node is evicting offline pods: publishing 0"
             else:
-                values = dict(p.smoothed)
+                values, batch = dict(p.annotations), dict(p.smoothed)
                 shrink_now = p.pressure | frozenset(r for r in RESOURCES if r not in types)  # switched off: at once
         values = {k: (v if k in types else 0) for k, v in values.items()}
-        extended = floored(values, floor or {})
+        extended = floored({k: (v if k in types else 0) for k, v in batch.items()}, floor or {})
         use = p.use if p is not None else BatchUse()
         self.last = {
             "enabled": True,

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from agent.capacity import online_key, system_key
 from agent.collectors import always_on, names, specs
 from agent.collectors.context import CollectorDeps, PassContext
 from agent.collectors.pods import PodsCollector
@@ -91,10 +92,25 @@ class Sampler:
         ratio = node.cpu_usage_ratio
         if ratio is not None:
             batch.append((("node", "", "cpu"), ratio))
+        online_cpu = online_mem = pods_cpu = pods_mem = 0.0
+        append = batch.append
         for uid, p in pods.items():
-            if p.cpu_cores is not None:
-                batch.append((("pod", uid, "cpu"), p.cpu_cores))
-            batch.append((("pod", uid, "memory"), float(p.memory_working_set_bytes)))
+            cpu, mem = p.cpu_cores, float(p.memory_working_set_bytes)
+            online = p.meta.pod_class != "offline"  # unknown counts as online, as everywhere (agent.node_state)
+            if cpu is not None:
+                append((("pod", uid, "cpu"), cpu))
+                pods_cpu += cpu
+                if online:
+                    online_cpu += cpu
+            append((("pod", uid, "memory"), mem))
+            pods_mem += mem
+            if online:
+                online_mem += mem
+        # the capacity predictor's node series (agent.capacity): online usage and usage outside pods
+        batch += [(online_key("cpu"), online_cpu), (online_key("memory"), online_mem),
+                  (system_key("memory"), max(0.0, node.memory_used_bytes - pods_mem))]  # fmt: skip
+        if node.cpu_cores is not None:
+            batch.append((system_key("cpu"), max(0.0, node.cpu_cores - pods_cpu)))
         self.windows.add_many(now, batch)  # one acquisition of the store's lock for the whole tick
 
     def _forget_vanished(self, gone: set[str], pods: dict[str, PodSample]) -> None:

@@ -62,8 +62,8 @@ class SeriesFeed:
     )
 
     def __init__(self, *, phase: float = 0.0, max_gap: float = DEFAULT_MAX_GAP) -> None:
-        if not 0.0 < max_gap <= BUCKET_SECONDS:
-            raise ValueError(f"max_gap must be in (0, {BUCKET_SECONDS}], got {max_gap}")
+        if not 0.0 < max_gap <= RAW_SPAN:  # up to one 5-minute average: a replayed trace's step (colo-sim)
+            raise ValueError(f"max_gap must be in (0, {RAW_SPAN}], got {max_gap}")
         if not math.isfinite(phase):
             raise ValueError(f"phase must be finite, got {phase}")
         self._phase = phase % PHASE_PERIOD

@@ -219,7 +219,7 @@ def _decode(
     if head.get("minute_slots") != MINUTE_SLOTS or head.get("day_slots") != DAY_SLOTS:
         raise StateError("written with other ring sizes")
     saved_wall, phase_rel, saved_gap = (float(head[k]) for k in ("saved_wall", "phase", "max_gap"))
-    if not (math.isfinite(saved_wall) and math.isfinite(phase_rel) and 0.0 < saved_gap <= 60.0):
+    if not (math.isfinite(saved_wall) and math.isfinite(phase_rel) and 0.0 < saved_gap <= 300.0):
         raise StateError("bad saved_wall, phase or max_gap in the header")
     series = head["series"]
     if not isinstance(series, list):

@@ -24,6 +24,7 @@ from agent.windows import SeriesKey, WindowStore
 
 def series_keys(pods: int) -> list[SeriesKey]:
     keys: list[SeriesKey] = [("node", "", "cpu"), ("node", "", "memory")]
+    keys += [(scope, "", res) for scope in ("online", "system") for res in ("cpu", "memory")]  # capacity's (issue 20)
     for _ in range(pods):
         uid = str(uuid.uuid4())
         keys += [("pod", uid, "cpu"), ("pod", uid, "memory")]
@@ -70,7 +71,7 @@ def main() -> None:
     keys = series_keys(args.pods)
     values = [rng.random() * 4 for _ in keys]
     n = len(keys)
-    print(f"series: {n} ({args.pods} pods x 2 resources + node cpu and memory)")
+    print(f"series: {n} ({args.pods} pods x 2 resources + node, online and system cpu and memory)")
 
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]

@@ -119,8 +119,15 @@ def worked_example(web_cpu_peak: float = 2.5) -> dict[str, Any]:
     snap = Snapshot(1, NOW, 0.0, node, {}, {p.uid: p for p in pods}, (), 0.0)
     view = AgentView(store, 1.0, "n1")
     metas = [p.meta for p in pods] + [spark3]
-    owner = OversubscriptionOwner(view, OversubscriptionConfig(enabled_on_all_nodes=True),
-                                  batch_requests=lambda: batch_requests(metas))  # fmt: skip
+    # the example was written for the per-pod rule (before issue 20), which publishes one number for both models
+    config = OversubscriptionConfig(
+        enabled_on_all_nodes=True,
+        predictor="pod_peaks",
+        peak_window="max_avg_1h",
+        cpu_reclaim_ratio=0.8,
+        memory_reclaim_ratio=0.75,
+    )
+    owner = OversubscriptionOwner(view, config, batch_requests=lambda: batch_requests(metas))
     node_obj = {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "16", "memory": "64Gi"}}}
     owner.on_state(node_state(snap, node_allocatable(node_obj)), node_obj)
     view.publish(snap)

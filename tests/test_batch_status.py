@@ -35,6 +35,11 @@ def unsmoothed(config: OversubscriptionConfig) -> OversubscriptionConfig:
     return config.model_copy(update={"publish_window_seconds": 1.0})
 
 
+PER_POD = OversubscriptionConfig(
+    predictor="pod_peaks", peak_window="max_avg_1h", cpu_reclaim_ratio=0.8, memory_reclaim_ratio=0.75
+)
+
+
 @dataclass
 class Node:
     """One agent's publishing half over a synthetic pass: an online pod that reclaims 3 cores and 6 GiB, and
@@ -42,7 +47,8 @@ class Node:
 
     kube: Kube
     api: FakeKubeAPI
-    config: OversubscriptionConfig = field(default_factory=OversubscriptionConfig)
+    # the per-pod rule (before issue 20) publishes one number for both models: these tables are about publishing
+    config: OversubscriptionConfig = field(default_factory=lambda: PER_POD)
     evicting: bool = False
     now: float = 10_000.0
 
@@ -145,7 +151,7 @@ def test_status_follows_the_hysteresis_of_the_annotations(kube: Kube, kube_api: 
 def test_published_from_the_mean_of_the_publish_window(kube: Kube, kube_api: FakeKubeAPI) -> None:
     """One noisy pass moves the proposed number by 1/window: within the band, nothing is written."""
     kube_api.put("nodes", node(labels=LABEL))
-    n = Node(kube, kube_api, config=OversubscriptionConfig(publish_window_seconds=60.0))
+    n = Node(kube, kube_api, config=PER_POD.model_copy(update={"publish_window_seconds": 60.0}))
     for _ in range(60):
         n.round(advance=1.0)
     assert n.status() == both(3000, 6 * GI)
@@ -161,7 +167,7 @@ def test_published_from_the_mean_of_the_publish_window(kube: Kube, kube_api: Fak
 def test_a_drop_under_pressure_is_written_at_once(kube: Kube, kube_api: FakeKubeAPI) -> None:
     kube_api.put("nodes", node(labels=LABEL))
     n = Node(
-        kube, kube_api, config=OversubscriptionConfig(pressure_margin_percent=55)
+        kube, kube_api, config=PER_POD.model_copy(update={"pressure_margin_percent": 55})
     )  # memory ~8% ≥ 60 − 55: pressure
     n.round()
     n.batch_ws = 4 * GI
@@ -205,7 +211,7 @@ def test_held_at_the_floor_then_removed_when_the_key_is_set_false(kube: Kube, ku
     n = Node(kube, kube_api)
     n.round()
     assert n.status() == both(3000, 6 * GI)
-    n.restart(OversubscriptionConfig(extended_resources=False))
+    n.restart(PER_POD.model_copy(update={"extended_resources": False}))
     n.round()
     assert n.status() == both(1000, 2 * GI), "the running batch pod keeps what it holds"
     assert n.annotations() == {ANN_CPU: "3000", ANN_MEMORY: str(6 * GI)}, "the annotations stay"

@@ -12,6 +12,10 @@ from agent.windows import WindowStore
 from kube.resources import node_allocatable, pod_limits, pod_requests
 
 GI = 1 << 30
+#: The per-pod rule these tables were written for (the node predictor: tests/test_capacity_predictor.py).
+PODS = CapacityParams("max_avg_1h", 300.0, 0.8, 0.75, "pod_peaks")
+PER_POD_CONFIG = {"predictor": "pod_peaks", "peak_window": "max_avg_1h", "cpu_reclaim_ratio": 0.8,
+                  "memory_reclaim_ratio": 0.75}  # fmt: skip
 
 
 def sample(uid: str, cls: str, cpu_req: float, mem_req: int, cpu: float, mem: int) -> PodSample:
@@ -44,7 +48,7 @@ def test_reclaimable_bounded_by_headroom() -> None:
     feed(store, pods, 600, now)
     # node: 8 cores, 32 GiB; pods use 4.5 cores and 8 GiB; system = node - pods
     snap = snapshot(pods, node_cpu=5.0, node_mem=10 * GI, now=now)
-    cpu, mem = compute(snap, store, 8.0, 32 * GI, CapacityParams())
+    cpu, mem = compute(snap, store, 8.0, 32 * GI, PODS)
     assert cpu.reclaimable == pytest.approx(3.0)
     assert cpu.system_usage == pytest.approx(0.5)
     assert cpu.online_peak == pytest.approx(2.5)
@@ -57,7 +61,7 @@ def test_reclaimable_bounded_by_headroom() -> None:
 
     # a busy node: headroom is the bound
     busy = snapshot(pods, node_cpu=8.0, node_mem=28 * GI, now=now)
-    cpu, mem = compute(busy, store, 8.0, 32 * GI, CapacityParams())
+    cpu, mem = compute(busy, store, 8.0, 32 * GI, PODS)
     assert cpu.headroom == pytest.approx(6.4 - 3.5 - 2.5)
     assert cpu.oversubscription == pytest.approx(0.4)
     assert mem.headroom == pytest.approx(24 * GI - 20 * GI - 4 * GI)
@@ -73,7 +77,7 @@ def test_peak_is_max_of_5_minute_averages_not_current() -> None:
         t = now - 1800 + 1 + i
         store.add(("pod", "a", "cpu"), t, 3.0 if i < 600 else 0.5)
         store.add(("pod", "a", "memory"), t, float(GI))
-    cpu, _ = compute(snapshot([quiet], 1.0, 2 * GI, now), store, 8.0, 32 * GI, CapacityParams())
+    cpu, _ = compute(snapshot([quiet], 1.0, 2 * GI, now), store, 8.0, 32 * GI, PODS)
     assert cpu.online_peak == pytest.approx(3.0)
     assert cpu.reclaimable == pytest.approx(1.0)
 
@@ -83,10 +87,16 @@ def test_young_pod_counts_its_full_request() -> None:
     young = sample("y", "online", 2.0, 4 * GI, 0.1, GI)
     store = WindowStore()
     feed(store, [young], 120, now)  # 2 minutes: less than the 5 required
-    cpu, mem = compute(snapshot([young], 0.1, GI, now), store, 8.0, 32 * GI, CapacityParams())
+    cpu, mem = compute(snapshot([young], 0.1, GI, now), store, 8.0, 32 * GI, PODS)
     assert cpu.reclaimable == 0.0 and cpu.online_peak == pytest.approx(2.0)
     assert mem.reclaimable == 0.0 and mem.online_peak == pytest.approx(4 * GI)
-    cpu, _ = compute(snapshot([young], 0.1, GI, now), store, 8.0, 32 * GI, CapacityParams(min_history_seconds=60))
+    cpu, _ = compute(
+        snapshot([young], 0.1, GI, now),
+        store,
+        8.0,
+        32 * GI,
+        CapacityParams("max_avg_1h", 60.0, 0.8, 0.75, "pod_peaks"),
+    )
     assert cpu.reclaimable == pytest.approx(1.9)
 
 
@@ -95,7 +105,7 @@ def test_unknown_class_counts_as_online_and_never_negative() -> None:
     p = sample("u", "unknown", 1.0, GI, 0.2, GI // 2)
     store = WindowStore()
     feed(store, [p], 600, now)
-    cpu, _ = compute(snapshot([p], 7.9, 31 * GI, now), store, 8.0, 32 * GI, CapacityParams())
+    cpu, _ = compute(snapshot([p], 7.9, 31 * GI, now), store, 8.0, 32 * GI, PODS)
     assert cpu.reclaimable == pytest.approx(0.8)
     assert cpu.headroom < 0 and cpu.oversubscription == 0.0
 
@@ -185,7 +195,7 @@ def test_current_growth_counts_before_the_next_minute_boundary() -> None:
         store.add(("pod", "g", "cpu"), t, 0.5 if i < 1170 else 3.5)
         store.add(("pod", "g", "memory"), t, float(GI))
     avg5 = (270 * 0.5 + 30 * 3.5) / 300
-    cpu, _ = compute(snapshot([p], 3.0, 2 * GI, now), store, 8.0, 32 * GI, CapacityParams())
+    cpu, _ = compute(snapshot([p], 3.0, 2 * GI, now), store, 8.0, 32 * GI, PODS)
     assert cpu.online_peak == pytest.approx(max(avg5, store.value(("pod", "g", "cpu"), "max_avg_1h", now).value or 0))
     assert cpu.online_peak == pytest.approx(avg5)
 
@@ -199,7 +209,7 @@ def test_readme_worked_example() -> None:
     feed(store, [web, cache], 600, now)
     node = NodeSample(16.0, 5.5, 64 * GI, 30 * GI, 0)
     snap = Snapshot(1, now, 0.0, node, {}, {"web": web, "cache": cache}, (), 0.0)
-    cpu, mem = compute(snap, store, 16.0, 64 * GI, CapacityParams())
+    cpu, mem = compute(snap, store, 16.0, 64 * GI, PODS)
     assert int(cpu.oversubscription * 1000) == 5500 and cpu.headroom == pytest.approx(7.3)
     assert int(mem.oversubscription) == 15032385536 and mem.headroom == pytest.approx(18 * GI)
 
@@ -218,7 +228,7 @@ def test_oversubscription_metrics_and_section_when_computed() -> None:
     feed(store, pods, 600, now)
     view = AgentView(store, 1.0, "n1")
     snap = snapshot(pods, node_cpu=1.5, node_mem=4 * GI, now=now)
-    owner = OversubscriptionOwner(view, OversubscriptionConfig(enabled_on_all_nodes=True))
+    owner = OversubscriptionOwner(view, OversubscriptionConfig(enabled_on_all_nodes=True, **PER_POD_CONFIG))
     node_obj = {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "8", "memory": "32Gi"}}}
     assert owner.changes(node_obj, now).annotations == {"volcano.sh/oversubscription-cpu": "0",
                                                         "volcano.sh/oversubscription-memory": "0"}  # fmt: skip

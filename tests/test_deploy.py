@@ -1811,7 +1811,7 @@ def test_dockerfile_builds_both_entry_points_from_the_lock() -> None:
     assert "--require-hashes -r /tmp/requirements.lock" in runs
     assert "--no-deps --no-build-isolation --no-index ." in runs, "Colo itself brings no unpinned dependency"
     scripts = pyproject()["project"]["scripts"]
-    assert set(scripts) == {"colo-agent", "colo-controller"}
+    assert set(scripts) == {"colo-agent", "colo-controller", "colo-sim"}
     for script in scripts:
         assert f"/opt/colo/bin/{script} " in runs, f"the build smoke-tests {script}"
     copies = [rest.split() for op, rest in instructions if op == "COPY" and not rest.startswith("--from")]

@@ -294,7 +294,7 @@ def test_rejects_bad_samples() -> None:
     with pytest.raises(ValueError):
         SeriesWindows(max_gap=0.0)
     with pytest.raises(ValueError):
-        WindowStore(max_gap=61.0)
+        WindowStore(max_gap=301.0)
 
 
 # ---------------------------------------------------------------------- against the brute force

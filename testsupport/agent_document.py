@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from agent import qos_report
+from agent.capacity import online_key, system_key
 from agent.config import EnforcementConfig, EvictionConfig, OversubscriptionConfig
 from agent.enforcer import Enforcer
 from agent.eviction import Evictor
@@ -93,6 +94,14 @@ def agent_view(
         for p in pods:
             samples.append((("pod", p.uid, "cpu"), p.cpu_cores or 0.0))
             samples.append((("pod", p.uid, "memory"), float(p.memory_working_set_bytes)))
+        # the capacity predictor's node series, as the sampler feeds them (agent.capacity)
+        online = [p for p in pods if p.meta.pod_class != "offline"]
+        cpu = {p.uid: p.cpu_cores or 0.0 for p in pods}
+        mem = {p.uid: float(p.memory_working_set_bytes) for p in pods}
+        samples += [(online_key("cpu"), sum(cpu[p.uid] for p in online)),
+                    (online_key("memory"), sum(mem[p.uid] for p in online)),
+                    (system_key("cpu"), max(0.0, (node.cpu_cores or 0.0) - sum(cpu.values()))),
+                    (system_key("memory"), max(0.0, used - sum(mem.values())))]  # fmt: skip
         with view.windows_lock:
             view.windows.add_many(snap.mono, samples)
         view.publish(snap)

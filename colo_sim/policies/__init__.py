@@ -1,0 +1,19 @@
+"""The policies colo-sim compares. Each is a small pure module: from one node's trace it computes, at every step
+and from data up to that step only, the capacity it lends to batch (cores, bytes).
+
+A runner returns {policy name: (cpu per step, memory per step)}; `colo` computes two policies in one replay
+(the batch-resource model's number and the annotation model's), so runners, not policies, are listed here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from colo_sim.timeline import NodeTrace, Timeline
+
+#: Capacity lent per step: (cpu cores, memory bytes).
+Lending = tuple[list[float], list[float]]
+Runner = Callable[[NodeTrace, Timeline], dict[str, Lending]]
+
+#: The policies in the order of the output.
+POLICY_NAMES = ("colo", "colo-annotation", "oracle", "koordinator", "volcano", "nsigma", "percentile", "max")

@@ -1,0 +1,28 @@
+"""The Volcano agent's `extend` oversubscription policy (volcano-sh/volcano
+pkg/agent/oversubscription/policy/extend/extend.go, defaults in cmd/agent/app/options/options.go):
+
+    cpu    = max(0, (allocatable − Σ Guaranteed pods' cpu requests − usage) × ratio / 100)
+    memory = max(0, (allocatable − usage) × ratio / 100)
+
+with the default `--oversubscription-ratio` 60 and usage of all pods (system usage left out by default,
+`--include-system-usage=false`). Smoothing: every 10 s a value is queued and the published one is the average
+of the last 10 weighted 1, 2, 4, …, 512, newest heaviest (pkg/agent/events/probes/noderesources); those 100 s
+fall within one 300 s trace step, where usage is one sample, so the smoothing leaves the step's value as is.
+Trace pods carry no QoS class: none is counted Guaranteed.
+"""
+
+from __future__ import annotations
+
+from colo_sim.policies import Lending
+from colo_sim.timeline import NodeTrace, Timeline
+
+RATIO_PERCENT = 60
+
+
+def run(node: NodeTrace, timeline: Timeline) -> dict[str, Lending]:
+    out = []
+    for resource in ("cpu", "memory"):
+        usage, _ = node.sums(resource)
+        alloc = node.allocatable(resource)
+        out.append([max(0.0, (alloc - u) * RATIO_PERCENT / 100.0) for u in usage])
+    return {"volcano": (out[0], out[1])}
