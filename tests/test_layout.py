@@ -24,7 +24,7 @@ LAYERS = {
     "serving": 2,
     "agent": 3, "controller": 3,
     "exporter": 4,
-    "colo_agent": 5,
+    "colo_agent": 5, "colo_sim": 5,
 }  # fmt: skip
 
 

@@ -1,0 +1,369 @@
+"""colo-sim's Prometheus source against a real Prometheus (Debian's `prometheus` package) on loopback.
+
+The suite writes known cAdvisor and kube-state-metrics series as OpenMetrics text, turns them into TSDB blocks
+with `promtool tsdb create-blocks-from openmetrics`, starts `prometheus` on them, and reads them back through
+`colo_sim.prometheus`: the samples must be the ones the series were built from, exactly, and the same after a
+trip through a CSV file. Scrapes are every 60 s at a 30 s offset from the 300 s steps (real scrapes are not
+aligned to query steps); counters grow at a constant dyadic rate within each step, so rate() (with its
+extrapolation to the window's edges) gives back exactly the intended cores.
+"""
+
+from __future__ import annotations
+
+import http.server
+import math
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+import colo_sim.trace
+from colo_sim.prometheus import (
+    QUERIES,
+    PrometheusError,
+    parse_duration,
+    promql,
+    query_range,
+    read_prometheus,
+)
+from colo_sim.trace import Sample
+from colo_sim.trace_writer import HEADER, write_csv
+
+STEP = 300
+SCRAPE = 60
+OFFSET = 30  # scrapes fall 30 s after each minute of the step grid
+STEPS = 12  # one hour of data
+MiB = 1 << 20
+
+
+@dataclass
+class Pod:
+    """A pod of the fixture: per container, its cores and peak memory at step k (1..STEPS)."""
+
+    node: str
+    namespace: str
+    name: str
+    containers: dict[str, tuple[float, float]]  # container -> (cores per step unit, MiB per step unit)
+    cpu_request: dict[str, float] = field(default_factory=dict)  # container -> cores (none: BestEffort)
+    memory_request: dict[str, float] = field(default_factory=dict)  # container -> bytes
+    first_step: int = 1
+    node_label: bool = True  # whether the cAdvisor scrape config adds `node` (only for some nodes, as in life)
+    scraped_twice: bool = False  # a second cAdvisor job and a second kube-state-metrics: counted once
+
+    def cores(self, container: str, k: int) -> float:
+        return self.containers[container][0] * (k % 4 + 1)  # dyadic multiples: exact through rate()
+
+    def peak_bytes(self, container: str, k: int) -> float:
+        return self.containers[container][1] * MiB * (k % 3 + 1)
+
+
+PODS = [
+    Pod("node-a", "shop", "web-0", {"app": (0.125, 64.0), "sidecar": (0.0625, 16.0)},
+        cpu_request={"app": 0.5, "sidecar": 0.25}, memory_request={"app": 256.0 * MiB, "sidecar": 64.0 * MiB}),
+    Pod("node-a", "batch", "besteffort-1", {"work": (0.25, 128.0)}),  # no request series: BestEffort
+    Pod("node-b", "shop", "db-0", {"postgres": (0.5, 1024.0)}, cpu_request={"postgres": 2.0},
+        memory_request={"postgres": 4096.0 * MiB}, node_label=False, scraped_twice=True),
+    Pod("node-b", "kube-system", "late-2", {"agent": (0.03125, 32.0)}, cpu_request={"agent": 0.125},
+        memory_request={"agent": 64.0 * MiB}, first_step=6, node_label=False),
+]  # fmt: skip
+
+
+def scrape_times(base: int, k: int) -> list[int]:
+    """The five scrape times inside step k, i.e. in (base + STEP*(k-1), base + STEP*k]."""
+    start = base + STEP * (k - 1)
+    return [start + OFFSET + SCRAPE * j for j in range(STEP // SCRAPE)]
+
+
+def openmetrics(base: int, *, kube_state_metrics: bool = True) -> str:
+    """The fixture's series from `base` on, in OpenMetrics text (one family at a time, each series in order)."""
+    families: dict[str, list[str]] = {
+        "container_cpu_usage_seconds": [],
+        "container_memory_working_set_bytes": [],
+        "kube_pod_container_resource_requests": [],
+        "kube_pod_info": [],
+    }
+    cpu, memory = families["container_cpu_usage_seconds"], families["container_memory_working_set_bytes"]
+    requests, info = families["kube_pod_container_resource_requests"], families["kube_pod_info"]
+    steps = range(1, STEPS + 1)
+    for pod in PODS:
+        jobs = ["kubelet", "cadvisor"] if pod.scraped_twice else ["kubelet"]
+        node = f',node="{pod.node}"' if pod.node_label else ""
+        live = [k for k in steps if k >= pod.first_step]
+        for job in jobs:
+            for c in pod.containers:
+                labels = (f'namespace="{pod.namespace}",pod="{pod.name}",container="{c}",'
+                          f'id="/kubepods/pod-{pod.name}/{c}",image="img/{c}",job="{job}"{node}')  # fmt: skip
+                counter = 1000.0
+                for k in live:
+                    for j, t in enumerate(scrape_times(base, k)):
+                        value = counter + pod.cores(c, k) * (OFFSET + SCRAPE * j)
+                        cpu.append(f"container_cpu_usage_seconds_total{{{labels}}} {value!r} {t}")
+                    counter += pod.cores(c, k) * STEP
+                for k in live:
+                    for j, t in enumerate(scrape_times(base, k)):  # the peak first, then lower
+                        value = pod.peak_bytes(c, k) - 4096.0 * j
+                        memory.append(f"container_memory_working_set_bytes{{{labels}}} {value!r} {t}")
+            # Not containers: the pod's own cgroup (container="") and the pause container: never counted.
+            for decoy in ("", "POD"):
+                labels = f'namespace="{pod.namespace}",pod="{pod.name}",container="{decoy}",id="/kubepods/pod-{pod.name}{decoy}",job="{job}"{node}'
+                for i, t in enumerate(t for k in live for t in scrape_times(base, k)):
+                    cpu.append(f"container_cpu_usage_seconds_total{{{labels}}} {1e6 + 100.0 * i!r} {t}")
+                    memory.append(f"container_memory_working_set_bytes{{{labels}}} {1e12!r} {t}")
+        if not kube_state_metrics:
+            continue
+        for ksm in ["ksm-0", "ksm-1"] if pod.scraped_twice else ["ksm-0"]:
+            times = [t for k in live for t in scrape_times(base, k)]
+            pod_labels = f'namespace="{pod.namespace}",pod="{pod.name}",instance="{ksm}"'
+            for resource, unit, values in (("cpu", "core", pod.cpu_request), ("memory", "byte", pod.memory_request)):
+                for c, v in values.items():
+                    labels = f'{pod_labels},container="{c}",node="{pod.node}",resource="{resource}",unit="{unit}"'
+                    requests.extend(f"kube_pod_container_resource_requests{{{labels}}} {v!r} {t}" for t in times)
+            labels = f'{pod_labels},node="{pod.node}",uid="uid-{pod.name}",host_ip="10.0.0.1"'
+            info.extend(f"kube_pod_info{{{labels}}} 1.0 {t}" for t in times)
+    # A pod kube-state-metrics knows but cAdvisor never saw running: not in the samples.
+    if kube_state_metrics:
+        info.extend(f'kube_pod_info{{namespace="shop",pod="pending-9",node="node-b"}} 1.0 {t}'
+                    for k in steps for t in scrape_times(base, k))  # fmt: skip
+    types = {"container_cpu_usage_seconds": "counter"}
+    lines: list[str] = []
+    for name, samples in families.items():
+        if samples:
+            lines.append(f"# TYPE {name} {types.get(name, 'gauge')}")
+            lines.extend(samples)
+    return "\n".join([*lines, "# EOF", ""])
+
+
+def expected_samples(base: int) -> list[Sample]:
+    """What the fixture's series mean: one sample per pod and step, at the step's end."""
+    out = [
+        Sample(pod.node, f"{pod.namespace}/{pod.name}", float(base + STEP * k), sum(pod.cpu_request.values()),
+               sum(pod.cores(c, k) for c in pod.containers), sum(pod.memory_request.values()),
+               sum(pod.peak_bytes(c, k) for c in pod.containers))
+        for pod in PODS for k in range(pod.first_step, STEPS + 1)
+    ]  # fmt: skip
+    return sorted(out, key=lambda s: (s.node, s.pod, s.unix_s))
+
+
+@dataclass(frozen=True)
+class Server:
+    url: str
+    base: int  # the first step starts here; the steps end at base + STEP*k, k = 1..STEPS
+    bare_base: int  # an hour of cAdvisor series only (no kube-state-metrics) starts here
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A real Prometheus on loopback serving the fixture's series two days ago (blocks well before its head)."""
+    binaries = [shutil.which("prometheus"), shutil.which("promtool")]
+    if None in binaries:
+        pytest.skip("needs the prometheus and promtool binaries (Debian: apt-get install prometheus)")
+    prometheus_bin, promtool_bin = (str(b) for b in binaries)
+    root = tmp_path_factory.mktemp("prometheus")
+    base = (int(time.time()) // 3600 - 48) * 3600
+    bare_base = base - 86400
+    data = root / "data"
+    for name, text in (("known.om", openmetrics(base)), ("bare.om", openmetrics(bare_base, kube_state_metrics=False))):
+        (root / name).write_text(text)
+        subprocess.run([promtool_bin, "tsdb", "create-blocks-from", "openmetrics", str(root / name), str(data)],
+                       check=True, capture_output=True, timeout=60)  # fmt: skip
+    config = root / "prometheus.yml"
+    config.write_text("global:\n  scrape_interval: 1h\nscrape_configs: []\n")
+    for _attempt in range(3):  # the free port may be taken between the probe and the bind
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        with open(root / "prometheus.log", "w") as log:
+            proc = subprocess.Popen(
+                [prometheus_bin, f"--config.file={config}", f"--storage.tsdb.path={data}",
+                 "--storage.tsdb.retention.time=100y", f"--web.listen-address=127.0.0.1:{port}"],
+                cwd=root, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 30
+            while proc.poll() is None and time.monotonic() < deadline and not ready(url):
+                time.sleep(0.05)
+            if proc.poll() is None and ready(url):
+                yield Server(url, base, bare_base)
+                return
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+    pytest.fail(f"prometheus did not become ready: {(root / 'prometheus.log').read_text()[-2000:]}")
+
+
+def last_end(server: Server) -> float:
+    return float(server.base + STEP * STEPS)
+
+
+@pytest.mark.prometheus
+def test_the_samples_are_the_series_they_were_built_from(prometheus: Server) -> None:
+    got = read_prometheus(prometheus.url, (STEPS - 1) * STEP, step_s=STEP, end_unix_s=last_end(prometheus))
+    assert got == expected_samples(prometheus.base)
+
+
+@pytest.mark.prometheus
+def test_long_ranges_are_read_in_chunks_with_the_same_result(prometheus: Server) -> None:
+    """12 steps in chunks of 5, 5 and 2; and a day around them in chunks of 100 (most of them empty)."""
+    end = last_end(prometheus)
+    expected = expected_samples(prometheus.base)
+    assert read_prometheus(prometheus.url, (STEPS - 1) * STEP, step_s=STEP, end_unix_s=end, max_points=5) == expected
+    assert read_prometheus(prometheus.url, 86400, step_s=STEP, end_unix_s=end + 7200, max_points=100) == expected
+
+
+@pytest.mark.prometheus
+def test_the_end_falls_on_the_step_grid(prometheus: Server) -> None:
+    """An end between two steps reads up to the earlier one, so a replay does not depend on the second."""
+    got = read_prometheus(prometheus.url, 3 * STEP, step_s=STEP, end_unix_s=last_end(prometheus) + STEP - 1)
+    assert {s.unix_s for s in got} == {last_end(prometheus) - STEP * i for i in range(4)}
+
+
+@pytest.mark.prometheus
+def test_a_pull_saved_as_csv_reads_back_the_same(prometheus: Server, tmp_path: Path) -> None:
+    read_trace = getattr(colo_sim.trace, "read_trace", None)
+    if read_trace is None:
+        pytest.skip("colo_sim.trace.read_trace (the trace reader, branch i20) is not merged yet")
+    got = read_prometheus(prometheus.url, (STEPS - 1) * STEP, step_s=STEP, end_unix_s=last_end(prometheus))
+    path = tmp_path / "pulled.csv"
+    assert write_csv(got, path) == len(got)
+    rows = read_trace(str(path))
+    assert rows.skipped == {}
+    assert rows.samples == got
+
+
+def test_the_writer_writes_the_long_format(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    samples = [Sample("", "ns/p", 1.5, 0.1, 0.30000000000000004, 2.0**40, 123456789.0)]
+    assert write_csv(samples, path) == 1
+    assert path.read_text().splitlines() == [
+        "node,pod,unix_s,cpu_request_cores,cpu_usage_cores,memory_request_bytes,memory_usage_bytes",
+        ",ns/p,1.5,0.1,0.30000000000000004,1099511627776.0,123456789.0",
+    ]
+    assert getattr(colo_sim.trace, "LONG_HEADER", HEADER) == HEADER
+
+
+@pytest.mark.prometheus
+def test_no_data_in_the_range_is_one_clear_error(prometheus: Server) -> None:
+    with pytest.raises(PrometheusError, match=r"no container_cpu_usage_seconds_total series .* at a 300 s step"):
+        read_prometheus(prometheus.url, 3600, end_unix_s=prometheus.base - 7200)
+
+
+@pytest.mark.prometheus
+def test_without_kube_state_metrics_the_nodes_are_unknown(prometheus: Server) -> None:
+    with pytest.raises(PrometheusError, match=r"no kube_pod_info series .* is kube-state-metrics scraped"):
+        read_prometheus(prometheus.url, 1800, end_unix_s=prometheus.bare_base + STEP * STEPS)
+
+
+@pytest.mark.prometheus
+def test_a_bad_query_carries_prometheus_own_reason(prometheus: Server) -> None:
+    with pytest.raises(PrometheusError, match=r"Prometheus refused the query \(HTTP 400\): bad_data: .*parse error"):
+        query_range(prometheus.url, "sum by (pod) (", prometheus.base, prometheus.base + STEP, STEP)
+
+
+@pytest.mark.prometheus
+def test_a_url_that_is_not_the_api_is_named(prometheus: Server) -> None:
+    with pytest.raises(PrometheusError, match=r"/elsewhere/api/v1/query_range answered HTTP 404 .*Prometheus URL"):
+        read_prometheus(f"{prometheus.url}/elsewhere", 3600, end_unix_s=last_end(prometheus))
+
+
+def test_an_unreachable_server_is_one_line() -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there any more
+    with pytest.raises(PrometheusError, match=f"cannot reach Prometheus at {url}: .*refused") as caught:
+        read_prometheus(url, 3600, timeout_s=5)
+    assert "\n" not in str(caught.value)
+
+
+class _Page(http.server.BaseHTTPRequestHandler):
+    """A web server that is not Prometheus: every GET gets a small HTML page, or the body in the path."""
+
+    def do_GET(self) -> None:
+        body = (
+            b'{"status": "success", "data": {"resultType": "vector", "result": []}}'
+            if "vector" in self.path
+            else b"<html>login</html>"
+        )
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def not_prometheus() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [("", r"did not answer JSON: is http://127\.0\.0\.1:\d+ a Prometheus server\?"),
+     ("/vector", "answered without a matrix result")],
+)  # fmt: skip
+def test_an_answer_that_is_not_prometheus_is_named(not_prometheus: str, path: str, message: str) -> None:
+    with pytest.raises(PrometheusError, match=message):
+        read_prometheus(not_prometheus + path, 3600)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("7d", 7 * 86400.0), ("24h", 86400.0), ("1h30m", 5400.0), ("300s", 300.0), ("2w", 1209600.0)]
+)
+def test_durations_are_prometheus_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "7", "7 days", "1.5h", "-1h", "h"])
+def test_a_bad_duration_is_one_clear_error(text: str) -> None:
+    with pytest.raises(PrometheusError, match="invalid duration"):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize(
+    ("url", "since", "step", "message"),
+    [("prometheus:9090", 3600.0, 300, "invalid Prometheus URL"),
+     ("http://prometheus:9090", 60.0, 300, r"at least one step"),
+     ("http://prometheus:9090", math.inf, 300, r"at least one step"),
+     ("http://prometheus:9090", 3600.0, 0, "whole number of seconds")],
+)  # fmt: skip
+def test_bad_arguments_are_refused_before_any_request(url: str, since: float, step: int, message: str) -> None:
+    with pytest.raises(PrometheusError, match=message):
+        read_prometheus(url, since, step_s=step)
+
+
+def test_the_queries_leave_out_pod_level_and_pause_series() -> None:
+    for name in ("cpu_usage", "memory_usage"):
+        assert 'container!="",container!="POD"' in QUERIES[name]
+    assert promql("cpu_usage", 300).endswith('container!="POD"}[300s])))')
