@@ -105,28 +105,30 @@ def read_prometheus(
     url: str,
     since_s: float,
     *,
-    step_s: int = DEFAULT_STEP_S,
+    step_s: float = DEFAULT_STEP_S,
     end_unix_s: float | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     max_points: int = MAX_POINTS,
 ) -> list[Sample]:
     """Every pod's samples over the `since_s` seconds up to `end_unix_s` (default now), one per `step_s`,
-    sorted by (node, pod, unix_s). Steps fall on multiples of `step_s` (a replay of the same range twice reads
-    the same points). Raises PrometheusError with one line when anything is missing or wrong."""
-    if isinstance(step_s, bool) or not isinstance(step_s, int) or step_s < 1:
-        raise PrometheusError(f"step must be a whole number of seconds >= 1, got {step_s!r}")
-    if not math.isfinite(since_s) or since_s < step_s:
-        raise PrometheusError(f"the range ({since_s:g} s) must be at least one step ({step_s} s)")
+    sorted by (node, pod, unix_s). `step_s` is a whole number of seconds (the rate window is one step). Steps
+    fall on multiples of `step_s`, so two pulls of one range read the same points. Raises PrometheusError with
+    one line when anything is missing or wrong."""
+    if isinstance(step_s, bool) or not math.isfinite(step_s) or step_s < 1 or step_s != int(step_s):
+        raise PrometheusError(f"the step must be a whole number of seconds >= 1, got {step_s!r}")
+    step = int(step_s)
+    if not math.isfinite(since_s) or since_s < step:
+        raise PrometheusError(f"the range ({since_s:g} s) must be at least one step ({step} s)")
     if max_points < 1:
         raise PrometheusError(f"max_points must be >= 1, got {max_points}")
     base = _base_url(url)
     now = datetime.now(UTC).timestamp() if end_unix_s is None else end_unix_s
-    end = math.floor(now / step_s) * step_s
-    start = end - math.floor(since_s / step_s) * step_s
-    span = f"between {_iso(start)} and {_iso(end)} at a {step_s} s step"
+    end = math.floor(now / step) * step
+    start = end - math.floor(since_s / step) * step
+    span = f"between {_iso(start)} and {_iso(end)} at a {step} s step"
 
     def fetch(name: str) -> list[Series]:
-        return _read_range(base, promql(name, step_s), start, end, step_s, timeout_s, max_points)
+        return _read_range(base, promql(name, step), start, end, step, timeout_s, max_points)
 
     cpu = _by_pod(fetch("cpu_usage"))
     if not cpu:

@@ -238,7 +238,7 @@ def test_long_ranges_are_read_in_chunks_with_the_same_result(prometheus: Server)
 @pytest.mark.prometheus
 def test_the_end_falls_on_the_step_grid(prometheus: Server) -> None:
     """An end between two steps reads up to the earlier one, so a replay does not depend on the second."""
-    got = read_prometheus(prometheus.url, 3 * STEP, step_s=STEP, end_unix_s=last_end(prometheus) + STEP - 1)
+    got = read_prometheus(prometheus.url, 3 * STEP, step_s=float(STEP), end_unix_s=last_end(prometheus) + STEP - 1)
     assert {s.unix_s for s in got} == {last_end(prometheus) - STEP * i for i in range(4)}
 
 
@@ -356,9 +356,10 @@ def test_a_bad_duration_is_one_clear_error(text: str) -> None:
     [("prometheus:9090", 3600.0, 300, "invalid Prometheus URL"),
      ("http://prometheus:9090", 60.0, 300, r"at least one step"),
      ("http://prometheus:9090", math.inf, 300, r"at least one step"),
-     ("http://prometheus:9090", 3600.0, 0, "whole number of seconds")],
+     ("http://prometheus:9090", 3600.0, 0, "whole number of seconds"),
+     ("http://prometheus:9090", 3600.0, 1.5, "whole number of seconds")],
 )  # fmt: skip
-def test_bad_arguments_are_refused_before_any_request(url: str, since: float, step: int, message: str) -> None:
+def test_bad_arguments_are_refused_before_any_request(url: str, since: float, step: float, message: str) -> None:
     with pytest.raises(PrometheusError, match=message):
         read_prometheus(url, since, step_s=step)
 
