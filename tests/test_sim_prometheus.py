@@ -12,12 +12,8 @@ from __future__ import annotations
 
 import http.server
 import math
-import shutil
-import socket
-import subprocess
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +31,7 @@ from colo_sim.prometheus import (
 )
 from colo_sim.trace import Sample
 from colo_sim.trace_writer import HEADER, write_csv
+from testsupport.prometheus_server import binaries, free_port, prometheus_server
 
 STEP = 300
 SCRAPE = 60
@@ -158,62 +155,16 @@ class Server:
     bare_base: int  # an hour of cAdvisor series only (no kube-state-metrics) starts here
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as response:
-            return bool(response.status == 200)
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A real Prometheus on loopback serving the fixture's series two days ago (blocks well before its head)."""
-    binaries = [shutil.which("prometheus"), shutil.which("promtool")]
-    if None in binaries:
+    if binaries() is None:
         pytest.skip("needs the prometheus and promtool binaries (Debian: apt-get install prometheus)")
-    prometheus_bin, promtool_bin = (str(b) for b in binaries)
-    root = tmp_path_factory.mktemp("prometheus")
     base = (int(time.time()) // 3600 - 48) * 3600
     bare_base = base - 86400
-    data = root / "data"
-    for name, text in (("known.om", openmetrics(base)), ("bare.om", openmetrics(bare_base, kube_state_metrics=False))):
-        (root / name).write_text(text)
-        subprocess.run([promtool_bin, "tsdb", "create-blocks-from", "openmetrics", str(root / name), str(data)],
-                       check=True, capture_output=True, timeout=60)  # fmt: skip
-    config = root / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 1h\nscrape_configs: []\n")
-    for _attempt in range(3):  # the free port may be taken between the probe and the bind
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        with open(root / "prometheus.log", "w") as log:
-            proc = subprocess.Popen(
-                [prometheus_bin, f"--config.file={config}", f"--storage.tsdb.path={data}",
-                 "--storage.tsdb.retention.time=100y", f"--web.listen-address=127.0.0.1:{port}"],
-                cwd=root, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            )  # fmt: skip
-        try:
-            deadline = time.monotonic() + 30
-            while proc.poll() is None and time.monotonic() < deadline and not ready(url):
-                time.sleep(0.05)
-            if proc.poll() is None and ready(url):
-                yield Server(url, base, bare_base)
-                return
-        finally:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-    pytest.fail(f"prometheus did not become ready: {(root / 'prometheus.log').read_text()[-2000:]}")
+    series = [openmetrics(base), openmetrics(bare_base, kube_state_metrics=False)]
+    with prometheus_server(tmp_path_factory.mktemp("prometheus"), series) as url:
+        yield Server(url, base, bare_base)
 
 
 def last_end(server: Server) -> float:
@@ -368,3 +319,9 @@ def test_the_queries_leave_out_pod_level_and_pause_series() -> None:
     for name in ("cpu_usage", "memory_usage"):
         assert 'container!="",container!="POD"' in QUERIES[name]
     assert promql("cpu_usage", 300).endswith('container!="POD"}[300s])))')
+
+
+def test_the_docs_show_the_queries_as_sent() -> None:
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "simulation-prometheus.md").read_text(encoding="utf-8")
+    for name in QUERIES:
+        assert f"`{promql(name, 300)}`" in docs, name
