@@ -9,7 +9,7 @@ BENCHES = ("bench.cgroup_read_pass", "bench.bench_windows", "bench.agent_overhea
            "bench.bench_exporter", "bench.bench_contract", "bench.bench_controller", "bench.bench_cpu_burst",
            "bench.bench_rebalance", "bench.bench_serving", "bench.bench_admission",
            "bench.bench_batch_limits", "bench.bench_batch_capacity", "bench.enforcement_pass",
-           "bench.bench_qos_plans")  # fmt: skip
+           "bench.bench_qos_plans", "bench.bench_sim_prometheus")  # fmt: skip
 
 
 def main() -> None:

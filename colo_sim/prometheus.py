@@ -31,6 +31,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -72,8 +73,8 @@ QUERIES: Mapping[str, str] = {
 _DURATION = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, "y": 31536000.0}
 
-#: One series of a range query: its labels and its (unix seconds, value) points in time order.
-Series = tuple[dict[str, str], list[tuple[float, float]]]
+#: One series of a range query: its labels and its values by unix seconds (NaN and infinities left out).
+Series = tuple[dict[str, str], dict[float, float]]
 
 
 class PrometheusError(Exception):
@@ -130,20 +131,23 @@ def read_prometheus(
     def fetch(name: str) -> list[Series]:
         return _read_range(base, promql(name, step), start, end, step, timeout_s, max_points)
 
-    cpu = _by_pod(fetch("cpu_usage"))
+    # The five queries at once: Prometheus evaluates one while this process parses another's answer.
+    with ThreadPoolExecutor(max_workers=len(QUERIES)) as pool:
+        answers = dict(zip(QUERIES, pool.map(fetch, QUERIES), strict=True))
+    cpu = _by_pod(answers["cpu_usage"])
     if not cpu:
         raise PrometheusError(
             f"{url}: no container_cpu_usage_seconds_total series (cAdvisor) {span}; is cAdvisor scraped, and is "
             "the step at least twice the scrape interval (rate() needs two points)?"
         )
-    memory = _by_pod(fetch("memory_usage"))
+    memory = _by_pod(answers["memory_usage"])
     if not memory:
         raise PrometheusError(f"{url}: no container_memory_working_set_bytes series (cAdvisor) {span}")
-    nodes = _nodes_by_pod(fetch("node"))
+    nodes = _nodes_by_pod(answers["node"])
     if not nodes:
         raise PrometheusError(f"{url}: no kube_pod_info series {span}; is kube-state-metrics scraped?")
-    cpu_request = _by_pod(fetch("cpu_request"))
-    memory_request = _by_pod(fetch("memory_request"))
+    cpu_request = _by_pod(answers["cpu_request"])
+    memory_request = _by_pod(answers["memory_request"])
 
     samples: list[Sample] = []
     for pod, cpu_points in cpu.items():
@@ -197,7 +201,7 @@ def _nodes_by_pod(series: list[Series]) -> dict[tuple[str, str], _Placement]:
         pod, node = labels.get("pod", ""), labels.get("node", "")
         if pod and node:
             times = node_at.setdefault((labels.get("namespace", ""), pod), {})
-            for t, _ in values:
+            for t in values:
                 times[t] = min(times.get(t, node), node)
     return {pod: _Placement(times) for pod, times in node_at.items()}
 
@@ -224,7 +228,7 @@ def _read_range(
         for labels, points in query_range(base, query, chunk_start, chunk_end, step_s, timeout_s):
             key = tuple(sorted(labels.items()))
             if key in merged:
-                merged[key][1].extend(points)
+                merged[key][1].update(points)
             else:
                 merged[key] = (labels, points)
         chunk_start = chunk_end + step_s
@@ -289,8 +293,10 @@ def _matrix(target: str, document: Any) -> list[Series]:
     try:
         for item in data["result"]:
             labels = {str(k): str(v) for k, v in item["metric"].items()}
-            points = [(float(t), float(v)) for t, v in item["values"]]
-            out.append((labels, [(t, v) for t, v in points if math.isfinite(v)]))
+            points = {float(t): float(v) for t, v in item["values"]}
+            if not all(map(math.isfinite, points.values())):
+                points = {t: v for t, v in points.items() if math.isfinite(v)}
+            out.append((labels, points))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise PrometheusError(f"{target} answered a malformed series: {_one_line(exc)}") from None
     return out
