@@ -53,6 +53,19 @@ class Pod:
     first_step: int = 1
     node_label: bool = True  # whether the cAdvisor scrape config adds `node` (only for some nodes, as in life)
     scraped_twice: bool = False  # a second cAdvisor job and a second kube-state-metrics: counted once
+    moves: tuple[int, str] | None = None  # (step, node): re-created there from that step on (a new uid and cgroup)
+
+    def incarnations(self) -> list[tuple[str, str, list[int]]]:
+        """(node, uid, steps) of each life of the pod."""
+        live = list(range(self.first_step, STEPS + 1))
+        if self.moves is None:
+            return [(self.node, f"uid-{self.name}", live)]
+        at, node = self.moves
+        return [(self.node, f"uid-{self.name}", [k for k in live if k < at]),
+                (node, f"uid-{self.name}-2", [k for k in live if k >= at])]  # fmt: skip
+
+    def node_at(self, k: int) -> str:
+        return next(node for node, _, steps in self.incarnations() if k in steps)
 
     def cores(self, container: str, k: int) -> float:
         return self.containers[container][0] * (k % 4 + 1)  # dyadic multiples: exact through rate()
@@ -69,6 +82,8 @@ PODS = [
         memory_request={"postgres": 4096.0 * MiB}, node_label=False, scraped_twice=True),
     Pod("node-b", "kube-system", "late-2", {"agent": (0.03125, 32.0)}, cpu_request={"agent": 0.125},
         memory_request={"agent": 64.0 * MiB}, first_step=6, node_label=False),
+    Pod("node-a", "jobs", "mover-3", {"main": (0.5, 256.0)}, cpu_request={"main": 1.0},
+        memory_request={"main": 512.0 * MiB}, moves=(7, "node-b")),
 ]  # fmt: skip
 
 
@@ -89,14 +104,14 @@ def openmetrics(base: int, *, kube_state_metrics: bool = True) -> str:
     cpu, memory = families["container_cpu_usage_seconds"], families["container_memory_working_set_bytes"]
     requests, info = families["kube_pod_container_resource_requests"], families["kube_pod_info"]
     steps = range(1, STEPS + 1)
-    for pod in PODS:
+    lives = [(pod, *life) for pod in PODS for life in pod.incarnations()]
+    for pod, on, uid, live in lives:
         jobs = ["kubelet", "cadvisor"] if pod.scraped_twice else ["kubelet"]
-        node = f',node="{pod.node}"' if pod.node_label else ""
-        live = [k for k in steps if k >= pod.first_step]
+        node = f',node="{on}"' if pod.node_label else ""
         for job in jobs:
             for c in pod.containers:
                 labels = (f'namespace="{pod.namespace}",pod="{pod.name}",container="{c}",'
-                          f'id="/kubepods/pod-{pod.name}/{c}",image="img/{c}",job="{job}"{node}')  # fmt: skip
+                          f'id="/kubepods/pod{uid}/{c}",image="img/{c}",job="{job}"{node}')  # fmt: skip
                 counter = 1000.0
                 for k in live:
                     for j, t in enumerate(scrape_times(base, k)):
@@ -109,7 +124,7 @@ def openmetrics(base: int, *, kube_state_metrics: bool = True) -> str:
                         memory.append(f"container_memory_working_set_bytes{{{labels}}} {value!r} {t}")
             # Not containers: the pod's own cgroup (container="") and the pause container: never counted.
             for decoy in ("", "POD"):
-                labels = f'namespace="{pod.namespace}",pod="{pod.name}",container="{decoy}",id="/kubepods/pod-{pod.name}{decoy}",job="{job}"{node}'
+                labels = f'namespace="{pod.namespace}",pod="{pod.name}",container="{decoy}",id="/kubepods/pod{uid}{decoy}",job="{job}"{node}'
                 for i, t in enumerate(t for k in live for t in scrape_times(base, k)):
                     cpu.append(f"container_cpu_usage_seconds_total{{{labels}}} {1e6 + 100.0 * i!r} {t}")
                     memory.append(f"container_memory_working_set_bytes{{{labels}}} {1e12!r} {t}")
@@ -120,9 +135,9 @@ def openmetrics(base: int, *, kube_state_metrics: bool = True) -> str:
             pod_labels = f'namespace="{pod.namespace}",pod="{pod.name}",instance="{ksm}"'
             for resource, unit, values in (("cpu", "core", pod.cpu_request), ("memory", "byte", pod.memory_request)):
                 for c, v in values.items():
-                    labels = f'{pod_labels},container="{c}",node="{pod.node}",resource="{resource}",unit="{unit}"'
+                    labels = f'{pod_labels},container="{c}",node="{on}",resource="{resource}",unit="{unit}"'
                     requests.extend(f"kube_pod_container_resource_requests{{{labels}}} {v!r} {t}" for t in times)
-            labels = f'{pod_labels},node="{pod.node}",uid="uid-{pod.name}",host_ip="10.0.0.1"'
+            labels = f'{pod_labels},node="{on}",uid="{uid}",host_ip="10.0.0.1"'
             info.extend(f"kube_pod_info{{{labels}}} 1.0 {t}" for t in times)
     # A pod kube-state-metrics knows but cAdvisor never saw running: not in the samples.
     if kube_state_metrics:
@@ -140,7 +155,7 @@ def openmetrics(base: int, *, kube_state_metrics: bool = True) -> str:
 def expected_samples(base: int) -> list[Sample]:
     """What the fixture's series mean: one sample per pod and step, at the step's end."""
     out = [
-        Sample(pod.node, f"{pod.namespace}/{pod.name}", float(base + STEP * k), sum(pod.cpu_request.values()),
+        Sample(pod.node_at(k), f"{pod.namespace}/{pod.name}", float(base + STEP * k), sum(pod.cpu_request.values()),
                sum(pod.cores(c, k) for c in pod.containers), sum(pod.memory_request.values()),
                sum(pod.peak_bytes(c, k) for c in pod.containers))
         for pod in PODS for k in range(pod.first_step, STEPS + 1)
