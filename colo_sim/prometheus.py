@@ -14,7 +14,8 @@ trace file carries, per pod and step, and places each pod on its node:
 Containers are summed per pod; cAdvisor's pod-level (`container=""`) and pause (`container="POD"`) series are
 not containers and are left out. A pod with no request series is BestEffort: it gets request 0 and its usage
 still counts as online usage. A pod appears at a step only where both its CPU and memory usage exist there.
-Pods are named `namespace/pod`. The queries are `QUERIES` (docs/simulation-prometheus.md).
+Pods are named `namespace/pod`. The queries are `QUERIES` (docs/simulation-prometheus.md). Each node's size,
+where a replay needs one, is its kube-state-metrics `kube_node_status_allocatable` (`read_allocatable`).
 
 The standard library's `urllib.request` is the client: five GETs per 11000-step chunk need no connection
 pool, and `colo-sim` stays installable with the agent's dependencies only.
@@ -32,6 +33,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -69,6 +71,8 @@ QUERIES: Mapping[str, str] = {
     ),
     "node": 'max by (namespace, pod, node) (kube_pod_info{node!=""})',
 }
+#: Each node's allocatable (kube-state-metrics), for sizing the nodes of a replay (`read_allocatable`).
+ALLOCATABLE_QUERY = 'max by (node, resource) (kube_node_status_allocatable{resource=~"cpu|memory"})'
 
 _DURATION = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, "y": 31536000.0}
@@ -115,21 +119,11 @@ def read_prometheus(
     sorted by (node, pod, unix_s). `step_s` is a whole number of seconds (the rate window is one step). Steps
     fall on multiples of `step_s`, so two pulls of one range read the same points. Raises PrometheusError with
     one line when anything is missing or wrong."""
-    if isinstance(step_s, bool) or not math.isfinite(step_s) or step_s < 1 or step_s != int(step_s):
-        raise PrometheusError(f"the step must be a whole number of seconds >= 1, got {step_s!r}")
-    step = int(step_s)
-    if not math.isfinite(since_s) or since_s < step:
-        raise PrometheusError(f"the range ({since_s:g} s) must be at least one step ({step} s)")
-    if max_points < 1:
-        raise PrometheusError(f"max_points must be >= 1, got {max_points}")
-    base = _base_url(url)
-    now = datetime.now(UTC).timestamp() if end_unix_s is None else end_unix_s
-    end = math.floor(now / step) * step
-    start = end - math.floor(since_s / step) * step
-    span = f"between {_iso(start)} and {_iso(end)} at a {step} s step"
+    grid = _Grid.of(url, since_s, step_s, end_unix_s)
+    span = grid.span
 
     def fetch(name: str) -> list[Series]:
-        return _read_range(base, promql(name, step), start, end, step, timeout_s, max_points)
+        return grid.read(promql(name, grid.step), timeout_s, max_points)
 
     # The five queries at once: Prometheus evaluates one while this process parses another's answer.
     with ThreadPoolExecutor(max_workers=len(QUERIES)) as pool:
@@ -168,6 +162,83 @@ def read_prometheus(
         raise PrometheusError(f"{url}: no pod has both CPU and memory usage at any step {span}")
     samples.sort(key=lambda s: (s.node, s.pod, s.unix_s))
     return samples
+
+
+def read_allocatable(
+    url: str,
+    since_s: float,
+    *,
+    step_s: float = DEFAULT_STEP_S,
+    end_unix_s: float | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_points: int = MAX_POINTS,
+) -> dict[str, tuple[float, float]]:
+    """node -> (allocatable cores, allocatable bytes), each the latest value in the same range and steps as
+    `read_prometheus`: the real size of each node, where a trace without hosts has to be given one. Nodes
+    without both resources are left out; PrometheusError when none has them."""
+    grid = _Grid.of(url, since_s, step_s, end_unix_s)
+    latest: dict[tuple[str, str], tuple[float, float]] = {}
+    for labels, points in grid.read(ALLOCATABLE_QUERY, timeout_s, max_points):
+        key = (labels.get("node", ""), labels.get("resource", ""))
+        if key[0] and points:
+            t = max(points)
+            if t >= latest.get(key, (-math.inf, 0.0))[0]:
+                latest[key] = (t, points[t])
+    nodes = {node for node, _ in latest}
+    out = {
+        node: (latest[(node, "cpu")][1], latest[(node, "memory")][1])
+        for node in sorted(nodes)
+        if (node, "cpu") in latest and (node, "memory") in latest
+    }
+    if not out:
+        raise PrometheusError(
+            f"{url}: no kube_node_status_allocatable series for cpu and memory {grid.span}; "
+            "is kube-state-metrics scraped?"
+        )
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Grid:
+    """The steps of one pull: `since` seconds back from the end, on multiples of the step."""
+
+    base: str
+    start: int
+    end: int
+    step: int
+
+    @staticmethod
+    def of(url: str, since_s: float, step_s: float, end_unix_s: float | None) -> _Grid:
+        if isinstance(step_s, bool) or not math.isfinite(step_s) or step_s < 1 or step_s != int(step_s):
+            raise PrometheusError(f"the step must be a whole number of seconds >= 1, got {step_s!r}")
+        step = int(step_s)
+        if not math.isfinite(since_s) or since_s < step:
+            raise PrometheusError(f"the range ({since_s:g} s) must be at least one step ({step} s)")
+        base = _base_url(url)
+        now = datetime.now(UTC).timestamp() if end_unix_s is None else end_unix_s
+        end = math.floor(now / step) * step
+        return _Grid(base, end - math.floor(since_s / step) * step, end, step)
+
+    @property
+    def span(self) -> str:
+        return f"between {_iso(self.start)} and {_iso(self.end)} at a {self.step} s step"
+
+    def read(self, query: str, timeout_s: float, max_points: int) -> list[Series]:
+        """The series of `query` over the grid, fetched in chunks of at most `max_points` steps."""
+        if max_points < 1:
+            raise PrometheusError(f"max_points must be >= 1, got {max_points}")
+        merged: dict[tuple[tuple[str, str], ...], Series] = {}
+        chunk_start = self.start
+        while chunk_start <= self.end:
+            chunk_end = min(chunk_start + (max_points - 1) * self.step, self.end)
+            for labels, points in query_range(self.base, query, chunk_start, chunk_end, self.step, timeout_s):
+                key = tuple(sorted(labels.items()))
+                if key in merged:
+                    merged[key][1].update(points)
+                else:
+                    merged[key] = (labels, points)
+            chunk_start = chunk_end + self.step
+        return list(merged.values())
 
 
 class _Placement:
@@ -215,24 +286,6 @@ def _base_url(url: str) -> str:
 
 def _iso(unix_s: float) -> str:
     return datetime.fromtimestamp(unix_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _read_range(
-    base: str, query: str, start: int, end: int, step_s: int, timeout_s: float, max_points: int
-) -> list[Series]:
-    """The series of `query` from `start` to `end`, fetched in chunks of at most `max_points` steps."""
-    merged: dict[tuple[tuple[str, str], ...], Series] = {}
-    chunk_start = start
-    while chunk_start <= end:
-        chunk_end = min(chunk_start + (max_points - 1) * step_s, end)
-        for labels, points in query_range(base, query, chunk_start, chunk_end, step_s, timeout_s):
-            key = tuple(sorted(labels.items()))
-            if key in merged:
-                merged[key][1].update(points)
-            else:
-                merged[key] = (labels, points)
-        chunk_start = chunk_end + step_s
-    return list(merged.values())
 
 
 def query_range(

@@ -14,7 +14,7 @@ import http.server
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,11 +22,13 @@ import pytest
 
 import colo_sim.trace
 from colo_sim.prometheus import (
+    ALLOCATABLE_QUERY,
     QUERIES,
     PrometheusError,
     parse_duration,
     promql,
     query_range,
+    read_allocatable,
     read_prometheus,
 )
 from colo_sim.trace import Sample
@@ -87,6 +89,16 @@ PODS = [
 ]  # fmt: skip
 
 
+#: (node, resource, unit, value at step k): node-b's CPU grows at step 7 (a resize); node-c reports no memory.
+ALLOCATABLE_SERIES: list[tuple[str, str, str, Callable[[int], float]]] = [
+    ("node-a", "cpu", "core", lambda k: 4.0),
+    ("node-a", "memory", "byte", lambda k: 16.0 * 1024 * MiB),
+    ("node-b", "cpu", "core", lambda k: 7.5 if k < 7 else 8.0),
+    ("node-b", "memory", "byte", lambda k: 32.0 * 1024 * MiB),
+    ("node-c", "cpu", "core", lambda k: 2.0),
+]
+
+
 def scrape_times(base: int, k: int) -> list[int]:
     """The five scrape times inside step k, i.e. in (base + STEP*(k-1), base + STEP*k]."""
     start = base + STEP * (k - 1)
@@ -100,6 +112,7 @@ def openmetrics(base: int, *, kube_state_metrics: bool = True) -> str:
         "container_memory_working_set_bytes": [],
         "kube_pod_container_resource_requests": [],
         "kube_pod_info": [],
+        "kube_node_status_allocatable": [],
     }
     cpu, memory = families["container_cpu_usage_seconds"], families["container_memory_working_set_bytes"]
     requests, info = families["kube_pod_container_resource_requests"], families["kube_pod_info"]
@@ -141,6 +154,11 @@ def openmetrics(base: int, *, kube_state_metrics: bool = True) -> str:
             info.extend(f"kube_pod_info{{{labels}}} 1.0 {t}" for t in times)
     # A pod kube-state-metrics knows but cAdvisor never saw running: not in the samples.
     if kube_state_metrics:
+        allocatable = families["kube_node_status_allocatable"]
+        for node, resource, unit, at_step in ALLOCATABLE_SERIES:
+            labels = f'node="{node}",resource="{resource}",unit="{unit}"'
+            allocatable.extend(f"kube_node_status_allocatable{{{labels}}} {at_step(k)!r} {t}"
+                               for k in steps for t in scrape_times(base, k))  # fmt: skip
         info.extend(f'kube_pod_info{{namespace="shop",pod="pending-9",node="node-b"}} 1.0 {t}'
                     for k in steps for t in scrape_times(base, k))  # fmt: skip
     types = {"container_cpu_usage_seconds": "counter"}
@@ -190,6 +208,18 @@ def last_end(server: Server) -> float:
 def test_the_samples_are_the_series_they_were_built_from(prometheus: Server) -> None:
     got = read_prometheus(prometheus.url, (STEPS - 1) * STEP, step_s=STEP, end_unix_s=last_end(prometheus))
     assert got == expected_samples(prometheus.base)
+
+
+@pytest.mark.prometheus
+def test_each_node_is_as_large_as_its_latest_allocatable(prometheus: Server) -> None:
+    end = last_end(prometheus)
+    expected = {"node-a": (4.0, 16.0 * 1024 * MiB), "node-b": (8.0, 32.0 * 1024 * MiB)}
+    assert read_allocatable(prometheus.url, (STEPS - 1) * STEP, end_unix_s=end) == expected
+    assert read_allocatable(prometheus.url, (STEPS - 1) * STEP, end_unix_s=end, max_points=5) == expected
+    before_the_resize = {"node-a": (4.0, 16.0 * 1024 * MiB), "node-b": (7.5, 32.0 * 1024 * MiB)}
+    assert read_allocatable(prometheus.url, 3 * STEP, end_unix_s=end - 6 * STEP) == before_the_resize
+    with pytest.raises(PrometheusError, match="no kube_node_status_allocatable series for cpu and memory"):
+        read_allocatable(prometheus.url, 1800, end_unix_s=prometheus.bare_base + STEP * STEPS)
 
 
 @pytest.mark.prometheus
@@ -340,3 +370,4 @@ def test_the_docs_show_the_queries_as_sent() -> None:
     docs = (Path(__file__).resolve().parents[1] / "docs" / "simulation-prometheus.md").read_text(encoding="utf-8")
     for name in QUERIES:
         assert f"`{promql(name, 300)}`" in docs, name
+    assert f"\n{ALLOCATABLE_QUERY}\n" in docs
