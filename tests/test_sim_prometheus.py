@@ -11,6 +11,8 @@ extrapolation to the window's edges) gives back exactly the intended cores.
 from __future__ import annotations
 
 import http.server
+import importlib
+import json
 import math
 import threading
 import time
@@ -249,6 +251,28 @@ def test_a_pull_saved_as_csv_reads_back_the_same(prometheus: Server, tmp_path: P
     rows = read_trace(str(path))
     assert rows.skipped == {}
     assert rows.samples == got
+
+
+@pytest.mark.prometheus
+def test_the_replay_from_prometheus_is_the_replay_of_the_same_csv(
+    prometheus: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """colo-sim's whole answer, pulled from Prometheus or read from a CSV of the samples the series encode."""
+    try:
+        cli = importlib.import_module("colo_sim.main")
+    except ImportError:
+        pytest.skip("the colo-sim CLI (colo_sim.main, branch i20) is not merged yet")
+    if "prometheus" not in getattr(cli, "SOURCES", {}):
+        pytest.skip("colo-sim --prometheus is not wired into colo_sim.main.SOURCES yet")
+    path = tmp_path / "same.csv"
+    write_csv(expected_samples(prometheus.base), path)
+    common = ["--horizon", "600", "--output", "json", "--node-cpu", "8", "--node-memory", "16Gi"]
+    # 60 h back from now: the fixture's hour (47-49 h ago), not its hour without kube-state-metrics (71-73 h ago)
+    assert cli.main(["--prometheus", prometheus.url, "--since", "60h", *common]) == 0
+    from_prometheus = capsys.readouterr().out
+    assert cli.main(["--trace", str(path), *common]) == 0
+    assert capsys.readouterr().out == from_prometheus
+    assert json.loads(from_prometheus)["nodes"] == 2
 
 
 def test_the_writer_writes_the_long_format(tmp_path: Path) -> None:
