@@ -10,6 +10,7 @@ extrapolation to the window's edges) gives back exactly the intended cores.
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import importlib
 import json
@@ -318,18 +319,22 @@ def test_an_unreachable_server_is_one_line() -> None:
 
 
 class _Page(http.server.BaseHTTPRequestHandler):
-    """A web server that is not Prometheus: every GET gets a small HTML page, or the body in the path."""
+    """A web server that is not Prometheus: every GET gets a small HTML page, or the body in the path, or an
+    answer after 3 s when the path says "slow"."""
 
     def do_GET(self) -> None:
+        if "slow" in self.path:
+            time.sleep(3)
         body = (
             b'{"status": "success", "data": {"resultType": "vector", "result": []}}'
             if "vector" in self.path
             else b"<html>login</html>"
         )
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        with contextlib.suppress(ConnectionError):  # the slow answer's client has gone
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
 
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -351,11 +356,12 @@ def not_prometheus() -> Iterator[str]:
 @pytest.mark.parametrize(
     ("path", "message"),
     [("", r"did not answer JSON: is http://127\.0\.0\.1:\d+ a Prometheus server\?"),
-     ("/vector", "answered without a matrix result")],
+     ("/vector", "answered without a matrix result"),
+     ("/slow", r"Prometheus at http://127\.0\.0\.1:\d+/slow did not answer within 0\.5 s")],
 )  # fmt: skip
 def test_an_answer_that_is_not_prometheus_is_named(not_prometheus: str, path: str, message: str) -> None:
     with pytest.raises(PrometheusError, match=message):
-        read_prometheus(not_prometheus + path, 3600)
+        read_prometheus(not_prometheus + path, 3600, timeout_s=0.5)
 
 
 @pytest.mark.parametrize(
