@@ -24,8 +24,7 @@ from common.cli import EXIT_CONFIG, OneLineParser
 PROG = "colo-sim"
 
 #: Sources of samples besides --trace, by the argparse destination of their flag: a source registers a reader
-#: here and its flag in `build_parser` (the hook for issue 20's `--prometheus URL --since DURATION`; `--from` is
-#: stored as `score_from` so that `since` stays free for it).
+#: here and its flag in `build_parser` (`--prometheus URL` with `--since DURATION`).
 SOURCES: dict[str, Callable[[argparse.Namespace], TraceRows]] = {}
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([smhd]?)\s*$")
@@ -81,6 +80,28 @@ def memory(text: str) -> float:
     return float(q)
 
 
+def prometheus_duration(text: str) -> float:
+    from colo_sim.prometheus import PrometheusError, parse_duration
+
+    try:
+        return parse_duration(text)
+    except PrometheusError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def from_prometheus(args: argparse.Namespace) -> TraceRows:
+    """--prometheus URL --since D: the cluster's samples, one per --step (default 300 s)."""
+    from colo_sim.prometheus import DEFAULT_STEP_S, PrometheusError, read_prometheus
+
+    try:
+        return TraceRows(read_prometheus(args.prometheus, args.prometheus_since, step_s=args.step or DEFAULT_STEP_S))
+    except PrometheusError as exc:
+        raise TraceError(str(exc)) from None
+
+
+SOURCES["prometheus"] = from_prometheus
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(
         prog=PROG,
@@ -108,6 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--agent-config", metavar="FILE",
                    help="colo-agent YAML whose oversubscription section the colo policies use "
                    "(default: the agent's defaults)")  # fmt: skip
+    p.add_argument("--prometheus", metavar="URL",
+                   help="read the cluster's usage and requests from this Prometheus instead of a trace "
+                   "(docs/simulation-prometheus.md)")  # fmt: skip
+    p.add_argument("--since", dest="prometheus_since", type=prometheus_duration, default=7 * 86400.0,
+                   metavar="DURATION", help="with --prometheus: how far back from now (default: 7d)")  # fmt: skip
     p.add_argument("--output", choices=("table", "json"), default="table", help="(default: table)")
     p.add_argument("--plot", metavar="FILE.png",
                    help="draw the Pareto picture and one node over time (needs colo[sim])")  # fmt: skip
