@@ -5,11 +5,12 @@ The node advertises `kubernetes.io/batch-cpu` (milli-cores) and `kubernetes.io/b
 themselves, like for any scalar resource. So the published number is the node's whole batch allocatable,
 not what is left of it:
 
-    capacity    = max(0, min(reclaimable, headroom))          agent/capacity.py; offline usage is never in it
+    capacity    = the batch model's number (agent/capacity.py `batch`): max(0, headroom); offline usage never in it
     allocatable = capacity                                     cpu
     allocatable = max(0, capacity − Σ_batch max(0, working set − batch-memory request − overhead))  memory
     allocated   = Σ batch requests of the node's pods that have not finished (what the scheduler subtracts)
-    free        = allocatable − allocated                      negative: over-allocated, nothing more fits
+    free        = published − allocated                        0: nothing more fits (the publisher floors the
+                                                               published value at allocated: agent/publish_policy.py)
 
 The scheduler adds a pod's `spec.overhead` per resource name: a RuntimeClass's cpu/memory overhead counts
 against plain cpu/memory, never batch-*, so it is not allocated here. It is in the pod cgroup's working
@@ -93,7 +94,8 @@ def allocatable(resource: str, capacity: int, use: BatchUse) -> int:
 
 
 def figures(published: int, allocated: int) -> BatchFigures:
-    """Allocated and free against what is published (0 while evicting or stalled: then free < 0)."""
+    """Allocated and free against what is published (negative only for a value below `allocated`, which the
+    publisher never writes)."""
     return BatchFigures(published, allocated, published - allocated)
 
 

@@ -383,7 +383,8 @@ class OversubscriptionOwner:
             pods.add_metric([], float(batch["pods"]))
             out.append(pods)
             helps = {"allocated": "Σ batch requests of the node's pods that have not finished",
-                     "free": "published batch allocatable − allocated (negative: over-allocated)"}  # fmt: skip
+                     "free": "published batch allocatable − allocated (0: nothing more fits; the published value "
+                             "is never below what is allocated)"}  # fmt: skip
             for res, unit, scale in (("cpu", "cores", 1000.0), ("memory", "bytes", 1.0)):
                 for what, help_text in helps.items():
                     fam = GaugeMetricFamily(f"colo_node_batch_{what}_{res}_{unit}", f"Batch {res}: {help_text}")

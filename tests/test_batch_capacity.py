@@ -61,7 +61,7 @@ def test_allocatable_takes_off_only_memory_held_above_requests(
     assert allocatable(resource, capacity, use) == expected
 
 
-#: (published allocatable, allocated) -> free; negative: over-allocated (online usage rose, or evicting)
+#: (published allocatable, allocated) -> free; negative for a value below allocated (the publisher never writes one)
 FREE_CASES = [(5500, 4500, 1000), (5500, 0, 5500), (2000, 4500, -2500), (0, 4500, -4500), (0, 0, 0)]
 
 
