@@ -229,8 +229,9 @@ class NetworkQosConfig(Strict):
     tightened_percent: int = Field(default=20, ge=1, le=100)
     #: The node's uplink interfaces; empty: every physical interface.
     uplinks: tuple[str, ...] = ()
-    #: Passes between two checks of a limit that did not change (each check enters the pod's namespace).
-    verify_every: int = Field(default=30, ge=1)
+    #: Passes between two checks of a limit that did not change (each check enters the pod's namespace; pods
+    #: take turns).
+    verify_every: int = Field(default=60, ge=1)
 
     @model_validator(mode="after")
     def _hysteresis(self) -> NetworkQosConfig:

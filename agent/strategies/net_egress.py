@@ -3,11 +3,12 @@ that have a network namespace of their own (no Kubernetes resource names a pod's
 least the floor; tightened while the online traffic on the node's uplink (what the uplink sends minus what
 the offline pods send) is above the high mark, released once it falls under the low mark (hysteresis).
 
-A limit is asked for when it changes and every `verify_every` passes in between: each check enters the pod's
-namespace over netlink, which a 1 s pass cannot afford for every offline pod every time."""
+A limit is asked for when it changes, and in between once every `verify_every` passes on the pod's own turn:
+each check enters the pod's namespace over netlink, which a 1 s pass cannot afford for every offline pod."""
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,11 @@ def tightened(online: float | None, was: bool, config: NetworkQosConfig) -> bool
     return was
 
 
+def turn(uid: str, every: int) -> int:
+    """The pass (modulo `every`) a pod's unchanged limit is checked in: spread, so no pass checks them all."""
+    return zlib.crc32(uid.encode()) % every
+
+
 def split(budget: int, uids: Sequence[str], floor: int) -> dict[str, int]:
     """Equal shares of the budget, each at least the floor."""
     if not uids:
@@ -57,7 +63,6 @@ def split(budget: int, uids: Sequence[str], floor: int) -> dict[str, int]:
 class NetEgressMemo:
     tightened: bool = False
     rates: Mapping[str, int] = field(default_factory=dict)  # uid -> the rate last asked for
-    asked_at: Mapping[str, int] = field(default_factory=dict)  # uid -> the pass it was last asked for in
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,10 +74,12 @@ class NetEgressReport(Report):
 
     def fields(self) -> dict[str, Any]:
         return {
-            "offline_egress_bytes_per_second": dict(self.rates),
-            "network_tightened": self.tightened,
-            "online_uplink_tx_bytes_per_second": self.online_tx,
-            "offline_host_network_pods": list(self.host_network),
+            "network_qos": {
+                "offline_egress_bytes_per_second": dict(self.rates),
+                "tightened": self.tightened,
+                "online_uplink_tx_bytes_per_second": self.online_tx,
+                "host_network_pods": list(self.host_network),
+            }
         }
 
 
@@ -96,15 +103,10 @@ class NetEgress:
         pods = [p for p in state.offline if p.uid not in host]
         rates = split(budget, [p.uid for p in pods], c.min_pod_bytes_per_second)
         seq = state.snapshot.seq
-        actions, asked = [], {}
+        actions = []
         for p in pods:
-            last = memo.asked_at.get(p.uid)
-            due = memo.rates.get(p.uid) != rates[p.uid] or last is None or seq - last >= c.verify_every
             entry = recorded.entries.get(p.uid)
-            if due or entry is None or NET_EGRESS not in entry.parts:
+            changed = memo.rates.get(p.uid) != rates[p.uid] or entry is None or NET_EGRESS not in entry.parts
+            if changed or seq % c.verify_every == turn(p.uid, c.verify_every):
                 actions.append(SetEgressRate(p.cgroup, rates[p.uid], NET_EGRESS, p.uid))
-                asked[p.uid] = seq
-            else:
-                asked[p.uid] = last if last is not None else seq
-        report = NetEgressReport(rates, tight, online, host)
-        return Plan(tuple(actions), NetEgressMemo(tight, rates, asked), report)
+        return Plan(tuple(actions), NetEgressMemo(tight, rates), NetEgressReport(rates, tight, online, host))
