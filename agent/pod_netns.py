@@ -8,6 +8,8 @@ where only a policer (drops) or an IFB redirect could hold it."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +27,10 @@ DEFAULT_KINDS = frozenset({"noqueue", "pfifo_fast", "mq", "fq_codel", ""})
 LATENCY_US = 50_000
 #: handle of the qdisc Colo installs (1:0), to tell it from a root qdisc someone else put there
 HANDLE = 0x10000
+
+
+CLONE_NEWNET = 0x40000000
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
 class NetnsError(Exception):
@@ -98,9 +104,29 @@ def read_dev(proc_root: str, pid: int) -> list[LinkCounters]:
     return out
 
 
+def _setns(fd: int) -> None:
+    if _LIBC.setns(fd, CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
 def _iproute(proc_root: str, pid: int) -> Any:
+    """A netlink socket in the namespace of `pid`: this thread enters it, opens the socket (which stays
+    there), and comes back; pyroute2's own `netns=` forks a helper for that, several times dearer."""
     try:
-        return IPRoute(netns=f"{proc_root}/{pid}/ns/net")
+        here = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        try:
+            there = os.open(f"{proc_root}/{pid}/ns/net", os.O_RDONLY)
+            try:
+                _setns(there)
+                try:
+                    return IPRoute()
+                finally:
+                    _setns(here)
+            finally:
+                os.close(there)
+        finally:
+            os.close(here)
     except (OSError, NetlinkError) as e:
         raise NetnsError(f"network namespace of pid {pid}: {e}") from e
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -155,9 +156,11 @@ def test_an_offline_pod_is_held_to_its_egress_limit_and_an_online_one_is_not(
     enf = Enforcer(tree.layout, tree.model, reader, config, lambda: (2.0, 8 * GI),
                    registered=[*default_strategies(tree.layout, tree.model, config), NetEgress(qos)])  # fmt: skip
     offline, online = _sample(tree, off_uid, off_cg, "offline"), _sample(tree, on_uid, on_cg, "online")
+    ours = os.stat("/proc/thread-self/ns/net").st_ino
     try:
         enf.on_snapshot(_snapshot(1, offline, online))
         assert enf.errors == 0, enf.last_error
+        assert os.stat("/proc/thread-self/ns/net").st_ino == ours  # the agent's thread came back from the pod's
         held = root_qdisc(off_pod.ns, off_pod.link)
         assert held["kind"] == "tbf" and root_qdisc(on_pod.ns, on_pod.link)["kind"] == "noqueue"
         saved = json.loads((tmp_path / "ledger.json").read_text())["pods"][off_uid]["parts"]
