@@ -11,7 +11,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyroute2 import IPRoute
@@ -51,6 +51,7 @@ class RootQdisc:
     kind: str
     handle: int = 0
     rate: int | None = None
+    index: int = field(default=0, compare=False)  # the interface's index as read (not recorded: 0)
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "handle": self.handle, "rate": self.rate}
@@ -151,7 +152,7 @@ def root_qdiscs(proc_root: str, pid: int) -> dict[str, RootQdisc]:
     """Interface name -> its root qdisc, in the namespace of `pid`."""
     ipr = _iproute(proc_root, pid)
     try:
-        return {name: _root(ipr, index) for index, name in _links(ipr)}
+        return {name: replace(_root(ipr, index), index=index) for index, name in _links(ipr)}
     except (OSError, NetlinkError) as e:
         raise NetnsError(f"qdiscs in the namespace of pid {pid}: {e}") from e
     finally:
@@ -165,12 +166,13 @@ def burst_bytes(rate: int) -> int:
 
 def set_roots(proc_root: str, pid: int, wanted: dict[str, RootQdisc]) -> None:
     """Each named interface's root qdisc as wanted: a token bucket at `rate` bytes/s, a kind without
-    options, or its default back (a default kind: Colo's root removed)."""
+    options, or its default back (a default kind: Colo's root removed). A wish with the `index` just read
+    (a probe's) is written without looking the interfaces up again."""
     ipr = _iproute(proc_root, pid)
     try:
-        links = {name: index for index, name in _links(ipr)}
+        links = {} if all(q.index for q in wanted.values()) else {name: index for index, name in _links(ipr)}
         for name, q in wanted.items():
-            index = links.get(name)
+            index = q.index or links.get(name)
             if index is None:
                 continue
             if q.kind == "tbf" and q.rate:

@@ -39,7 +39,9 @@ class SetEgressRate(Knob):
         except NetnsError as e:
             raise CgroupError(self.cgroup, str(e)) from e
         holds = all(q.kind == "tbf" and q.rate == self.rate for q in roots.values())
-        wanted = {name: RootQdisc("tbf", q.handle if q.kind == "tbf" else 0, self.rate) for name, q in roots.items()}
+        wanted = {
+            name: RootQdisc("tbf", q.handle if q.kind == "tbf" else 0, self.rate, q.index) for name, q in roots.items()
+        }
         return roots, holds, partial(_write, self.cgroup, io.proc_root, pid, wanted)
 
 
