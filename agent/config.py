@@ -220,6 +220,36 @@ class MemoryQosConfig(Strict):
     high_percent: int = Field(default=0, ge=0, le=100)  # memory.high from the limit; 0: off
 
 
+class NetworkQosConfig(Strict):
+    """Egress limits of offline pods (agent/strategies/net_egress.py, docs/network-qos.md); off by default."""
+
+    #: Hold offline pods' egress to a node budget with a token bucket in each pod's network namespace (needs
+    #: collectors.pod_network).
+    enabled: bool = False
+    #: Bytes per second all offline pods together may send, split equally among them.
+    offline_egress_bytes_per_second: int = Field(default=125_000_000, ge=1)
+    #: Each offline pod's floor, bytes per second (a pod never gets less, even tightened).
+    min_pod_bytes_per_second: int = Field(default=1_000_000, ge=1)
+    #: Online traffic on the uplink (bytes/s sent by the node minus what offline pods send) above which the
+    #: budget is tightened.
+    online_high_bytes_per_second: int = Field(default=500_000_000, ge=1)
+    #: Online traffic under which a tightened budget is released (hysteresis: below the high mark).
+    online_low_bytes_per_second: int = Field(default=300_000_000, ge=0)
+    #: The budget while tightened, percent of offline_egress_bytes_per_second.
+    tightened_percent: int = Field(default=20, ge=1, le=100)
+    #: The node's uplink interfaces; empty: every physical interface.
+    uplinks: tuple[str, ...] = ()
+    #: Passes between two checks of a limit that did not change (each check enters the pod's namespace; pods
+    #: take turns).
+    verify_every: int = Field(default=60, ge=1)
+
+    @model_validator(mode="after")
+    def _hysteresis(self) -> NetworkQosConfig:
+        if self.online_low_bytes_per_second >= self.online_high_bytes_per_second:
+            raise ValueError("network_qos.online_low_bytes_per_second must be below online_high_bytes_per_second")
+        return self
+
+
 class QosConfig(Strict):
     """What Colo does for online pods themselves: CPU burst and memory QoS (all off by default)."""
 
@@ -284,6 +314,7 @@ class AgentConfig(Strict):
     batch: BatchConfig = BatchConfig()
     serving: ServingSettings = ServingSettings()
     qos: QosConfig = QosConfig()
+    network_qos: NetworkQosConfig = NetworkQosConfig()
 
     @field_validator("cgroup_root", "host_root")
     @classmethod
@@ -301,6 +332,8 @@ class AgentConfig(Strict):
         unknown = set(self.pod_windows or ()) - set(WINDOW_NAMES)
         if unknown:
             raise ValueError(f"pod_windows: {', '.join(sorted(unknown))} not among {', '.join(WINDOW_NAMES)}")
+        if self.network_qos.enabled and "pod_network" not in self.collectors.enabled():
+            raise ValueError("network_qos.enabled needs collectors.pod_network: true (the offline pods' traffic)")
         return self
 
     def state_file_in(self, in_pod: bool, env: Mapping[str, str]) -> str:

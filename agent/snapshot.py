@@ -135,10 +135,22 @@ class PodSample:
     # the pod cgroup's hard memory limit as read (kubelet's: overhead and sidecars included); None: unlimited
     # or unreadable. Memory QoS takes the pod's memory.high from it, never from the spec's sum of containers
     memory_limit_bytes: int | None = None
+    # what the pod's own network namespace received and sent (collectors.pod_network; None: not read yet)
+    network: NetworkRates | None = None
 
     @property
     def uid(self) -> str:
         return self.meta.uid
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkRates:
+    """A pod's interfaces together (loopback left out), bytes per second (None: the first reading);
+    `host_network`: the pod has no namespace of its own, nothing is counted (the node's interfaces are)."""
+
+    rx_bytes_per_second: float | None
+    tx_bytes_per_second: float | None
+    host_network: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -237,6 +237,15 @@ class PodBatchResources(_Model):
     problems: list[str]
 
 
+class PodNetwork(_Model):
+    """A pod's own network namespace, interfaces together (collectors.pod_network); `host_network`: it has
+    none, its traffic is the node's (rates null)."""
+
+    host_network: bool
+    receive_bytes_per_second: Rate | None
+    transmit_bytes_per_second: Rate | None
+
+
 class PodUsage(_Model):
     """One entry of `GET /api/v1/pods` (the whole document is a list of them). `batch` is null for a pod
     without batch resources, and absent from an older agent's document."""
@@ -255,6 +264,7 @@ class PodUsage(_Model):
     containers: list[ContainerUsage]
     windows: dict[str, dict[str, PodWindow]]
     batch: PodBatchResources | None = None
+    network: PodNetwork | None = None  # null unless collectors.pod_network is on; absent from an older agent
 
     @model_validator(mode="after")
     def _known_windows(self) -> PodUsage:

@@ -21,7 +21,7 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
-from agent.snapshot import ContainerSample, PodMeta, PodSample, Pressure, Snapshot
+from agent.snapshot import ContainerSample, NetworkRates, PodMeta, PodSample, Pressure, Snapshot
 from agent.strategies.batch_limits import problems_of
 from agent.view import AgentView
 from agent.windows import WindowValue
@@ -180,6 +180,14 @@ def _batch(meta: PodMeta) -> dict[str, Any] | None:
     }
 
 
+def _network(n: NetworkRates | None) -> dict[str, Any] | None:
+    """The pod's own network namespace (collectors.pod_network; null while it is not read)."""
+    if n is None:
+        return None
+    return {"host_network": n.host_network, "receive_bytes_per_second": num(n.rx_bytes_per_second),
+            "transmit_bytes_per_second": num(n.tx_bytes_per_second)}  # fmt: skip
+
+
 def pod_document(view: AgentView, pod: PodSample, windows: dict[str, WindowSet] | None) -> dict[str, Any]:
     meta = pod.meta
     doc: dict[str, Any] = {
@@ -195,6 +203,7 @@ def pod_document(view: AgentView, pod: PodSample, windows: dict[str, WindowSet] 
         "containers": [_container(c) for c in pod.containers],
         "windows": _pod_windows(windows or {}),
         "batch": _batch(meta),
+        "network": _network(pod.network),
     }
     for name, section in list(view.pod_sections.items()):
         try:

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from prometheus_client.metrics_core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from agent.collectors import containers, network, node, pods, psi, registry, tiers
+from agent.collectors import containers, network, node, pod_network, pods, psi, registry, tiers
 from agent.snapshot import PodSample, Pressure, Snapshot
 from agent.view import AgentView
 from common.families import Families, Family
@@ -183,6 +183,9 @@ class ColoCollector(Collector):
             f.add(pods.ANON, pl, pod.memory_anon_bytes)
             f.add(pods.THROTTLED, pl, pod.cpu_throttled_ratio)
             self._pressure(f, psi.PRESSURE, pl, pod.pressure)
+            if pod.network is not None and not pod.network.host_network:
+                f.add(pod_network.RECEIVE, pl, pod.network.rx_bytes_per_second)
+                f.add(pod_network.TRANSMIT, pl, pod.network.tx_bytes_per_second)
             pw = win.pods.get(pod.uid)
             if pw is not None:
                 cpu_w, mem_w = pw["cpu"], pw["memory"]

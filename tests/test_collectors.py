@@ -17,15 +17,25 @@ from testsupport.cgtree import V1Tree
 
 
 def test_names_are_registered_once_in_pass_order() -> None:
-    assert names() == ("node", "tiers", "pods", "containers", "psi", "network")
+    assert names() == ("node", "tiers", "pods", "containers", "psi", "pod_network", "network")
     assert always_on() == frozenset({"node", "pods"})
-    assert {s.name: s.scope for s in specs() if s.scope == "pod"} == {"containers": "pod", "psi": "pod"}
+    assert {s.name: s.scope for s in specs() if s.scope == "pod"} == {
+        "containers": "pod",
+        "psi": "pod",
+        "pod_network": "pod",
+    }
 
 
 def test_the_switches_come_from_the_registry_with_their_defaults() -> None:
     switches = AgentConfig().collectors
-    assert switches.model_dump() == {"tiers": True, "containers": True, "psi": True, "network": True}
-    assert switches.enabled() == frozenset(names())
+    assert switches.model_dump() == {
+        "tiers": True,
+        "containers": True,
+        "psi": True,
+        "pod_network": False,
+        "network": True,
+    }
+    assert switches.enabled() == frozenset(names()) - {"pod_network"}  # off by default: a file per pod and pass
 
 
 def test_a_switch_from_the_environment_and_an_unknown_or_always_on_one_rejected() -> None:

@@ -182,7 +182,22 @@ def test_no_surge_pod_for_a_workload_that_may_hold_a_host_port(tmp_path: Path) -
     assert on_host_port(hosted) and surge(hosted) == 0
 
 
-@pytest.mark.parametrize("component", ["apparmor", *(f"kubelet-{d}" for d in sorted(KUBELET_CONFIGS))])
+def test_the_network_qos_component_switches_it_on_with_the_capabilities_it_needs(tmp_path: Path) -> None:
+    _, base = agent(render(DEPLOY / "daemonset"))
+    objs = overlay(tmp_path, ["network-qos"])
+    _, c = agent(objs)
+    added = set(c["securityContext"]["capabilities"]["add"])
+    assert added == set(base["securityContext"]["capabilities"]["add"]) | {"SYS_ADMIN", "SYS_PTRACE", "NET_ADMIN"}
+    assert c["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["NODE_NAME"] is None, "the base's variables are kept"
+    cfg = load_config(["--config", str(agent_config(objs, tmp_path))], env=env)
+    assert cfg.network_qos.enabled and "pod_network" in cfg.collectors.enabled()
+    base_cfg = load_config(["--config", str(agent_config(objs, tmp_path))], env={"NODE_NAME": "n"})
+    assert not base_cfg.network_qos.enabled, "off without the component"
+
+
+@pytest.mark.parametrize("component", ["apparmor", "network-qos", *(f"kubelet-{d}" for d in sorted(KUBELET_CONFIGS))])
 def test_every_component_renders_to_valid_workloads(tmp_path: Path, component: str) -> None:
     import kubernetes_validate  # type: ignore[import-untyped]
 

@@ -16,6 +16,7 @@ from agent.collectors import CollectorRun
 from agent.snapshot import (
     ContainerSample,
     InterfaceSample,
+    NetworkRates,
     NodeSample,
     PodMeta,
     PodSample,
@@ -41,7 +42,10 @@ def _pod(uid: str, ns: str | None, qos: str, cls: str, cpu: float | None, ws: in
         for i in range(containers)
     )  # fmt: skip
     pressure = {"cpu": Pressure(0.125, None), "memory": Pressure(0.0, 0.0)} if qos != "BestEffort" else {}
-    return PodSample(meta, qos, f"/kubepods/pod{uid}", cpu, ws, ws // 2, ws + 10, 100, 0.5, cs, pressure)
+    sample = PodSample(meta, qos, f"/kubepods/pod{uid}", cpu, ws, ws // 2, ws + 10, 100, 0.5, cs, pressure)
+    if cls == "offline":  # collectors.pod_network (off by default) read it
+        sample.network = NetworkRates(1.5e3, 2.5e5)
+    return sample
 
 
 def fixed_view() -> tuple[AgentView, Snapshot]:
@@ -63,7 +67,7 @@ def fixed_view() -> tuple[AgentView, Snapshot]:
     }
     runs = tuple(
         CollectorRun(name, name != "psi", 0.001 * (i + 1))
-        for i, name in enumerate(("node", "tiers", "pods", "containers", "psi", "network"))
+        for i, name in enumerate(("node", "tiers", "pods", "containers", "psi", "network", "pod_network"))
     )
     snap = Snapshot(0, 0.0, 0.0, node, {}, {}, (), 0.0)
     for i in range(TICKS):

@@ -26,6 +26,7 @@ from agent.strategies.cpu_burst import CpuBurst
 from agent.strategies.cpu_suppression import CfsQuota, Cpuset
 from agent.strategies.memory_high import MemoryHigh
 from agent.strategies.memory_qos import MemoryQos
+from agent.strategies.net_egress import NetEgress
 from agent.strategies.quota_burst import QuotaBurst
 
 
@@ -73,5 +74,6 @@ def strategies(config: AgentConfig, facts: Facts) -> list[Strategy]:
         CpuBurst(q.cpu_burst, facts.burst_supported),
         QuotaBurst(q.quota_burst),
         MemoryQos(q.memory, facts.is_v2, facts.kubepods),
+        NetEgress(config.network_qos) if config.network_qos.enabled else None,
     ]
     return [s for s in registered if s is not None]
