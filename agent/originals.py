@@ -98,7 +98,7 @@ class Originals:
         included) into `scores`, read before Colo writes its own; cgroups that are gone are forgotten."""
         root = self.layout.dir("cpu", entry.cgroup)
         found: set[str] = set()
-        for dirpath, _dirs, _files in os.walk(root):
+        for dirpath in self.reader.tree(entry.cgroup):
             cgroup = entry.cgroup + dirpath[len(root) :]
             found.add(cgroup)
             if cgroup in scores:

@@ -327,12 +327,34 @@ class CgroupReader:
 
     def procs_recursive(self, cgroup: str) -> list[int]:
         """PIDs in the cgroup and every descendant (a pod's processes live in its containers)."""
-        root = self.layout.dir("cpu", cgroup)
         pids: list[int] = []
-        for dirpath, _dirs, files in os.walk(root):
-            if "cgroup.procs" in files:
-                try:
-                    pids.extend(int(x) for x in read_once(f"{dirpath}/cgroup.procs").split())
-                except CgroupGone:
-                    continue
+        for dirpath in self.tree(cgroup):
+            try:
+                pids.extend(int(x) for x in read_once(f"{dirpath}/cgroup.procs").split())
+            except (CgroupGone, CgroupFileMissing):
+                continue
         return pids
+
+    def tree(self, cgroup: str, controller: str = "cpu") -> list[str]:
+        """The directories of the cgroup and of every descendant, in `os.walk`'s top-down order. A directory
+        whose link count says it has no subdirectory (2) is not listed: a cgroup directory holds dozens of
+        files, and the enforcement pass walks every offline pod every few seconds."""
+        out: list[str] = []
+        _subtree(self.layout.dir(controller, cgroup), out)
+        return out
+
+
+def _subtree(path: str, out: list[str]) -> None:
+    """`path` and its descendant directories, parents first; what vanishes meanwhile is left out, symbolic
+    links are not followed (as `os.walk` does)."""
+    try:
+        if os.stat(path).st_nlink == 2:  # kernfs, like other file systems, counts a directory's subdirectories
+            out.append(path)
+            return
+        with os.scandir(path) as entries:
+            subdirs = [e.path for e in entries if e.is_dir() and not e.is_symlink()]
+    except OSError:
+        return
+    out.append(path)
+    for sub in subdirs:
+        _subtree(sub, out)
