@@ -46,19 +46,12 @@ def _check_range(path: str, value: int, lo: int, hi: int, what: str) -> None:
         raise CgroupValueError(path, value, f"{what} must be an integer in [{lo}, {hi}]")
 
 
-OOM_RECHECK_CALLS = 12  # at the baseline's 5 s: a value changed behind Colo's back is back within a minute
-
-
 class CgroupWriter:
     """The only code that changes cgroup files. Online pods never reach it (the enforcer decides)."""
 
     def __init__(self, layout: Layout, reader: CgroupReader | None = None) -> None:
         self.layout = layout
         self.reader = reader if reader is not None else CgroupReader(layout)
-        # oom_score_adj: the processes of each cgroup tree known to hold `_oom_score`, and how many calls ago
-        # they were all read; an unprivileged process cannot go below a value Colo wrote, so they are skipped
-        self._oom_score: int | None = None
-        self._oom_held: dict[str, tuple[frozenset[int], int]] = {}
 
     def _file(self, controller: str, cgroup: str, name: str) -> str:
         return f"{self.layout.dir(controller, cgroup)}/{name}"
@@ -184,41 +177,24 @@ class CgroupWriter:
     def set_oom_score_adj(self, cgroup: str, score: int, *, proc_root: str = "/proc") -> int:
         """Set oom_score_adj of every process in the cgroup and its children; returns how many changed.
 
-        Processes that exit meanwhile are skipped; the caller re-applies each pass for new processes. Those
-        this writer found or left at `score` on the last call for the cgroup are not read again (a call with
-        another score forgets them all), except every `OOM_RECHECK_CALLS`-th call, which reads them all.
+        Processes that exit meanwhile are skipped; the caller re-applies each pass for new processes.
         """
         _check_range(f"{cgroup}/oom_score_adj", score, -1000, 1000, "oom_score_adj")
-        if score != self._oom_score:
-            self._oom_score, self._oom_held = score, {}
-        known, calls = self._oom_held.get(cgroup, (frozenset(), 0))
-        if calls >= OOM_RECHECK_CALLS:
-            known, calls = frozenset(), 0
         changed = 0
-        held: list[int] = []
         for pid in self.reader.procs_recursive(cgroup):
-            if pid in known:
-                held.append(pid)
-                continue
             path = f"{proc_root}/{pid}/oom_score_adj"
             try:
                 with open(path, "rb") as f:
                     if int(f.read()) == score:
-                        held.append(pid)
                         continue
                 write_value(path, str(score))
                 changed += 1
-                held.append(pid)
             except (OSError, ValueError, CgroupGone, CgroupFileMissing):
                 continue
             except CgroupWriteError as exc:
                 if exc.errno == errno.ESRCH:
                     continue
                 raise
-        if held:
-            self._oom_held[cgroup] = (frozenset(held), calls + 1)
-        else:
-            self._oom_held.pop(cgroup, None)
         return changed
 
     def kill_all(self, cgroup: str, sig: int) -> int:

@@ -1,5 +1,5 @@
 """The cheaper reads of the enforcement and collection passes decide as before: a cgroup tree listed in
-`os.walk`'s order, oom_score_adj written to new processes and re-checked for all of them, the node's CPU
+`os.walk`'s order (oom_score_adj still read for every process of it each time), the node's CPU
 time from /proc/stat as psutil computes it."""
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import pytest
 
 from agent.procfs import HostProc
 from cgroup import CgroupReader, CgroupWriter
-from cgroup.writer import OOM_RECHECK_CALLS
 from testsupport.cgtree import V1Tree
 from testsupport.waiting import wait_for
 
@@ -39,7 +38,7 @@ def test_tree_lists_what_os_walk_lists(v1tree_cgroupfs: V1Tree) -> None:
 
 
 @pytest.mark.cgroupv1
-def test_oom_score_adj_reaches_new_processes_and_rechecks_the_known(v1tree_cgroupfs: V1Tree) -> None:
+def test_oom_score_adj_reaches_new_processes_and_every_known_one(v1tree_cgroupfs: V1Tree) -> None:
     tree = v1tree_cgroupfs
     _, pod, (c1, c2) = tree.pod("besteffort", containers=2)
     first = tree.start(c1, SLEEPER)
@@ -50,13 +49,11 @@ def test_oom_score_adj_reaches_new_processes_and_rechecks_the_known(v1tree_cgrou
     wait_for(lambda: second.pid in CgroupReader(tree.layout).procs(c2))
     assert writer.set_oom_score_adj(pod, 1000) == 1
     assert (oom_score_adj(first.pid), oom_score_adj(second.pid)) == (1000, 1000)
-    with open(f"/proc/{first.pid}/oom_score_adj", "w") as f:  # a privileged hand sets it back
+    # without CAP_SYS_RESOURCE Colo's write leaves the process's floor where it was: it may lower its own
+    # value again, and the next call puts it back
+    with open(f"/proc/{first.pid}/oom_score_adj", "w") as f:
         f.write("500")
-    calls = [writer.set_oom_score_adj(pod, 1000) for _ in range(OOM_RECHECK_CALLS)]
-    assert sum(calls) == 1 and oom_score_adj(first.pid) == 1000  # back within OOM_RECHECK_CALLS calls
-    assert writer.set_oom_score_adj(pod, 3) == 2  # another score: every process read and written
-    assert writer.set_oom_score_adj(c1, 1000) == 1
-    assert writer.set_oom_score_adj(pod, 3) == 1  # the score changed in between: nothing taken as known
+    assert writer.set_oom_score_adj(pod, 1000) == 1 and oom_score_adj(first.pid) == 1000
 
 
 @pytest.fixture
