@@ -76,6 +76,9 @@ class CpuSettings:
     idle: bool | None  # None: the kernel has no cpu.idle
 
 
+SETTINGS_PATHS_KEPT = 8192  # cgroups whose cpu_settings paths are kept (enforcement reads them every pass)
+
+
 class _Counters:
     """Pre-built file paths of one cgroup's hot-path counters, so a pass does no path arithmetic."""
 
@@ -123,6 +126,7 @@ class CgroupReader:
         self._counters: dict[str, _Counters] = {}
         self._v2 = layout.is_v2
         self._no_cfs_stat = False
+        self._settings: dict[str, tuple[str, str, str, str]] = {}  # cpu_settings' file paths per cgroup
         self._no_cpu_idle = False
 
     # -- helpers -----------------------------------------------------------------------------------
@@ -142,6 +146,7 @@ class CgroupReader:
     def forget(self, cgroup: str) -> None:
         """Close descriptors of a cgroup that is gone or no longer watched."""
         self._counters.pop(cgroup, None)
+        self._settings.pop(cgroup, None)
         for ctrl in ("cpu", "cpuacct", "memory", "cpuset") if not self.layout.is_v2 else ("cpu",):
             with contextlib.suppress(CgroupError):
                 self.files.forget(self.layout.dir(ctrl, cgroup))
@@ -251,23 +256,29 @@ class CgroupReader:
         return parse_int_or_max(path, data)
 
     def cpu_settings(self, cgroup: str) -> CpuSettings:
-        if self.layout.is_v2:
-            path, data = self._read("cpu", cgroup, "cpu.max")
-            quota, period = parse_cpu_max(path, data)
-            path, data = self._read("cpu", cgroup, "cpu.weight")
-            weight: int | None = parse_int(path, data)
+        paths = self._settings.get(cgroup)
+        if paths is None:
+            if len(self._settings) >= SETTINGS_PATHS_KEPT:  # cgroups never forgotten: a bound, not a leak
+                self._settings.clear()
+            d = self.layout.dir("cpu", cgroup)
+            names = (
+                ("cpu.max", "cpu.weight", "") if self._v2 else ("cpu.cfs_quota_us", "cpu.cfs_period_us", "cpu.shares")
+            )
+            first, second, third = (f"{d}/{n}" for n in names)
+            paths = self._settings[cgroup] = (first, second, third, f"{d}/cpu.idle")
+        read = self.files.read
+        if self._v2:
+            quota, period = parse_cpu_max(paths[0], read(paths[0]))
+            weight: int | None = parse_int(paths[1], read(paths[1]))
             shares = None
         else:
-            path, data = self._read("cpu", cgroup, "cpu.cfs_quota_us")
-            raw_quota = parse_int(path, data)
+            raw_quota = parse_int(paths[0], read(paths[0]))
             quota = None if raw_quota < 0 else raw_quota
-            path, data = self._read("cpu", cgroup, "cpu.cfs_period_us")
-            period = parse_int(path, data)
-            path, data = self._read("cpu", cgroup, "cpu.shares")
-            shares, weight = parse_int(path, data), None
+            period = parse_int(paths[1], read(paths[1]))
+            shares, weight = parse_int(paths[2], read(paths[2])), None
         idle: bool | None = None
         if not self._no_cpu_idle:  # enforcement reads this every pass: a cached descriptor, like the counters
-            idle_path = f"{self.layout.dir('cpu', cgroup)}/cpu.idle"
+            idle_path = paths[3]
             try:
                 idle = parse_int(idle_path, self.files.read(idle_path)) == 1
             except CgroupFileMissing:
