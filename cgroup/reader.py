@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from cgroup.errors import (
@@ -127,6 +128,7 @@ class CgroupReader:
         self._v2 = layout.is_v2
         self._no_cfs_stat = False
         self._settings: dict[str, tuple[str, str, str, str]] = {}  # cpu_settings' file paths per cgroup
+        self._procs_memo: dict[str, list[tuple[str, list[int] | CgroupError]]] | None = None
         self._no_cpu_idle = False
 
     # -- helpers -----------------------------------------------------------------------------------
@@ -339,12 +341,41 @@ class CgroupReader:
     def procs_recursive(self, cgroup: str) -> list[int]:
         """PIDs in the cgroup and every descendant (a pod's processes live in its containers)."""
         pids: list[int] = []
+        for _dirpath, found in self.procs_tree(cgroup):
+            if isinstance(found, CgroupError):
+                if isinstance(found, (CgroupGone, CgroupFileMissing)):
+                    continue
+                raise found
+            pids.extend(found)
+        return pids
+
+    def procs_tree(self, cgroup: str) -> list[tuple[str, list[int] | CgroupError]]:
+        """Each directory of the cgroup's tree (`tree`) with the PIDs in it, or why they could not be read.
+        Inside `one_procs_reading()` a tree is read once: the enforcement pass records kubelet's
+        oom_score_adj of a pod's processes and writes its own from one walk of the pod's cgroups."""
+        memo = self._procs_memo
+        if memo is not None and (hit := memo.get(cgroup)) is not None:
+            return hit
+        out: list[tuple[str, list[int] | CgroupError]] = []
         for dirpath in self.tree(cgroup):
             try:
-                pids.extend(int(x) for x in read_once(f"{dirpath}/cgroup.procs").split())
-            except (CgroupGone, CgroupFileMissing):
+                data = read_once(f"{dirpath}/cgroup.procs")
+            except CgroupError as exc:
+                out.append((dirpath, exc))
                 continue
-        return pids
+            out.append((dirpath, [int(x) for x in data.split()]))
+        if memo is not None:
+            memo[cgroup] = out
+        return out
+
+    @contextlib.contextmanager
+    def one_procs_reading(self) -> Iterator[None]:
+        """Within it `procs_tree` (and `procs_recursive`) read each cgroup tree once."""
+        self._procs_memo = {}
+        try:
+            yield
+        finally:
+            self._procs_memo = None
 
     def tree(self, cgroup: str, controller: str = "cpu") -> list[str]:
         """The directories of the cgroup and of every descendant, in `os.walk`'s top-down order. A directory

@@ -76,3 +76,18 @@ def test_cpu_times_are_psutils(fake_proc: Path) -> None:
     assert proc.cpu_count == 1
     stat.write_text("cpu  700000 17 98952 165327 1029 3 1124 1362 11 5\n")  # a new file: the test's, not the kernel's
     assert HostProc(str(fake_proc)).cpu_times().busy_seconds > expected
+
+
+@pytest.mark.cgroupv1
+def test_one_procs_reading_serves_a_tree_once_per_pass(v1tree_cgroupfs: V1Tree) -> None:
+    tree = v1tree_cgroupfs
+    _, pod, (c1,) = tree.pod("besteffort", containers=1)
+    reader = CgroupReader(tree.layout)
+    with reader.one_procs_reading():
+        first = reader.procs_tree(pod)
+        proc = tree.start(c1, SLEEPER)
+        wait_for(lambda: proc.pid in reader.procs(c1))
+        assert reader.procs_tree(pod) is first and reader.procs_recursive(pod) == []  # the pass's reading
+    assert reader.procs_recursive(pod) == [proc.pid]  # outside a pass: read each time
+    gone = f"{pod}/gone"
+    assert reader.procs_tree(gone) == [] and reader.procs_recursive(gone) == []
