@@ -87,7 +87,13 @@ class CgroupExecutor:
     # -- the pass --------------------------------------------------------------------------------------
     def apply(self, actions: Sequence[Action], snapshot: Snapshot | None = None) -> Outcome:
         """Carry out one pass's actions (see the module). `snapshot` gives the pods whose ledger entry an
-        action may have to create (a part first written to a pod the ledger does not know yet)."""
+        action may have to create (a part first written to a pod the ledger does not know yet). A pod's
+        cgroup tree and its processes are read once in the pass (the baseline's record and write of
+        oom_score_adj both need them)."""
+        with self.reader.one_procs_reading():
+            return self._apply(actions, snapshot)
+
+    def _apply(self, actions: Sequence[Action], snapshot: Snapshot | None) -> Outcome:
         writes = self.writes
         ours = merge_wishes(actions)  # one write per file: suppression on top of a pod's own limit, never looser
         # a value a strategy asks for in this pass wins over putting back a recorded one of the same file

@@ -64,11 +64,10 @@ def warn_without_kubepods(agent: Agent) -> None:
 
 def process_metrics() -> MetricSource:
     """`process_*` (the agent's own CPU, memory, open files) and `colo_build_info` next to the node's series."""
-    from prometheus_client import ProcessCollector
-
     from common.buildinfo import build_info
+    from common.process import OwnProcess
 
-    process = ProcessCollector(registry=None)
+    process = OwnProcess()
     return lambda: [*process.collect(), build_info("colo-agent")]
 
 

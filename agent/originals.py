@@ -98,14 +98,10 @@ class Originals:
         included) into `scores`, read before Colo writes its own; cgroups that are gone are forgotten."""
         root = self.layout.dir("cpu", entry.cgroup)
         found: set[str] = set()
-        for dirpath, _dirs, _files in os.walk(root):
+        for dirpath, pids in self.reader.procs_tree(entry.cgroup):  # the walk the write that follows reuses
             cgroup = entry.cgroup + dirpath[len(root) :]
             found.add(cgroup)
-            if cgroup in scores:
-                continue
-            try:
-                pids = self.reader.procs(cgroup)
-            except CgroupError:
+            if cgroup in scores or isinstance(pids, CgroupError):
                 continue
             value = next((v for v in map(self.read_oom, pids) if v is not None), None)
             if value is None:

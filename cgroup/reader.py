@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from cgroup.errors import (
@@ -76,6 +77,9 @@ class CpuSettings:
     idle: bool | None  # None: the kernel has no cpu.idle
 
 
+SETTINGS_PATHS_KEPT = 8192  # cgroups whose cpu_settings paths are kept (enforcement reads them every pass)
+
+
 class _Counters:
     """Pre-built file paths of one cgroup's hot-path counters, so a pass does no path arithmetic."""
 
@@ -123,6 +127,8 @@ class CgroupReader:
         self._counters: dict[str, _Counters] = {}
         self._v2 = layout.is_v2
         self._no_cfs_stat = False
+        self._settings: dict[str, tuple[str, str, str, str]] = {}  # cpu_settings' file paths per cgroup
+        self._procs_memo: dict[str, list[tuple[str, list[int] | CgroupError]]] | None = None
         self._no_cpu_idle = False
 
     # -- helpers -----------------------------------------------------------------------------------
@@ -142,6 +148,7 @@ class CgroupReader:
     def forget(self, cgroup: str) -> None:
         """Close descriptors of a cgroup that is gone or no longer watched."""
         self._counters.pop(cgroup, None)
+        self._settings.pop(cgroup, None)
         for ctrl in ("cpu", "cpuacct", "memory", "cpuset") if not self.layout.is_v2 else ("cpu",):
             with contextlib.suppress(CgroupError):
                 self.files.forget(self.layout.dir(ctrl, cgroup))
@@ -251,23 +258,29 @@ class CgroupReader:
         return parse_int_or_max(path, data)
 
     def cpu_settings(self, cgroup: str) -> CpuSettings:
-        if self.layout.is_v2:
-            path, data = self._read("cpu", cgroup, "cpu.max")
-            quota, period = parse_cpu_max(path, data)
-            path, data = self._read("cpu", cgroup, "cpu.weight")
-            weight: int | None = parse_int(path, data)
+        paths = self._settings.get(cgroup)
+        if paths is None:
+            if len(self._settings) >= SETTINGS_PATHS_KEPT:  # cgroups never forgotten: a bound, not a leak
+                self._settings.clear()
+            d = self.layout.dir("cpu", cgroup)
+            names = (
+                ("cpu.max", "cpu.weight", "") if self._v2 else ("cpu.cfs_quota_us", "cpu.cfs_period_us", "cpu.shares")
+            )
+            first, second, third = (f"{d}/{n}" for n in names)
+            paths = self._settings[cgroup] = (first, second, third, f"{d}/cpu.idle")
+        read = self.files.read
+        if self._v2:
+            quota, period = parse_cpu_max(paths[0], read(paths[0]))
+            weight: int | None = parse_int(paths[1], read(paths[1]))
             shares = None
         else:
-            path, data = self._read("cpu", cgroup, "cpu.cfs_quota_us")
-            raw_quota = parse_int(path, data)
+            raw_quota = parse_int(paths[0], read(paths[0]))
             quota = None if raw_quota < 0 else raw_quota
-            path, data = self._read("cpu", cgroup, "cpu.cfs_period_us")
-            period = parse_int(path, data)
-            path, data = self._read("cpu", cgroup, "cpu.shares")
-            shares, weight = parse_int(path, data), None
+            period = parse_int(paths[1], read(paths[1]))
+            shares, weight = parse_int(paths[2], read(paths[2])), None
         idle: bool | None = None
         if not self._no_cpu_idle:  # enforcement reads this every pass: a cached descriptor, like the counters
-            idle_path = f"{self.layout.dir('cpu', cgroup)}/cpu.idle"
+            idle_path = paths[3]
             try:
                 idle = parse_int(idle_path, self.files.read(idle_path)) == 1
             except CgroupFileMissing:
@@ -327,12 +340,63 @@ class CgroupReader:
 
     def procs_recursive(self, cgroup: str) -> list[int]:
         """PIDs in the cgroup and every descendant (a pod's processes live in its containers)."""
-        root = self.layout.dir("cpu", cgroup)
         pids: list[int] = []
-        for dirpath, _dirs, files in os.walk(root):
-            if "cgroup.procs" in files:
-                try:
-                    pids.extend(int(x) for x in read_once(f"{dirpath}/cgroup.procs").split())
-                except CgroupGone:
+        for _dirpath, found in self.procs_tree(cgroup):
+            if isinstance(found, CgroupError):
+                if isinstance(found, (CgroupGone, CgroupFileMissing)):
                     continue
+                raise found
+            pids.extend(found)
         return pids
+
+    def procs_tree(self, cgroup: str) -> list[tuple[str, list[int] | CgroupError]]:
+        """Each directory of the cgroup's tree (`tree`) with the PIDs in it, or why they could not be read.
+        Inside `one_procs_reading()` a tree is read once: the enforcement pass records kubelet's
+        oom_score_adj of a pod's processes and writes its own from one walk of the pod's cgroups."""
+        memo = self._procs_memo
+        if memo is not None and (hit := memo.get(cgroup)) is not None:
+            return hit
+        out: list[tuple[str, list[int] | CgroupError]] = []
+        for dirpath in self.tree(cgroup):
+            try:
+                data = read_once(f"{dirpath}/cgroup.procs")
+            except CgroupError as exc:
+                out.append((dirpath, exc))
+                continue
+            out.append((dirpath, [int(x) for x in data.split()]))
+        if memo is not None:
+            memo[cgroup] = out
+        return out
+
+    @contextlib.contextmanager
+    def one_procs_reading(self) -> Iterator[None]:
+        """Within it `procs_tree` (and `procs_recursive`) read each cgroup tree once."""
+        self._procs_memo = {}
+        try:
+            yield
+        finally:
+            self._procs_memo = None
+
+    def tree(self, cgroup: str, controller: str = "cpu") -> list[str]:
+        """The directories of the cgroup and of every descendant, in `os.walk`'s top-down order. A directory
+        whose link count says it has no subdirectory (2) is not listed: a cgroup directory holds dozens of
+        files, and the enforcement pass walks every offline pod every few seconds."""
+        out: list[str] = []
+        _subtree(self.layout.dir(controller, cgroup), out)
+        return out
+
+
+def _subtree(path: str, out: list[str]) -> None:
+    """`path` and its descendant directories, parents first; what vanishes meanwhile is left out, symbolic
+    links are not followed (as `os.walk` does)."""
+    try:
+        if os.stat(path).st_nlink == 2:  # kernfs, like other file systems, counts a directory's subdirectories
+            out.append(path)
+            return
+        with os.scandir(path) as entries:
+            subdirs = [e.path for e in entries if e.is_dir() and not e.is_symlink()]
+    except OSError:
+        return
+    out.append(path)
+    for sub in subdirs:
+        _subtree(sub, out)
