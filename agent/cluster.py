@@ -69,7 +69,9 @@ class ClusterLink:
         self.node = Informer(kube, "nodes", field_selector=f"metadata.name={node}",
                              backoff_initial=backoff_initial, backoff_max=backoff_max)  # fmt: skip
         self.classifier = Classifier(cfg.classify.offline_priority_classes, cfg.classify.offline_priority_below)
-        self.source = KubePodSource(self.pods.items, host.layout, host.model, self.classifier)
+        self.source = KubePodSource(
+            self.pods.items, host.layout, host.model, self.classifier, synced=self.pods.synced.is_set
+        )
         enf = cfg.enforcement
         self.health = ApiHealth()
         self.oversubscription = OversubscriptionOwner(
@@ -110,9 +112,9 @@ class ClusterLink:
         return {**self.enforcer.section(), "eviction": self.evictor.section()}
 
     def batch_requests(self) -> BatchRequests | None:
-        """Σ batch requests of the node's pods (the floor of the batch resources); None until the pod list
-        has synced: an empty cache is not an empty node."""
-        return self.source.batch_requests if self.pods.synced.is_set() else None
+        """Σ batch requests of the node's pods (the floor of the batch resources); None until a pass has listed
+        the pods after the informer synced: an empty cache is not an empty node."""
+        return self.source.batch_requests
 
     def is_evicting(self) -> bool:
         return self.evictor.is_evicting()

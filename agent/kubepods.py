@@ -151,14 +151,16 @@ class KubePodSource:
         model: PathModel,
         classifier: Classifier,
         retry_seconds: float = 5.0,
+        synced: Callable[[], bool] = lambda: True,
     ) -> None:
         self.items, self.layout, self.model, self.classifier = items, layout, model, classifier
-        self.retry_seconds = retry_seconds
+        self.retry_seconds, self.synced = retry_seconds, synced
         self._meta: dict[str, tuple[str, PodMeta, QoS | None, tuple[ContainerID, ...]]] = {}
         self._cgroups: dict[str, tuple[tuple[ContainerID, ...], PodCgroup | None, float]] = {}
         # Σ batch requests of the pods of the last listing that have not finished, cgroup or not (bound pods
-        # hold their requests in the scheduler's accounting before their containers start)
-        self.batch_requests = BatchRequests()
+        # hold their requests in the scheduler's accounting before their containers start); None until a
+        # listing made after the informer synced (an empty cache is not an empty node)
+        self.batch_requests: BatchRequests | None = None
 
     def _describe(self, pod: dict[str, Any]) -> tuple[PodMeta, QoS | None, tuple[ContainerID, ...]]:
         meta = pod.get("metadata") or {}
@@ -176,6 +178,7 @@ class KubePodSource:
         return described
 
     def pods(self, now: float) -> Sequence[tuple[PodMeta, PodCgroup]]:
+        synced = self.synced()  # before the listing: a sync during it does not make it complete
         out: list[tuple[PodMeta, PodCgroup]] = []
         live: set[str] = set()
         for pod in self.items():
@@ -197,7 +200,8 @@ class KubePodSource:
             self._cgroups.pop(uid, None)
         if gone:
             self.classifier.forget(live)
-        self.batch_requests = batch_requests(entry[1] for entry in self._meta.values())
+        if synced:
+            self.batch_requests = batch_requests(entry[1] for entry in self._meta.values())
         return out
 
     def vanished(self, uid: str) -> None:

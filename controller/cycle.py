@@ -107,7 +107,7 @@ class PollingCycle:
             try:  # the nodes as we last wrote them: a floor already written is not written again
                 current = [self.latest.get(node) for node in nodes]
                 bound = pods.items() if pods is not None else []
-                await asyncio.to_thread(self.floorer.run, current, result.samples.keys(), bound)
+                await asyncio.to_thread(self.floorer.run, current, result.samples.keys(), bound, targets.keys())
             except Exception:
                 log.exception("flooring the batch capacity of silent agents' nodes failed")
         if self.rebalancer is not None and pods is not None:

@@ -8,7 +8,9 @@ too), the controller sets its batch allocatable (capacity and allocatable) to wh
 (Σ batch requests of its pods that have not finished: free is 0, nothing new fits, and kubelet still
 re-admits the running ones at a restart) and the oversubscription annotations to 0, records an Event on
 the Node and counts it. Once the agent answers again the controller stops touching them: the agent
-publishes its own values.
+publishes its own values. Only Colo's nodes: those polled this cycle, and those the controller once scored
+(`colo.io/load-score`, which it writes on every node it polls) — never a node another agent (koordlet,
+Volcano's) publishes on.
 
 `SilentAgents` is the pure bookkeeping (tested as such); `Floorer` makes the writes through `kube/`.
 """
@@ -16,11 +18,17 @@ publishes its own values.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from contract.annotations import BATCH_CPU, BATCH_MEMORY, OVERSUBSCRIPTION_CPU, OVERSUBSCRIPTION_MEMORY
+from contract.annotations import (
+    BATCH_CPU,
+    BATCH_MEMORY,
+    LOAD_SCORE,
+    OVERSUBSCRIPTION_CPU,
+    OVERSUBSCRIPTION_MEMORY,
+)
 from controller.metrics import ControllerMetrics
 from controller.nodes import node_annotations, node_name
 from kube import Kube
@@ -144,10 +152,18 @@ class Floorer:
         self.silent.reset()  # count silences afresh: another replica may have seen agents answer
 
     def run(
-        self, nodes: Iterable[Mapping[str, Any]], answered: Iterable[str], pods: Iterable[Mapping[str, Any]]
+        self,
+        nodes: Iterable[Mapping[str, Any]],
+        answered: Iterable[str],
+        pods: Iterable[Mapping[str, Any]],
+        polled: Collection[str] = (),
     ) -> int:
-        """One cycle; returns the number of writes made."""
-        by_name = {n: node for node in nodes if (n := node_name(node)) is not None}
+        """One cycle; returns the number of writes made. `polled`: the nodes whose agent was asked this cycle."""
+        by_name = {
+            n: node
+            for node in nodes
+            if (n := node_name(node)) is not None and (n in polled or LOAD_SCORE in node_annotations(node))
+        }
         for gone in set(self.silent.misses) | self.silent.floored:
             if gone not in by_name:
                 self.silent.forget(gone)

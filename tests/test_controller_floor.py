@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agent.kubepods import pod_meta
-from contract.annotations import BATCH_CPU, BATCH_MEMORY, OVERSUBSCRIPTION_CPU, OVERSUBSCRIPTION_MEMORY
+from contract.annotations import BATCH_CPU, BATCH_MEMORY, LOAD_SCORE, OVERSUBSCRIPTION_CPU, OVERSUBSCRIPTION_MEMORY
 from contract.classify import Classifier as AgentClassifier
 from controller.floor import SilentAgents, allocated_by_node, batch_facts, floor_writes
 from controller.service import Controller
@@ -122,15 +122,15 @@ def test_the_floor_readmits_every_running_pod_and_frees_nothing(published: tuple
 # ---- against the API server ---------------------------------------------------------------------------
 
 
-def publishing_node(api: FakeKubeAPI, name: str) -> None:
+def publishing_node(api: FakeKubeAPI, name: str, *, scored: bool = False) -> None:
+    """A node carrying batch capacity; `scored`: the controller once wrote its load score there."""
+    annotations = {OVERSUBSCRIPTION_CPU: "1500", OVERSUBSCRIPTION_MEMORY: str(2 << 30)}
+    if scored:
+        annotations[LOAD_SCORE] = "42,2026-11-25T10:00:00Z"
     api.put(
         "nodes",
         {
-            "metadata": {
-                "name": name,
-                "uid": f"uid-{name}",
-                "annotations": {OVERSUBSCRIPTION_CPU: "1500", OVERSUBSCRIPTION_MEMORY: str(2 << 30)},
-            },
+            "metadata": {"name": name, "uid": f"uid-{name}", "annotations": annotations},
             "status": {
                 "addresses": [{"type": "InternalIP", "address": "192.0.2.10"}],
                 "capacity": {"cpu": "8", BATCH_CPU: "1500", BATCH_MEMORY: str(2 << 30)},
@@ -161,7 +161,8 @@ def test_silent_agents_nodes_are_floored_and_released(
     for name in ("answering", "failing"):
         add_slice(kube_api, name, fleet.add(name, agent_payload(name, 0.3, oversubscription=(1500, 2 << 30))))
         publishing_node(kube_api, name)
-    publishing_node(kube_api, "gone")  # its agent was deleted: no endpoint at all
+    publishing_node(kube_api, "gone", scored=True)  # its agent was deleted: no endpoint at all
+    publishing_node(kube_api, "koordlet", scored=False)  # another agent publishes there: never Colo's to floor
     kube_api.put("nodes", {"metadata": {"name": "plain"}, "status": {}})  # never had an agent: not touched
     for p in (
         pod("run", "failing", [container("a", 300, 256 * MI)]),
@@ -173,7 +174,7 @@ def test_silent_agents_nodes_are_floored_and_released(
         kube_api.put("pods", p)
     fleet.set("failing", mode="status")
     c = start_synced(kube, config(polling={"floor_silent_after": 3}), started)
-    before = {n: node_writes(kube_api, n) for n in ("answering", "failing", "gone", "plain")}
+    before = {n: node_writes(kube_api, n) for n in ("answering", "failing", "gone", "plain", "koordlet")}
 
     for _ in range(2):
         run_cycle(c)
@@ -192,6 +193,8 @@ def test_silent_agents_nodes_are_floored_and_released(
         assert node["status"]["allocatable"]["cpu"] == "8"  # the rest of status is not the controller's
     assert kube_api.get("nodes", None, "answering")["status"]["allocatable"][BATCH_CPU] == "1500"
     assert node_writes(kube_api, "plain") == before["plain"]
+    assert node_writes(kube_api, "koordlet") == before["koordlet"]
+    assert kube_api.get("nodes", None, "koordlet")["status"]["allocatable"][BATCH_CPU] == "1500"
     assert floored_gauge(c) == 2
     floored = events(kube_api, "BatchCapacityFloored")
     assert sorted(e["involvedObject"]["name"] for e in floored) == ["failing", "gone"]

@@ -41,3 +41,24 @@ def test_a_pod_without_statuses_has_no_running_container() -> None:
     meta = pod_meta(obj, Classifier())
     assert meta.batch is not None and all(c.id is None for c in meta.batch.containers)
     assert meta.container_cpu_limits == {} and meta.container_memory == {}
+
+
+def test_batch_requests_are_unknown_until_a_listing_made_after_the_informer_synced(tmp_path: Any) -> None:
+    """The floor of the batch resources: a listing of a cache that had not synced yet says nothing (an empty
+    cache is not an empty node), and a sync during the wait for the next pass does not make the old one true."""
+    from agent.kubepods import KubePodSource
+    from cgroup import PathModel
+    from cgroup.layout import Layout, Mount
+
+    synced = False
+    items: list[dict[str, Any]] = []
+    source = KubePodSource(lambda: items, Layout("v2", {}, Mount(str(tmp_path))), PathModel("systemd", "/"),
+                           Classifier(), synced=lambda: synced)  # fmt: skip
+    source.pods(0.0)
+    assert source.batch_requests is None, "listed before the sync"
+    items.append(batch_pod())
+    synced = True
+    assert source.batch_requests is None, "synced, but no pass has listed since"
+    source.pods(1.0)
+    assert source.batch_requests is not None
+    assert (source.batch_requests.pods, source.batch_requests.cpu_milli) == (1, 600)
