@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import logging
 import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cgroup import CgroupError, CgroupReader
+
+log = logging.getLogger(__name__)
 
 #: interfaces of a pod's namespace never shaped nor counted
 LOOPBACK = "lo"
@@ -102,19 +105,28 @@ def read_dev(proc_root: str, pid: int) -> list[LinkCounters]:
     return out
 
 
-def _pyroute2() -> tuple[Any, type[Exception]]:
-    """(IPRoute, NetlinkError), imported on first use: an agent without network QoS never pays pyroute2's
-    megabytes of modules."""
+def _iproute_class() -> Any:
+    """pyroute2's IPRoute, imported on first use: an agent without network QoS never pays its megabytes of
+    modules."""
     from pyroute2 import IPRoute
-    from pyroute2.netlink.exceptions import NetlinkError
 
-    return IPRoute, NetlinkError
+    return IPRoute
 
 
 def _setns(fd: int) -> None:
     if _LIBC.setns(fd, CLONE_NEWNET) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
+
+
+def _return_home(fd: int) -> None:
+    """Back into the agent's own namespace; a thread that cannot get back would go on reading and writing in
+    a pod's network namespace, so the process ends (the DaemonSet restarts it; the ledger keeps originals)."""
+    try:
+        _setns(fd)
+    except OSError as e:
+        log.critical("cannot return to the agent's network namespace (%s): exiting", e)
+        os._exit(70)
 
 
 def _iproute(proc_root: str, pid: int) -> Any:
@@ -127,14 +139,14 @@ def _iproute(proc_root: str, pid: int) -> Any:
             try:
                 _setns(there)
                 try:
-                    return _pyroute2()[0]()
+                    return _iproute_class()()
                 finally:
-                    _setns(here)
+                    _return_home(here)
             finally:
                 os.close(there)
         finally:
             os.close(here)
-    except (OSError, _pyroute2()[1]) as e:
+    except Exception as e:  # OSError, netlink errors, and whatever else pyroute2 raises: one line
         raise NetnsError(f"network namespace of pid {pid}: {e}") from e
 
 
@@ -159,7 +171,7 @@ def root_qdiscs(proc_root: str, pid: int) -> dict[str, RootQdisc]:
     ipr = _iproute(proc_root, pid)
     try:
         return {name: replace(_root(ipr, index), index=index) for index, name in _links(ipr)}
-    except (OSError, _pyroute2()[1]) as e:
+    except Exception as e:  # OSError, netlink errors, and whatever else pyroute2 raises: one line
         raise NetnsError(f"qdiscs in the namespace of pid {pid}: {e}") from e
     finally:
         ipr.close()
@@ -189,7 +201,7 @@ def set_roots(proc_root: str, pid: int, wanted: dict[str, RootQdisc]) -> None:
                     ipr.tc("del", index=index, handle=0, parent=0xFFFFFFFF)
             else:
                 ipr.tc("replace", q.kind, index, handle=q.handle or HANDLE)
-    except (OSError, _pyroute2()[1]) as e:
+    except Exception as e:  # OSError, netlink errors, and whatever else pyroute2 raises: one line
         raise NetnsError(f"qdisc in the namespace of pid {pid}: {e}") from e
     finally:
         ipr.close()

@@ -332,6 +332,7 @@ class AgentClient:
             self.close()
             self._loop = loop
         verified = self.ca is None or self.ca.verified
+        context = self.tls  # a connection made with another context never goes back to the pool
         bearer = self.token() if self.token is not None and secure and verified else None
         request = _request(host, port, path, bearer, close=False)
         key = (host, port)
@@ -353,7 +354,7 @@ class AgentClient:
             return body
         finally:
             if conn is not None:
-                if keep:
+                if keep and self.tls is context:  # the CA appeared meanwhile: an unverified one is not kept
                     self._release(key, conn)
                 else:
                     conn.close()

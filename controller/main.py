@@ -163,7 +163,7 @@ def purge(cfg: ControllerConfig, policy: DynamicSchedulerPolicy, *, dry_run: boo
     finally:
         kube.close()
     for node in done:
-        if node.changed or node.error:
+        if node.changed or node.error or any(node.held):
             print(("would remove from " if dry_run else "removed from ") + node.describe(), flush=True)
     failed = [n for n in done if n.error]
     changed = sum(1 for n in done if n.changed)

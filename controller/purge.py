@@ -9,7 +9,9 @@ only what is there is written, so a second run sends nothing:
   `node_hot_value`, Colo's `colo.io/load-score` and the deprecated `colo.io/oversubscription`: one PATCH;
 - the agent's NoSchedule taint `volcano.sh/offline-job-evicting` (set with eviction.taint): read, then
   removed with a guarded JSON patch, other taints untouched;
-- `kubernetes.io/batch-cpu` and `batch-memory` from status capacity and allocatable: one status PATCH.
+- `kubernetes.io/batch-cpu` and `batch-memory` from status capacity and allocatable: one status PATCH — but
+  not while batch pods that have not finished still request them there (kubelet re-admits running pods
+  against allocatable at a restart: it would reject them); such a node is named, and a later run removes them.
 
 What the operator set is left alone: the `volcano.sh/oversubscription` label, `volcano.sh/oversubscription-types`
 and the eviction watermark annotations.
@@ -25,6 +27,7 @@ from typing import Any
 from contract import annotations as keys
 from controller.nodes import node_annotations, node_name
 from kube import Kube
+from kube.resources import pod_batch_requests
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +52,7 @@ class NodePurge:
     annotations: list[str] = field(default_factory=list)
     taint: bool = False
     resources: list[str] = field(default_factory=list)
+    held: tuple[int, int] = (0, 0)  # Σ batch requests (milli-cores, bytes) of its pods that have not finished
     error: str | None = None
 
     @property
@@ -63,12 +67,15 @@ class NodePurge:
             parts.append(f"taint {EVICTING_TAINT[0]}:{EVICTING_TAINT[1]}")
         if self.resources:
             parts.append(f"status {', '.join(self.resources)}")
+        if any(self.held):
+            parts.append(f"kept {', '.join(BATCH_RESOURCES)}: batch pods still request {self.held[0]}m cpu, "
+                         f"{self.held[1]} bytes there (run again once they finish)")  # fmt: skip
         what = "; ".join(parts) or "nothing to remove"
         return f"{self.node}: {what}" + (f" (failed: {self.error})" if self.error else "")
 
 
-def plan(node: Mapping[str, Any], annotation_keys: Collection[str]) -> NodePurge:
-    """What `node` carries of Colo's (pure)."""
+def plan(node: Mapping[str, Any], annotation_keys: Collection[str], held: tuple[int, int] = (0, 0)) -> NodePurge:
+    """What `node` carries of Colo's (pure); `held`: what its batch pods request (its batch resources stay)."""
     purge = NodePurge(node_name(node) or "")
     anns = node_annotations(node)
     purge.annotations = [k for k in annotation_keys if k in anns]
@@ -76,8 +83,24 @@ def plan(node: Mapping[str, Any], annotation_keys: Collection[str]) -> NodePurge
     purge.taint = any(t.get("key") == EVICTING_TAINT[0] and t.get("effect") == EVICTING_TAINT[1] for t in taints)
     status = node.get("status") or {}
     present = set(status.get("capacity") or {}) | set(status.get("allocatable") or {})
-    purge.resources = [r for r in BATCH_RESOURCES if r in present]
+    if any(held):
+        purge.held = held
+    else:
+        purge.resources = [r for r in BATCH_RESOURCES if r in present]
     return purge
+
+
+def held_by_node(pods: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:
+    """node -> Σ batch requests of its pods that have not finished."""
+    out: dict[str, tuple[int, int]] = {}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        held = pod_batch_requests(pod)
+        if held is None or not isinstance(node, str):
+            continue
+        cpu, memory = out.get(node, (0, 0))
+        out[node] = (cpu + held[0], memory + held[1])
+    return out
 
 
 def purge_node_state(
@@ -86,9 +109,11 @@ def purge_node_state(
     """Remove Colo's annotations, taint and batch resources from every node (of `label_selector`)."""
     annotation_keys = colo_annotations(metric_names)
     nodes, _ = kube.list("nodes", label_selector=label_selector or None)
+    pods, _ = kube.list("pods")
+    held = held_by_node(pods)
     out: list[NodePurge] = []
     for node in nodes:
-        purge = plan(node, annotation_keys)
+        purge = plan(node, annotation_keys, held.get(node_name(node) or "", (0, 0)))
         out.append(purge)
         if dry_run or not purge.changed:
             continue

@@ -96,6 +96,31 @@ def test_purge_leaves_a_clean_node_and_nothing_else_touched(
     assert capsys.readouterr().out.strip() == "2 nodes, 0 carried Colo's state, 0 failed"
 
 
+def test_purge_keeps_the_batch_resources_batch_pods_still_request(
+    kube_api: FakeKubeAPI,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """kubelet re-admits running pods against allocatable at a restart: removing batch-* under a running batch
+    pod would get it rejected. The rest goes; a later run, once the pod finished, removes them."""
+    kube_api.put("nodes", node_with_colo_state("n1"))
+    batch = {BATCH_CPU: "300", BATCH_MEMORY: str(256 << 20)}
+    job = {"metadata": {"name": "job", "namespace": "batch", "uid": "uid-job"},
+           "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {"requests": batch, "limits": batch}}]},
+           "status": {"phase": "Running"}}  # fmt: skip
+    kube_api.put("pods", job)
+    assert purge(kube_api, tmp_path) == 0
+    out = capsys.readouterr().out
+    n1 = kube_api.get("nodes", None, "n1")
+    assert n1["metadata"]["annotations"] == KEPT_ANNOTATIONS
+    assert n1["status"]["allocatable"][BATCH_CPU] == "329", "kept while the job holds its request"
+    assert f"kept {BATCH_CPU}, {BATCH_MEMORY}: batch pods still request 300m cpu" in out
+    job["status"]["phase"] = "Succeeded"
+    kube_api.put("pods", job)
+    assert purge(kube_api, tmp_path) == 0
+    assert BATCH_CPU not in kube_api.get("nodes", None, "n1")["status"]["allocatable"]
+
+
 def test_purge_reports_a_failed_node_and_exits_1(
     kube_api: FakeKubeAPI,  # noqa: F811
     tmp_path: Path,
