@@ -8,9 +8,12 @@ too), the controller sets its batch allocatable (capacity and allocatable) to wh
 (Σ batch requests of its pods that have not finished: free is 0, nothing new fits, and kubelet still
 re-admits the running ones at a restart) and the oversubscription annotations to 0, records an Event on
 the Node and counts it. Once the agent answers again the controller stops touching them: the agent
-publishes its own values. Only Colo's nodes: those polled this cycle, and those the controller once scored
-(`colo.io/load-score`, which it writes on every node it polls) — never a node another agent (koordlet,
-Volcano's) publishes on.
+publishes its own values — and so when its values move after a floor without its answering (it runs and
+publishes, but the controller cannot reach it: a NetworkPolicy, a certificate): the controller then leaves
+the node to it (logged once, `colo_controller_nodes_unreachable_publishing`) instead of writing against it
+every cycle, until it answers again. Only Colo's nodes: those polled this cycle, and those
+the controller once scored (`colo.io/load-score`, which it writes on every node it polls) — never a node
+another agent (koordlet, Volcano's) publishes on.
 
 `SilentAgents` is the pure bookkeeping (tested as such); `Floorer` makes the writes through `kube/`.
 """
@@ -110,6 +113,18 @@ class SilentAgents:
         self.floored.clear()
 
 
+def batch_values(node: Mapping[str, Any]) -> tuple[str, str]:
+    """The node's batch allocatable as written (cpu, memory), canonical integers where they parse."""
+    status = node.get("status")
+    alloc = status.get("allocatable") if isinstance(status, Mapping) else None
+    alloc = alloc if isinstance(alloc, Mapping) else {}
+    out = []
+    for key in (BATCH_CPU, BATCH_MEMORY):
+        q = quantity(alloc.get(key))
+        out.append(str(int(q)) if q is not None and q == q.to_integral_value() else str(alloc.get(key)))
+    return out[0], out[1]
+
+
 def floor_writes(node: Mapping[str, Any], allocated: tuple[int, int]) -> tuple[dict[str, str], dict[str, str]]:
     """(status resources, annotations) still to write to floor `node` at `allocated`; both empty when it
     already is."""
@@ -143,6 +158,8 @@ class Floorer:
     ) -> None:
         self.kube = kube
         self.silent = SilentAgents(after)
+        self._written: dict[str, tuple[str, str]] = {}  # floored node -> the batch values this controller wrote
+        self.unreached: set[str] = set()  # nodes whose agent publishes without answering: left to it
         self.metrics = metrics
         self.lease_time_left = lease_time_left
         self.request_timeout = request_timeout
@@ -150,6 +167,8 @@ class Floorer:
 
     def leadership_changed(self, leading: bool) -> None:
         self.silent.reset()  # count silences afresh: another replica may have seen agents answer
+        self._written.clear()
+        self.unreached.clear()
 
     def run(
         self,
@@ -164,10 +183,22 @@ class Floorer:
             for node in nodes
             if (n := node_name(node)) is not None and (n in polled or LOAD_SCORE in node_annotations(node))
         }
-        for gone in set(self.silent.misses) | self.silent.floored:
+        answered = set(answered)
+        for gone in set(self.silent.misses) | self.silent.floored | set(self._written) | self.unreached:
             if gone not in by_name:
                 self.silent.forget(gone)
-        verdict = self.silent.observe((n for n, node in by_name.items() if publishes_batch(node)), answered)
+                self._written.pop(gone, None)
+                self.unreached.discard(gone)
+        self.unreached -= answered
+        for name in sorted(self.silent.floored & set(self._written)):
+            if batch_values(by_name[name]) != self._written[name]:  # someone else wrote: its agent publishes
+                self.silent.forget(name)
+                del self._written[name]
+                self.unreached.add(name)
+                log.warning("node %s: its agent publishes batch capacity but does not answer the controller; "
+                            "left to it (check NetworkPolicies and certificates)", name)  # fmt: skip
+        publishing = (n for n, node in by_name.items() if publishes_batch(node) and n not in self.unreached)
+        verdict = self.silent.observe(publishing, answered)
         for name in sorted(verdict.answered):
             log.info("node %s: its agent answers again; its batch capacity is the agent's to publish", name)
             self._event(by_name.get(name), "BatchCapacityReleased", "Normal",
@@ -178,6 +209,7 @@ class Floorer:
             for name in sorted(verdict.floor):
                 writes += self._floor(by_name[name], allocated.get(name, (0, 0)))
         self.metrics.nodes_floored.set(len(self.silent.floored))
+        self.metrics.nodes_unreachable_publishing.set(len(self.unreached))
         return writes
 
     def _timeout(self) -> float | None:
@@ -210,6 +242,7 @@ class Floorer:
                 log.warning("node %s: flooring its batch capacity failed: %s", name, err)
                 return writes
             self.metrics.floor_writes.labels("ok").inc(writes)
+        self._written[name] = (str(allocated[0]), str(allocated[1]))
         if name not in self.silent.floored:
             self.silent.floored.add(name)
             cpu, memory = allocated

@@ -100,6 +100,12 @@ class ControllerMetrics:
             "at the allocated amount (volcano.sh/oversubscription-* at 0) until it answers again.",
             registry=r,
         )
+        self.nodes_unreachable_publishing = Gauge(
+            "colo_controller_nodes_unreachable_publishing",
+            "Nodes whose agent publishes batch capacity but does not answer the controller (a NetworkPolicy, a "
+            "certificate): the controller leaves their capacity to the agent instead of flooring it.",
+            registry=r,
+        )
         self.floor_writes = Counter(
             "colo_controller_floor_writes_total",
             "Node writes (status or annotations) made to floor the batch capacity of nodes with a silent agent, "

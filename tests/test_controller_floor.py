@@ -233,3 +233,31 @@ def test_floor_switched_off(
         run_cycle(c)
     assert kube_api.get("nodes", None, "gone")["status"]["allocatable"][BATCH_CPU] == "1500"
     assert c.floorer is None
+
+
+def test_an_agent_that_publishes_but_cannot_be_reached_is_left_alone(
+    kube_api: FakeKubeAPI,  # noqa: F811
+    kube: Kube,  # noqa: F811
+    fleet: AgentFleet,
+    started: list[Controller],
+) -> None:
+    """A NetworkPolicy or a certificate keeps the controller from the agent, which runs and publishes: after
+    one floor, the agent's own write says it is alive, and the controller stops writing against it."""
+    add_slice(kube_api, "n1", fleet.add("n1", agent_payload("n1", 0.3, oversubscription=(1500, 2 << 30))))
+    publishing_node(kube_api, "n1")
+    fleet.set("n1", mode="status")
+    c = start_synced(kube, config(polling={"floor_silent_after": 2}), started)
+    for _ in range(2):
+        run_cycle(c)
+    assert kube_api.get("nodes", None, "n1")["status"]["allocatable"][BATCH_CPU] == "0", "floored"
+    kube.patch_node_extended_resources("n1", {BATCH_CPU: "1200", BATCH_MEMORY: str(MI)})  # the agent's own write
+    writes = node_writes(kube_api, "n1")
+    for _ in range(4):
+        run_cycle(c)
+    assert node_writes(kube_api, "n1") == writes, "no write against the publishing agent"
+    assert kube_api.get("nodes", None, "n1")["status"]["allocatable"][BATCH_CPU] == "1200"
+    assert c.metrics.registry.get_sample_value("colo_controller_nodes_unreachable_publishing") == 1
+    assert floored_gauge(c) == 0
+    fleet.set("n1", mode="ok")
+    run_cycle(c)
+    assert c.metrics.registry.get_sample_value("colo_controller_nodes_unreachable_publishing") == 0
