@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from agent.ledger import Touched
-from agent.parts import baseline, batch, burst, cpuset, memory, quota
+from agent.parts import baseline, batch, burst, cpuset, disk, memory, quota
 from agent.parts.spec import PartSpec, Protects
 
 PARTS: dict[str, PartSpec] = {
@@ -20,6 +20,7 @@ PARTS: dict[str, PartSpec] = {
         quota.QUOTA_BURST_SPEC,
         memory.MEMORY_QOS_SPEC,
         batch.SPEC,
+        disk.SPEC,
     )
 }
 
