@@ -271,6 +271,7 @@ def agent_families() -> list[Any]:
     from agent.main import process_metrics
     from agent.node_state import node_state
     from agent.oversubscription import OversubscriptionOwner
+    from agent.snapshot import DiskRates, DiskSample
     from agent.strategies.cpu_suppression import CpuReport
     from agent.strategies.memory_high import MemoryHighReport
     from cgroup import CgroupReader, CgroupWriter, Layout, PathModel
@@ -305,8 +306,14 @@ def agent_families() -> list[Any]:
         qos=lambda: qos_report.metrics(enforcer), process=process_metrics(),
     )  # fmt: skip
     # a pass's collector runs, as the sampler records them (the fixture's snapshot has none)
-    runs = tuple(CollectorRun(name, True, 0.001) for name in ("node", "pods", "tiers", "containers", "psi", "network"))
-    return list(ColoCollector(view).collect_snapshot(dataclasses.replace(snap, collectors=runs)))
+    names = ("node", "pods", "tiers", "containers", "psi", "network", "disk", "disk_devices")
+    runs = tuple(CollectorRun(name, True, 0.001) for name in names)
+    # the disk collectors' parts (off by default: the fixture has none)
+    rates = DiskRates(1.0, 1.0, 1.0, 1.0)
+    pods = {uid: dataclasses.replace(p, disk={"253:0": rates}) for uid, p in snap.pods.items()}
+    disks = (DiskSample("vda", "253:0", 0.1, rates),)
+    full = dataclasses.replace(snap, collectors=runs, pods=pods, disks=disks)
+    return list(ColoCollector(view).collect_snapshot(full))
 
 
 def controller_families() -> tuple[list[Any], dict[str, list[str]]]:
