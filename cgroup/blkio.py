@@ -12,7 +12,7 @@ import contextlib
 from dataclasses import dataclass
 
 from cgroup.errors import CgroupError, CgroupParseError
-from cgroup.files import read_once, write_value
+from cgroup.files import write_value
 from cgroup.reader import CgroupReader
 from cgroup.writer import CgroupWriter
 
@@ -87,16 +87,17 @@ def parse_io_max(path: str, data: bytes) -> dict[str, IoLimit]:
 
 
 def io_limits(reader: CgroupReader, cgroup: str) -> dict[str, IoLimit]:
-    """Every device the cgroup has a throttle rule for, with its limits."""
-    layout = reader.layout
+    """Every device the cgroup has a throttle rule for, with its limits (descriptors kept open: the
+    enforcement pass compares them every second)."""
+    layout, read = reader.layout, reader.files.read
     if layout.is_v2:
         path = _dir(layout.dir("io", cgroup), "io.max")
-        return parse_io_max(path, read_once(path))
+        return parse_io_max(path, read(path))
     d = layout.dir("blkio", cgroup)
     per_key = {}
     for key, name in V1_FILES.items():
         path = _dir(d, name)
-        per_key[key] = _parse_v1_device_values(path, read_once(path))
+        per_key[key] = _parse_v1_device_values(path, read(path))
     devices = {dev for values in per_key.values() for dev in values}
     return {dev: IoLimit(*(per_key[k].get(dev) or None for k in KEYS)) for dev in devices}
 
@@ -163,7 +164,7 @@ def io_counters(reader: CgroupReader, cgroup: str) -> dict[str, IoCounters]:
 
 
 def forget_io(reader: CgroupReader, cgroup: str) -> None:
-    """Close the counter files' descriptors of a cgroup that is gone (v1: the blkio hierarchy's)."""
+    """Close the descriptors of a cgroup that is gone (v1: the blkio hierarchy's; v2 shares the cpu one's)."""
     if not reader.layout.is_v2:
         with contextlib.suppress(CgroupError):
             reader.files.forget(reader.layout.dir("blkio", cgroup))

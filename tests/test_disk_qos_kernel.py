@@ -6,9 +6,7 @@ the disk collectors count what dd wrote; every rule goes back when the pod turns
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,38 +21,21 @@ from agent.strategies.registry import strategies
 from agent.windows import WindowStore
 from cgroup import CgroupReader
 from cgroup.blkio import NO_LIMIT, IoLimit, io_limits
-from testsupport.cgtree import V1Tree, v1_available
+from testsupport.cgtree import v1_available
+from testsupport.disk import MIB, DiskTree, dd, loop_device
 
 pytestmark = [
     pytest.mark.cgroupv1,
     pytest.mark.skipif(not v1_available() or shutil.which("losetup") is None, reason="needs root, v1 and losetup"),
 ]
 
-MIB = 1 << 20
 LIMIT = 4 * MIB  # the offline pods' write budget on the loop device
-COPIED = re.compile(rb"(\d+) bytes .* copied, ([0-9.]+) s")
-
-
-class DiskTree(V1Tree):
-    """A V1Tree whose cgroups also exist in the blkio hierarchy (the processes enter it too)."""
-
-    def controllers(self) -> list[str]:
-        return [*super().controllers(), "blkio"]
 
 
 @pytest.fixture
-def loop_device(tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """(device path, 'MAJ:MIN') of a loop device over a sparse file in the test's directory."""
-    backing = tmp_path / "disk.img"
-    with open(backing, "wb") as f:
-        f.truncate(256 * MIB)
-    dev = subprocess.run(["losetup", "--find", "--show", str(backing)], check=True, capture_output=True,
-                         text=True).stdout.strip()  # fmt: skip
-    try:
-        majmin = Path(f"/sys/block/{os.path.basename(dev)}/dev").read_text().strip()
-        yield dev, majmin
-    finally:
-        subprocess.run(["losetup", "-d", dev], check=False)
+def loop(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    with loop_device(str(tmp_path)) as dev:
+        yield dev
 
 
 @pytest.fixture
@@ -66,24 +47,6 @@ def tree() -> Iterator[DiskTree]:
         yield t
     finally:
         t.cleanup()
-
-
-def dd(tree: DiskTree, cgroup: str, device: str, mib: int, seek_mib: int) -> float:
-    """Write `mib` MiB with O_DIRECT from inside the cgroup; bytes per second as dd measured them."""
-    files = [f"{tree.layout.dir(c, cgroup)}/cgroup.procs" for c in tree.controllers()]
-
-    def enter() -> None:
-        for f in files:
-            with open(f, "w") as fh:
-                fh.write(str(os.getpid()))
-
-    out = subprocess.run(
-        ["dd", "if=/dev/zero", f"of={device}", "oflag=direct", "bs=1M", f"count={mib}", f"seek={seek_mib}"],
-        preexec_fn=enter, capture_output=True, check=True, timeout=120,
-    )  # fmt: skip
-    m = COPIED.search(out.stderr)
-    assert m is not None, out.stderr
-    return int(m.group(1)) / float(m.group(2))
 
 
 def pod(uid: str, cls: str, path: str, ctr: str) -> PodSample:
@@ -100,9 +63,9 @@ def snapshot(name: str, majmin: str, *pods: PodSample) -> Snapshot:
 
 
 def test_an_offline_pod_is_held_to_its_disk_budget_and_an_online_one_is_not(
-    tree: DiskTree, loop_device: tuple[str, str], tmp_path: Path
+    tree: DiskTree, loop: tuple[str, str], tmp_path: Path
 ) -> None:
-    device, majmin = loop_device
+    device, majmin = loop
     name = os.path.basename(device)
     off_uid, off_pod, (off_ctr,) = tree.pod("burstable")
     on_uid, on_pod, (on_ctr,) = tree.pod("burstable")
@@ -141,8 +104,8 @@ def test_an_offline_pod_is_held_to_its_disk_budget_and_an_online_one_is_not(
     assert enf.errors == 0, enf.last_error
 
 
-def test_the_disk_collectors_count_what_a_pod_wrote(tree: DiskTree, loop_device: tuple[str, str]) -> None:
-    device, majmin = loop_device
+def test_the_disk_collectors_count_what_a_pod_wrote(tree: DiskTree, loop: tuple[str, str]) -> None:
+    device, majmin = loop
     name = os.path.basename(device)
     _, _, (ctr,) = tree.pod("burstable")
     source = CgroupPodSource(tree.layout, tree.model, 0.0)
@@ -162,4 +125,5 @@ def test_the_disk_collectors_count_what_a_pod_wrote(tree: DiskTree, loop_device:
     disks = {d.name: d for d in snap.disks}
     assert disks[name].device == majmin
     assert (disks[name].rates.write_bytes_per_second or 0) >= rates.write_bytes_per_second * 0.99
-    assert disks[name].busy_ratio is not None and 0 < disks[name].busy_ratio <= 1
+    # a share of the pass (a loop device's io_ticks may stay 0: the kernel ticks them per jiffy of requests)
+    assert disks[name].busy_ratio is not None and 0 <= disks[name].busy_ratio <= 1

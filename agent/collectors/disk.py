@@ -73,8 +73,8 @@ class PodDiskCollector:
 
     def forget(self, cgroup: str) -> None:
         self._last.pop(cgroup, None)
-        if self._rates.pop(cgroup, None) is not None:
-            forget_io(self.reader, cgroup)
+        self._rates.pop(cgroup, None)
+        forget_io(self.reader, cgroup)  # pods' and containers' (enforcement reads their limits)
 
     def close(self) -> None:
         return None
