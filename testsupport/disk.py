@@ -41,7 +41,11 @@ def loop_device(directory: str, size_mib: int = 256) -> Iterator[tuple[str, str]
 
 def dd(tree: V1Tree, cgroup: str, device: str, mib: int, seek_mib: int) -> float:
     """Write `mib` MiB with O_DIRECT from inside the cgroup; bytes per second as dd measured them."""
-    files = [f"{tree.layout.dir(c, cgroup)}/cgroup.procs" for c in tree.controllers()]
+    return dd_in([f"{tree.layout.dir(c, cgroup)}/cgroup.procs" for c in tree.controllers()], device, mib, seek_mib)
+
+
+def dd_in(files: list[str], device: str, mib: int, seek_mib: int) -> float:
+    """`dd` as above, entering the cgroups whose `cgroup.procs` files are given (one on v2)."""
 
     def enter() -> None:
         for f in files:
