@@ -17,21 +17,22 @@ from testsupport.cgtree import V1Tree
 
 
 def test_names_are_registered_once_in_pass_order() -> None:
-    assert names() == ("node", "tiers", "pods", "containers", "psi", "network")
+    assert names() == ("node", "tiers", "pods", "containers", "disk", "psi", "network", "disk_devices")
     assert always_on() == frozenset({"node", "pods"})
-    assert {s.name: s.scope for s in specs() if s.scope == "pod"} == {"containers": "pod", "psi": "pod"}
+    assert {s.name: s.scope for s in specs() if s.scope == "pod"} == {"containers": "pod", "disk": "pod", "psi": "pod"}
 
 
 def test_the_switches_come_from_the_registry_with_their_defaults() -> None:
     switches = AgentConfig().collectors
-    assert switches.model_dump() == {"tiers": True, "containers": True, "psi": True, "network": True}
-    assert switches.enabled() == frozenset(names())
+    assert switches.model_dump() == {"tiers": True, "containers": True, "disk": False, "psi": True, "network": True,
+                                     "disk_devices": False}  # fmt: skip
+    assert switches.enabled() == frozenset(names()) - {"disk", "disk_devices"}  # off unless disk QoS is on
 
 
 def test_a_switch_from_the_environment_and_an_unknown_or_always_on_one_rejected() -> None:
     cfg = load_config([], env={"COLO_COLLECTORS__PSI": "false", "COLO_COLLECTORS__NETWORK": "0"})
     assert cfg.collectors.enabled() == frozenset({"node", "tiers", "pods", "containers"})
-    for bad in ({"disk": False}, {"pods": False}):
+    for bad in ({"gpu": False}, {"pods": False}):
         with pytest.raises(ValueError):
             AgentConfig.model_validate({"collectors": bad})
     with pytest.raises(ConfigError):
@@ -74,5 +75,5 @@ def test_a_name_or_an_order_registered_twice_is_refused() -> None:
     with pytest.raises(ValueError, match="registered twice"):
         register("pods", True, PodsCollector, fills="pods", order=99)
     with pytest.raises(ValueError, match="order 30 is taken"):
-        register("disk", True, PodsCollector, fills="disk", order=30)
-    assert "disk" not in names()
+        register("gpu", True, PodsCollector, fills="gpu", order=30)
+    assert "gpu" not in names()

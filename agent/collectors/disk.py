@@ -17,6 +17,7 @@ from agent.collectors.context import CollectorDeps, PassContext
 from agent.collectors.registry import register
 from agent.rates import CounterRates
 from agent.snapshot import DiskRates, DiskSample
+from cgroup import CgroupError
 from cgroup.blkio import forget_io, io_counters
 from common.families import Family
 from common.logs import Repeats, repeated
@@ -50,19 +51,28 @@ class PodDiskCollector:
 
     def __init__(self, deps: CollectorDeps) -> None:
         self.reader = deps.reader
+        layout = deps.layout
+        self.active = layout.is_v2 or "blkio" in layout.v1  # a v1 host without blkio has nothing to read
         self._rates: dict[str, tuple[CounterRates, set[str]]] = {}
         self._last: dict[str, float] = {}
 
-    def collect(self, ctx: PassContext) -> dict[str, DiskRates]:
+    def collect(self, ctx: PassContext) -> dict[str, DiskRates] | None:
         assert ctx.pod is not None
+        if not self.active:
+            return None
         path = ctx.pod.path
+        try:
+            counters = io_counters(self.reader, path)
+        except CgroupError:  # the pod's CPU and memory were read: its disk part fails alone, never the pod
+            ctx.failed("disk")
+            return None
         held = self._rates.get(path)
         if held is None:
             held = self._rates[path] = (CounterRates(), set())
         rates, known = held
         before = self._last.get(path)
         out: dict[str, DiskRates] = {}
-        for dev, c in io_counters(self.reader, path).items():
+        for dev, c in counters.items():
             if dev not in known:
                 known.add(dev)
                 if before is not None:
