@@ -9,6 +9,7 @@ value of 0, v2 with `max`.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cgroup.errors import CgroupError, CgroupParseError
@@ -86,37 +87,36 @@ def parse_io_max(path: str, data: bytes) -> dict[str, IoLimit]:
     return out
 
 
-def io_limits(reader: CgroupReader, cgroup: str) -> dict[str, IoLimit]:
-    """Every device the cgroup has a throttle rule for, with its limits (descriptors kept open: the
-    enforcement pass compares them every second)."""
+def io_limits(reader: CgroupReader, cgroup: str, keys: Sequence[str] = KEYS) -> dict[str, IoLimit]:
+    """Every device the cgroup has a throttle rule for, with its limits (v1: only the files of `keys` are
+    read, the others come back None). Descriptors stay open: the enforcement pass compares every second."""
     layout, read = reader.layout, reader.files.read
     if layout.is_v2:
         path = _dir(layout.dir("io", cgroup), "io.max")
         return parse_io_max(path, read(path))
     d = layout.dir("blkio", cgroup)
-    per_key = {}
-    for key, name in V1_FILES.items():
-        path = _dir(d, name)
+    per_key: dict[str, dict[str, int]] = {}
+    for key in keys:
+        path = _dir(d, V1_FILES[key])
         per_key[key] = _parse_v1_device_values(path, read(path))
     devices = {dev for values in per_key.values() for dev in values}
-    return {dev: IoLimit(*(per_key[k].get(dev) or None for k in KEYS)) for dev in devices}
+    return {dev: IoLimit(*((per_key.get(k) or {}).get(dev) or None for k in KEYS)) for dev in devices}
 
 
-def set_io_limit(writer: CgroupWriter, cgroup: str, device: str, limit: IoLimit) -> None:
-    """The device's four limits as `limit` says (None removes that rule)."""
-    for value in limit.values():
+def set_io_limit(writer: CgroupWriter, cgroup: str, device: str, limit: IoLimit, keys: Sequence[str] = KEYS) -> None:
+    """The device's limits of `keys` as `limit` says (None removes that rule); the others are left alone."""
+    values = {k: getattr(limit, k) for k in keys}
+    for value in values.values():
         if value is not None and (isinstance(value, bool) or value <= 0):
             raise CgroupError(cgroup, f"disk limit {value} of {device}: must be a positive integer")
     layout = writer.layout
     if layout.is_v2:
-        text = " ".join(f"{k}={'max' if v is None else v}" for k, v in zip(KEYS, limit.values(), strict=True))
+        text = " ".join(f"{k}={'max' if v is None else v}" for k, v in values.items())
         write_value(_dir(layout.dir("io", cgroup), "io.max"), f"{device} {text}")
         return
     d = layout.dir("blkio", cgroup)
-    held = io_limits(writer.reader, cgroup).get(device, NO_LIMIT)
-    for key, value, before in zip(KEYS, limit.values(), held.values(), strict=True):
-        if value != before:
-            write_value(_dir(d, V1_FILES[key]), f"{device} {value or 0}")
+    for key, value in values.items():
+        write_value(_dir(d, V1_FILES[key]), f"{device} {value or 0}")
 
 
 def _parse_v1_stat(path: str, data: bytes) -> dict[str, tuple[int, int]]:

@@ -106,7 +106,8 @@ def test_the_plan_writes_pods_on_v2_and_containers_too_on_v1_and_tightens_on_a_b
     cfg = DiskQosConfig(enabled=True, write_bps=100 * MIB, tightened_share=0.5)
     offline, online = _pod("a", "offline", 2), _pod("b", "online", 1)
     v2 = DiskQos(cfg, 0.1, is_v2=True).plan(_state(0.1, offline, online), Recorded({}, {}))
-    assert v2.actions == (SetIoLimits(offline.cgroup, (("253:0", IoLimit(wbps=100 * MIB)),), "disk", "a"),)
+    wanted = SetIoLimits(offline.cgroup, (("253:0", IoLimit(wbps=100 * MIB)),), "disk", "a", ("wbps",))
+    assert v2.actions == (wanted,)  # only the limit the budget has: the others are left as they are
     v1 = DiskQos(cfg, 0.1, is_v2=False)
     plan = v1.plan(_state(0.1, offline, online), Recorded({}, {}))
     half = (("253:0", IoLimit(wbps=50 * MIB)),)
@@ -130,7 +131,7 @@ def test_online_disk_use_tightens_the_device() -> None:
 
 def test_switched_off_it_puts_back_what_it_wrote() -> None:
     held, other = Touched("a", "/kubepods/poda", 2, None, 100_000), Touched("b", "/kubepods/podb", 2, None, 100_000)
-    held.parts["disk"] = {"/kubepods/poda": {"253:0": [None, None, None, None]}}
+    held.parts["disk"] = {"/kubepods/poda": {"253:0": {"wbps": None}}}
     plan = DiskQos(DiskQosConfig(), 0.1, True).plan(_state(0.1), Recorded({"a": held, "b": other}, {}))
     assert plan.actions == (Restore("a", frozenset({"disk"})),)
     assert plan.report.fields() == {"offline_disk": {"enabled": False, "devices": {}, "pods": {}}}

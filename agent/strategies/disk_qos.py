@@ -60,6 +60,12 @@ def online_bytes(online: Sequence[PodSample], device: str) -> float:
     return total
 
 
+def asked_keys(config: DiskQosConfig) -> tuple[str, ...]:
+    """The limits the budget has (a direction of budget 0 is left as the cgroup has it)."""
+    values = (config.read_bps, config.write_bps, config.read_iops, config.write_iops)
+    return tuple(k for k, v in zip(KEYS, values, strict=True) if v)
+
+
 def budgets(config: DiskQosConfig, share: float) -> tuple[int, int, int, int]:
     """(rbps, wbps, riops, wiops) of all offline pods together at `share` of the configured budget (0: none)."""
     values = (config.read_bps, config.write_bps, config.read_iops, config.write_iops)
@@ -150,14 +156,15 @@ class DiskQos:
                 by_pod[uid].append((d.device, limit))
         actions: list[Action] = []
         report_pods: dict[str, Any] = {}
+        keys = asked_keys(c)
         for p in offline:
             limits = tuple(by_pod[p.uid])
             if not limits:
                 continue
-            actions.append(SetIoLimits(p.cgroup, limits, NAME, p.uid))
+            actions.append(SetIoLimits(p.cgroup, limits, NAME, p.uid, keys))
             if not self.is_v2:  # v1 throttling is flat: each container holds its share
                 shared = tuple((dev, per_container(lim, len(p.containers))) for dev, lim in limits)
-                actions += [SetIoLimits(ctr.cgroup, shared, NAME, p.uid) for ctr in p.containers]
+                actions += [SetIoLimits(ctr.cgroup, shared, NAME, p.uid, keys) for ctr in p.containers]
             report_pods[p.uid] = {dev: _fields(lim) for dev, lim in limits}
         return Plan(tuple(actions), DiskMemo(released, loads), DiskQosReport(True, devices, report_pods))
 
