@@ -115,4 +115,5 @@ def agent_pod(namespace: str, name: str, cpu_cores: float | None, memory_bytes: 
         "containers": [{"id": f"{pod_uid}-app", **usage}],
         "windows": windows,
         "batch": None,  # no kubernetes.io/batch-* resources
+        "disk": None,  # the agent's disk collector is off
     }
