@@ -69,7 +69,7 @@ def asked_keys(config: DiskQosConfig) -> tuple[str, ...]:
 def budgets(config: DiskQosConfig, share: float) -> tuple[int, int, int, int]:
     """(rbps, wbps, riops, wiops) of all offline pods together at `share` of the configured budget (0: none)."""
     values = (config.read_bps, config.write_bps, config.read_iops, config.write_iops)
-    return tuple(int(v * share) if v else 0 for v in values)  # type: ignore[return-value]
+    return tuple(max(1, int(v * share)) if v else 0 for v in values)  # type: ignore[return-value]
 
 
 def split_limits(
