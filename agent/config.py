@@ -24,6 +24,7 @@ ENV_PREFIX = "COLO_"
 #: The DaemonSet's state file, on the node's /var/lib/colo hostPath (the manifests create the directory).
 POD_STATE_FILE = "/var/lib/colo/agent-state.json"
 STATE_FILE_NAME = "agent-state.json"
+DISK_COLLECTORS = ("disk", "disk_devices")  # what disk QoS reads (agent/collectors/disk.py)
 LogLevel = Literal["debug", "info", "warning", "error"]
 
 __all__ = ["AgentConfig", "ConfigError", "build_parser", "load_config"]
@@ -150,6 +151,36 @@ class EvictionConfig(Strict):
         return self
 
 
+class DiskQosConfig(Strict):
+    """Offline pods' disk bandwidth and IOPS per block device (agent/strategies/disk_qos.py, docs/disk-qos.md).
+    A budget of 0 leaves that direction unlimited."""
+
+    #: Hold offline pods to a per-device disk budget (switches the disk and disk_devices collectors on).
+    enabled: bool = False
+    #: Bytes per second all offline pods together may read from one block device; 0: no limit.
+    read_bps: int = Field(default=0, ge=0)
+    #: Bytes per second all offline pods together may write to one block device; 0: no limit.
+    write_bps: int = Field(default=0, ge=0)
+    #: Read operations per second all offline pods together may issue to one block device; 0: no limit.
+    read_iops: int = Field(default=0, ge=0)
+    #: Write operations per second all offline pods together may issue to one block device; 0: no limit.
+    write_iops: int = Field(default=0, ge=0)
+    #: Share of the budget offline pods keep while the device is busy or online pods use it much.
+    tightened_share: float = Field(default=0.25, gt=0, le=1)
+    #: A device busy (I/O in flight, /proc/diskstats io_ticks) more than this share of the time tightens it.
+    busy_ratio: float = Field(default=0.8, gt=0, le=1)
+    #: Online pods reading plus writing more than this many bytes per second on a device tighten it; 0: off.
+    online_bps: int = Field(default=0, ge=0)
+    #: The budget is tightened, or released again, only when this many passes in a row agree.
+    confirm_passes: int = Field(default=2, ge=1, le=10)
+    #: Each offline pod keeps at least this many bytes per second of a limited direction.
+    min_pod_bps: int = Field(default=1 << 20, ge=1)
+    #: Each offline pod keeps at least this many operations per second of a limited direction.
+    min_pod_iops: int = Field(default=10, ge=1)
+    #: Block devices (names in /sys/block) limited although they are loop, ram or zram devices.
+    include_devices: tuple[str, ...] = ()
+
+
 class EnforcementConfig(Strict):
     """Offline suppression and OOM preference (agent/enforcer.py)."""
 
@@ -189,6 +220,7 @@ class EnforcementConfig(Strict):
     #: What enforcement changed, kept to put it back after a restart; '' keeps the ledger in memory only.
     ledger_file: str = "/var/lib/colo/enforcement-ledger.json"  # "" keeps the ledger in memory only
     eviction: EvictionConfig = EvictionConfig()
+    disk: DiskQosConfig = DiskQosConfig()
 
 
 class CpuBurstConfig(Strict):
@@ -334,6 +366,17 @@ class AgentConfig(Strict):
             raise ValueError(f"pod_windows: {', '.join(sorted(unknown))} not among {', '.join(WINDOW_NAMES)}")
         if self.network_qos.enabled and "pod_network" not in self.collectors.enabled():
             raise ValueError("network_qos.enabled needs collectors.pod_network: true (the offline pods' traffic)")
+        return self
+
+    @model_validator(mode="after")
+    def _disk_collectors(self) -> AgentConfig:
+        """Disk QoS decides on the disk collectors: it switches them on, and refuses a switch set off."""
+        if not self.enforcement.disk.enabled:
+            return self
+        off = [n for n in DISK_COLLECTORS if n in self.collectors.model_fields_set and not getattr(self.collectors, n)]
+        if off:
+            raise ValueError(f"enforcement.disk.enabled needs collectors.{off[0]}: it decides on what it reads")
+        object.__setattr__(self, "collectors", self.collectors.model_copy(update=dict.fromkeys(DISK_COLLECTORS, True)))
         return self
 
     def state_file_in(self, in_pod: bool, env: Mapping[str, str]) -> str:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent.capacity import online_key, system_key
-from agent.collectors import always_on, names, specs
+from agent.collectors import always_on, enabled_from, specs
 from agent.collectors.context import CollectorDeps, PassContext
 from agent.collectors.pods import PodsCollector
 from agent.collectors.registry import Collector
@@ -50,7 +50,7 @@ class Sampler:
             layout, model, source, self.reader, host_root, container_every, container_stat_every, pod_memory_limits
         )
         self.psi_resources = self.deps.psi_resources
-        enabled = (frozenset(names()) if collectors is None else collectors) | always_on()
+        enabled = (enabled_from({}) if collectors is None else collectors) | always_on()  # None: the defaults
         self.collectors = enabled
         chosen = [s for s in specs() if s.name in enabled]
         built: dict[str, Collector] = {s.name: s.factory(self.deps) for s in chosen}

@@ -119,6 +119,27 @@ class PodMeta:
     container_memory: dict[str, tuple[int, int | None]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class DiskRates:
+    """One device's I/O rates of a pod or of the node (None on the first sample or after a reset)."""
+
+    read_bytes_per_second: float | None
+    write_bytes_per_second: float | None
+    reads_per_second: float | None
+    writes_per_second: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class DiskSample:
+    """A block device of the node (agent/collectors/disk.py): its rates and the share of the time it was busy
+    (/proc/diskstats io_ticks)."""
+
+    name: str
+    device: str  # 'MAJ:MIN'
+    busy_ratio: float | None
+    rates: DiskRates
+
+
 @dataclass(slots=True)
 class PodSample:
     meta: PodMeta
@@ -137,6 +158,7 @@ class PodSample:
     memory_limit_bytes: int | None = None
     # what the pod's own network namespace received and sent (collectors.pod_network; None: not read yet)
     network: NetworkRates | None = None
+    disk: dict[str, DiskRates] | None = None  # by device 'MAJ:MIN'; None: the disk collector is off
 
     @property
     def uid(self) -> str:
@@ -198,6 +220,7 @@ class Snapshot:
     interfaces: tuple[InterfaceSample, ...]
     duration_seconds: float  # how long the pass took
     collectors: tuple[CollectorRun, ...] = ()  # each collector's success and duration in this pass
+    disks: tuple[DiskSample, ...] = ()  # the block devices (disk_devices collector; () when it is off)
 
     def network_total(self) -> tuple[float | None, float | None]:
         """rx/tx bytes per second summed over physical interfaces."""

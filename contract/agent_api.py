@@ -246,6 +246,15 @@ class PodNetwork(_Model):
     transmit_bytes_per_second: Rate | None
 
 
+class DiskRates(_Model):
+    """A pod's I/O on one block device (null: no rate yet)."""
+
+    read_bytes_per_second: Rate | None
+    write_bytes_per_second: Rate | None
+    reads_per_second: Rate | None
+    writes_per_second: Rate | None
+
+
 class PodUsage(_Model):
     """One entry of `GET /api/v1/pods` (the whole document is a list of them). `batch` is null for a pod
     without batch resources, and absent from an older agent's document."""
@@ -265,6 +274,8 @@ class PodUsage(_Model):
     windows: dict[str, dict[str, PodWindow]]
     batch: PodBatchResources | None = None
     network: PodNetwork | None = None  # null unless collectors.pod_network is on; absent from an older agent
+    # by device 'MAJ:MIN' while the agent's disk collector is on; null while it is off, absent from older agents
+    disk: dict[str, DiskRates] | None = None
 
     @model_validator(mode="after")
     def _known_windows(self) -> PodUsage:

@@ -21,7 +21,7 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
-from agent.snapshot import ContainerSample, NetworkRates, PodMeta, PodSample, Pressure, Snapshot
+from agent.snapshot import ContainerSample, DiskRates, NetworkRates, PodMeta, PodSample, Pressure, Snapshot
 from agent.strategies.batch_limits import problems_of
 from agent.view import AgentView
 from agent.windows import WindowValue
@@ -65,6 +65,10 @@ POD_UNITS: dict[str, str] = {
     "batch.cpu_limit_millicores": "millicores",
     "batch.memory_request_bytes": "bytes",
     "batch.memory_limit_bytes": "bytes",
+    "disk.*.read_bytes_per_second": "bytes_per_second",
+    "disk.*.write_bytes_per_second": "bytes_per_second",
+    "disk.*.reads_per_second": "operations_per_second",
+    "disk.*.writes_per_second": "operations_per_second",
 }
 
 
@@ -159,6 +163,15 @@ def _container(c: ContainerSample) -> dict[str, Any]:
     }
 
 
+def _disk(r: DiskRates) -> dict[str, float | None]:
+    return {
+        "read_bytes_per_second": num(r.read_bytes_per_second),
+        "write_bytes_per_second": num(r.write_bytes_per_second),
+        "reads_per_second": num(r.reads_per_second),
+        "writes_per_second": num(r.writes_per_second),
+    }
+
+
 def _batch(meta: PodMeta) -> dict[str, Any] | None:
     """The pod's batch requests (totals, as the scheduler allocates them: no overhead) and limits (the pod
     cgroup's, overhead included, as kubelet writes them) and why the agent does not write them; None for a
@@ -204,6 +217,8 @@ def pod_document(view: AgentView, pod: PodSample, windows: dict[str, WindowSet] 
         "windows": _pod_windows(windows or {}),
         "batch": _batch(meta),
         "network": _network(pod.network),
+        # per device 'MAJ:MIN' while the disk collector is on; null while it is off
+        "disk": None if pod.disk is None else {dev: _disk(r) for dev, r in sorted(pod.disk.items())},
     }
     for name, section in list(view.pod_sections.items()):
         try:

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from prometheus_client.metrics_core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from agent.collectors import containers, network, node, pod_network, pods, psi, registry, tiers
+from agent.collectors import containers, disk, network, node, pod_network, pods, psi, registry, tiers
 from agent.snapshot import PodSample, Pressure, Snapshot
 from agent.view import AgentView
 from common.families import Families, Family
@@ -156,6 +156,11 @@ class ColoCollector(Collector):
         tl = {**nl, "interface": "total"}
         f.add(network.RECEIVE, tl, rx)
         f.add(network.TRANSMIT, tl, tx)
+        for d in snap.disks:
+            dl = {**nl, "device": d.device, "name": d.name}  # MAJ:MIN, as the pods' series have it
+            f.add(disk.DEVICE_BUSY, dl, d.busy_ratio)
+            f.add(disk.DEVICE_READ, dl, d.rates.read_bytes_per_second)
+            f.add(disk.DEVICE_WRITE, dl, d.rates.write_bytes_per_second)
 
         for tier in sorted(snap.tiers.values(), key=lambda t: t.qos):
             ql = {"qos": normalize_qos(tier.qos)}
@@ -186,6 +191,12 @@ class ColoCollector(Collector):
             if pod.network is not None and not pod.network.host_network:
                 f.add(pod_network.RECEIVE, pl, pod.network.rx_bytes_per_second)
                 f.add(pod_network.TRANSMIT, pl, pod.network.tx_bytes_per_second)
+            for device, r in sorted((pod.disk or {}).items()):
+                dl = {**pl, "device": device}
+                f.add(disk.POD_READ, dl, r.read_bytes_per_second)
+                f.add(disk.POD_WRITE, dl, r.write_bytes_per_second)
+                f.add(disk.POD_READS, dl, r.reads_per_second)
+                f.add(disk.POD_WRITES, dl, r.writes_per_second)
             pw = win.pods.get(pod.uid)
             if pw is not None:
                 cpu_w, mem_w = pw["cpu"], pw["memory"]

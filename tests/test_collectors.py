@@ -17,31 +17,23 @@ from testsupport.cgtree import V1Tree
 
 
 def test_names_are_registered_once_in_pass_order() -> None:
-    assert names() == ("node", "tiers", "pods", "containers", "psi", "pod_network", "network")
+    assert names() == ("node", "tiers", "pods", "containers", "disk", "psi", "pod_network", "network", "disk_devices")
     assert always_on() == frozenset({"node", "pods"})
-    assert {s.name: s.scope for s in specs() if s.scope == "pod"} == {
-        "containers": "pod",
-        "psi": "pod",
-        "pod_network": "pod",
-    }
+    assert {s.name for s in specs() if s.scope == "pod"} == {"containers", "disk", "psi", "pod_network"}
 
 
 def test_the_switches_come_from_the_registry_with_their_defaults() -> None:
     switches = AgentConfig().collectors
-    assert switches.model_dump() == {
-        "tiers": True,
-        "containers": True,
-        "psi": True,
-        "pod_network": False,
-        "network": True,
-    }
-    assert switches.enabled() == frozenset(names()) - {"pod_network"}  # off by default: a file per pod and pass
+    assert switches.model_dump() == {"tiers": True, "containers": True, "disk": False, "psi": True,
+                                     "pod_network": False, "network": True, "disk_devices": False}  # fmt: skip
+    # off by default: pod_network reads a file per pod and pass; the disk ones are on with disk QoS
+    assert switches.enabled() == frozenset(names()) - {"pod_network", "disk", "disk_devices"}
 
 
 def test_a_switch_from_the_environment_and_an_unknown_or_always_on_one_rejected() -> None:
     cfg = load_config([], env={"COLO_COLLECTORS__PSI": "false", "COLO_COLLECTORS__NETWORK": "0"})
     assert cfg.collectors.enabled() == frozenset({"node", "tiers", "pods", "containers"})
-    for bad in ({"disk": False}, {"pods": False}):
+    for bad in ({"gpu": False}, {"pods": False}):
         with pytest.raises(ValueError):
             AgentConfig.model_validate({"collectors": bad})
     with pytest.raises(ConfigError):
@@ -84,5 +76,5 @@ def test_a_name_or_an_order_registered_twice_is_refused() -> None:
     with pytest.raises(ValueError, match="registered twice"):
         register("pods", True, PodsCollector, fills="pods", order=99)
     with pytest.raises(ValueError, match="order 30 is taken"):
-        register("disk", True, PodsCollector, fills="disk", order=30)
-    assert "disk" not in names()
+        register("gpu", True, PodsCollector, fills="gpu", order=30)
+    assert "gpu" not in names()

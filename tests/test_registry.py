@@ -188,6 +188,7 @@ def test_registry_picks_strategies_from_config_and_facts(policy: str, v2: bool, 
     config = AgentConfig.model_validate({"enforcement": {"cpu_policy": policy, "memory_high": memory_high},
                                          "batch": batch})  # fmt: skip
     chosen = strategies(config, Facts(v2, TIER))
-    # the online QoS strategies are always there: each restores its part when off, a pod may opt in to burst
-    assert [s.name for s in chosen] == [*names, "cpu_burst", "quota_burst", "memory_qos"]
+    # the online QoS strategies and disk QoS are always there: each restores its part when off, a pod may opt in
+    # to burst
+    assert [s.name for s in chosen] == [*names, "cpu_burst", "quota_burst", "memory_qos", "disk_qos"]
     assert all(isinstance(s.plan(state([]), Recorded({}, {})), Plan) for s in chosen)

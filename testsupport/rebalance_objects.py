@@ -116,4 +116,5 @@ def agent_pod(namespace: str, name: str, cpu_cores: float | None, memory_bytes: 
         "windows": windows,
         "batch": None,  # no kubernetes.io/batch-* resources
         "network": None,  # collectors.pod_network off (its default)
+        "disk": None,  # the agent's disk collector is off
     }

@@ -271,7 +271,7 @@ def agent_families() -> list[Any]:
     from agent.main import process_metrics
     from agent.node_state import node_state
     from agent.oversubscription import OversubscriptionOwner
-    from agent.snapshot import NetworkRates
+    from agent.snapshot import DiskRates, DiskSample, NetworkRates
     from agent.strategies.cpu_suppression import CpuReport
     from agent.strategies.memory_high import MemoryHighReport
     from cgroup import CgroupReader, CgroupWriter, Layout, PathModel
@@ -306,11 +306,16 @@ def agent_families() -> list[Any]:
         qos=lambda: qos_report.metrics(enforcer), process=process_metrics(),
     )  # fmt: skip
     # a pass's collector runs, as the sampler records them (the fixture's snapshot has none)
-    names = ("node", "pods", "tiers", "containers", "psi", "pod_network", "network")
+    names = ("node", "pods", "tiers", "containers", "psi", "pod_network", "network", "disk", "disk_devices")
     runs = tuple(CollectorRun(name, True, 0.001) for name in names)
-    # an offline pod's own network namespace, as collectors.pod_network reads it (off by default)
-    pods = {uid: dataclasses.replace(p, network=NetworkRates(1e3, 2e3)) for uid, p in snap.pods.items()}
-    return list(ColoCollector(view).collect_snapshot(dataclasses.replace(snap, collectors=runs, pods=pods)))
+    # what the collectors that are off by default add: an offline pod's own network namespace
+    # (collectors.pod_network) and the disk collectors' parts
+    rates = DiskRates(1.0, 1.0, 1.0, 1.0)
+    pods = {uid: dataclasses.replace(p, network=NetworkRates(1e3, 2e3), disk={"253:0": rates})
+            for uid, p in snap.pods.items()}  # fmt: skip
+    disks = (DiskSample("vda", "253:0", 0.1, rates),)
+    full = dataclasses.replace(snap, collectors=runs, pods=pods, disks=disks)
+    return list(ColoCollector(view).collect_snapshot(full))
 
 
 def controller_families() -> tuple[list[Any], dict[str, list[str]]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from agent.ledger import Touched
-from agent.parts import baseline, batch, burst, cpuset, memory, net_egress, quota
+from agent.parts import baseline, batch, burst, cpuset, disk, memory, net_egress, quota
 from agent.parts.spec import PartSpec, Protects
 
 PARTS: dict[str, PartSpec] = {
@@ -21,6 +21,7 @@ PARTS: dict[str, PartSpec] = {
         memory.MEMORY_QOS_SPEC,
         batch.SPEC,
         net_egress.SPEC,
+        disk.SPEC,
     )
 }
 

@@ -24,6 +24,7 @@ from agent.strategies.baseline import Baseline
 from agent.strategies.batch_limits import BatchLimits
 from agent.strategies.cpu_burst import CpuBurst
 from agent.strategies.cpu_suppression import CfsQuota, Cpuset
+from agent.strategies.disk_qos import DiskQos
 from agent.strategies.memory_high import MemoryHigh
 from agent.strategies.memory_qos import MemoryQos
 from agent.strategies.net_egress import NetEgress
@@ -74,6 +75,7 @@ def strategies(config: AgentConfig, facts: Facts) -> list[Strategy]:
         CpuBurst(q.cpu_burst, facts.burst_supported),
         QuotaBurst(q.quota_burst),
         MemoryQos(q.memory, facts.is_v2, facts.kubepods),
+        DiskQos(e.disk, e.besteffort_share, facts.is_v2),  # always: switched off, it puts back what it wrote
         NetEgress(config.network_qos) if config.network_qos.enabled else None,
     ]
     return [s for s in registered if s is not None]

@@ -29,6 +29,7 @@ GUEST_ENV = "COLO_UML_GUEST"
 KERNEL_ENV = "COLO_UML_KERNEL"  # another kernel binary, or "" to skip the tier
 KEEP_ENV = "COLO_UML_KEEP"  # 1: keep the guest's console, log and results for a look
 DEFAULT_KERNEL = "/usr/bin/linux.uml"
+GUEST_DISK_MIB = 128  # the guest's block device ubda, a sparse file in the run's directory
 BOOT_TIMEOUT = 600.0  # the whole guest run, boot to halt; the tier takes about a minute on a quiet machine
 REPO = Path(__file__).resolve().parents[2]
 
@@ -108,7 +109,7 @@ class GuestRun:
         script.chmod(0o755)
         cmd = [
             kernel, "mem=1G", "root=/dev/root", "rootfstype=hostfs", "rootflags=/", "rw", f"init={script}",
-            "con=null", "con0=fd:0,fd:1", f"uml_dir={tmp}", "umid=colo-v2",
+            "con=null", "con0=fd:0,fd:1", f"uml_dir={tmp}", "umid=colo-v2", f"ubd0={self._disk(tmp)}",
         ]  # fmt: skip
         console = tmp / "console.log"
         start = time.monotonic()
@@ -130,6 +131,14 @@ class GuestRun:
             self.skip_reason = f"{kernel} cannot run here (exit {proc.returncode}): {tail[0][:200]}"
             return
         self._read(tmp)
+
+    @staticmethod
+    def _disk(tmp: Path) -> Path:
+        """A sparse 128 MiB file the guest sees as its block device ubda (disk QoS throttles it)."""
+        disk = tmp / "ubda.img"
+        with open(disk, "wb") as f:
+            f.truncate(GUEST_DISK_MIB << 20)
+        return disk
 
     def _read(self, tmp: Path) -> None:
         results = tmp / "results.jsonl"
