@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contract import annotations as keys
+from controller.floor import BATCH_KEY, allocated_by_node, batch_facts
 from controller.nodes import node_annotations, node_name
 from kube import Kube
-from kube.resources import pod_batch_requests
 
 log = logging.getLogger(__name__)
 
@@ -90,19 +90,6 @@ def plan(node: Mapping[str, Any], annotation_keys: Collection[str], held: tuple[
     return purge
 
 
-def held_by_node(pods: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:
-    """node -> Σ batch requests of its pods that have not finished."""
-    out: dict[str, tuple[int, int]] = {}
-    for pod in pods:
-        node = (pod.get("spec") or {}).get("nodeName")
-        held = pod_batch_requests(pod)
-        if held is None or not isinstance(node, str):
-            continue
-        cpu, memory = out.get(node, (0, 0))
-        out[node] = (cpu + held[0], memory + held[1])
-    return out
-
-
 def purge_node_state(
     kube: Kube, metric_names: Iterable[str], *, label_selector: str | None = None, dry_run: bool = False
 ) -> list[NodePurge]:
@@ -110,7 +97,7 @@ def purge_node_state(
     annotation_keys = colo_annotations(metric_names)
     nodes, _ = kube.list("nodes", label_selector=label_selector or None)
     pods, _ = kube.list("pods")
-    held = held_by_node(pods)
+    held = allocated_by_node({**pod, BATCH_KEY: batch_facts(pod)} for pod in pods)
     out: list[NodePurge] = []
     for node in nodes:
         purge = plan(node, annotation_keys, held.get(node_name(node) or "", (0, 0)))
