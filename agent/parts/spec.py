@@ -7,8 +7,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from agent.actions import CgroupIO
 from agent.ledger import Touched
-from cgroup import CgroupReader, CgroupWriter, Layout
+from cgroup import CgroupReader
 
 #: online: protects online pods; offline: holds offline pods down (back as soon as a pod is no longer
 #: offline); own: the pod's own limit, written until it holds, never recorded and never put back.
@@ -24,29 +25,15 @@ class RecordIO(Protocol):
     def record_oom(self, entry: Touched, scores: dict[str, int]) -> None: ...
 
 
-class RestoreIO(Protocol):
-    """What putting an original back may do (agent/restore.py `Restorer`): guarded, counted writes."""
-
-    @property
-    def layout(self) -> Layout: ...
-
-    @property
-    def reader(self) -> CgroupReader: ...
-
-    @property
-    def writer(self) -> CgroupWriter: ...
-
-    @property
-    def proc_root(self) -> str: ...
+class RestoreIO(CgroupIO, Protocol):
+    """What putting an original back may do (agent/restore.py `Restorer`): what a knob's probe reads and
+    writes through, and guarded, counted writes."""
 
     #: (cgroup, file) a strategy asks a value of in this pass: not put back
     @property
     def asked(self) -> frozenset[tuple[str, str]]: ...
 
     def write(self, what: str, fn: Callable[[], Any]) -> bool: ...
-
-    def move_cpuset(self, pod: str, current: frozenset[int], pod_cpus: frozenset[int],
-                    containers: dict[str, frozenset[int]]) -> bool: ...  # fmt: skip
 
     def record_oom(self, entry: Touched, scores: dict[str, int]) -> None: ...
 
