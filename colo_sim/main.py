@@ -135,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--since", dest="prometheus_since", type=prometheus_duration, default=7 * 86400.0,
                    metavar="DURATION", help="with --prometheus: how far back from now (default: 7d)")  # fmt: skip
     p.add_argument("--output", choices=("table", "json"), default="table", help="(default: table)")
+    p.add_argument("--save", metavar="FILE",
+                   help="also write the samples read (e.g. a Prometheus pull) as a long-format trace")  # fmt: skip
     p.add_argument("--plot", metavar="FILE.png",
                    help="draw the Pareto picture and one node over time (needs colo[sim])")  # fmt: skip
     return p
@@ -172,6 +174,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = read_trace(args.trace, args.format) if args.trace is not None else SOURCES[chosen[0]](args)
     except TraceError as exc:
         return fail(str(exc))
+    if args.save:
+        from colo_sim.trace_writer import write_csv
+
+        try:
+            write_csv(rows.samples, args.save)
+        except OSError as exc:
+            return fail(f"--save {args.save}: {exc.strerror or exc}")
     from colo_sim.replay import Settings, replay
     from colo_sim.report import Progress, table
 

@@ -274,6 +274,7 @@ def test_cli_json_shape_and_exit_codes(tmp_path: Path, capsys: pytest.CaptureFix
         (["--trace", path, "--from", "2100-01-01"], "no node-step to score"),
         (["--trace", path, "--agent-config", write(tmp_path / "c.yaml", "oversubscription: {predictor: magic}\n")],
          "predictor"),
+        (["--trace", path, "--save", str(tmp_path / "no-such-dir" / "s.csv")], "--save"),
     ):  # fmt: skip
         assert cli.main(argv) == 2
         err = capsys.readouterr().err

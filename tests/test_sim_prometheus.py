@@ -11,8 +11,8 @@ extrapolation to the window's edges) gives back exactly the intended cores.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import http.server
-import importlib
 import json
 import math
 import threading
@@ -35,7 +35,7 @@ from colo_sim.prometheus import (
     read_prometheus,
 )
 from colo_sim.trace import Sample
-from colo_sim.trace_writer import HEADER, write_csv
+from colo_sim.trace_writer import write_csv
 from testsupport.prometheus_server import binaries, free_port, prometheus_server
 
 STEP = 300
@@ -243,13 +243,10 @@ def test_the_end_falls_on_the_step_grid(prometheus: Server) -> None:
 
 @pytest.mark.prometheus
 def test_a_pull_saved_as_csv_reads_back_the_same(prometheus: Server, tmp_path: Path) -> None:
-    read_trace = getattr(colo_sim.trace, "read_trace", None)
-    if read_trace is None:
-        pytest.skip("colo_sim.trace.read_trace (the trace reader, branch i20) is not merged yet")
     got = read_prometheus(prometheus.url, (STEPS - 1) * STEP, step_s=STEP, end_unix_s=last_end(prometheus))
     path = tmp_path / "pulled.csv"
     assert write_csv(got, path) == len(got)
-    rows = read_trace(str(path))
+    rows = colo_sim.trace.read_trace(str(path))
     assert rows.skipped == {}
     assert rows.samples == got
 
@@ -258,20 +255,19 @@ def test_a_pull_saved_as_csv_reads_back_the_same(prometheus: Server, tmp_path: P
 def test_the_replay_from_prometheus_is_the_replay_of_the_same_csv(
     prometheus: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """colo-sim's whole answer, pulled from Prometheus or read from a CSV of the samples the series encode."""
-    try:
-        cli = importlib.import_module("colo_sim.main")
-    except ImportError:
-        pytest.skip("the colo-sim CLI (colo_sim.main, branch i20) is not merged yet")
-    if "prometheus" not in getattr(cli, "SOURCES", {}):
-        pytest.skip("colo-sim --prometheus is not wired into colo_sim.main.SOURCES yet")
-    path = tmp_path / "same.csv"
+    """colo-sim's whole answer, pulled from Prometheus, read from a CSV of the samples the series encode, or
+    replayed from the pull it saved (`--save`)."""
+    from colo_sim import main as cli
+
+    path, saved = tmp_path / "same.csv", tmp_path / "saved.csv"
     write_csv(expected_samples(prometheus.base), path)
     common = ["--horizon", "600", "--output", "json", "--node-cpu", "8", "--node-memory", "16Gi"]
     # 60 h back from now: the fixture's hour (47-49 h ago), not its hour without kube-state-metrics (71-73 h ago)
-    assert cli.main(["--prometheus", prometheus.url, "--since", "60h", *common]) == 0
+    assert cli.main(["--prometheus", prometheus.url, "--since", "60h", "--save", str(saved), *common]) == 0
     from_prometheus = capsys.readouterr().out
     assert cli.main(["--trace", str(path), *common]) == 0
+    assert capsys.readouterr().out == from_prometheus
+    assert cli.main(["--trace", str(saved), *common]) == 0
     assert capsys.readouterr().out == from_prometheus
     assert json.loads(from_prometheus)["nodes"] == 2
 
@@ -284,7 +280,7 @@ def test_the_writer_writes_the_long_format(tmp_path: Path) -> None:
         "node,pod,unix_s,cpu_request_cores,cpu_usage_cores,memory_request_bytes,memory_usage_bytes",
         ",ns/p,1.5,0.1,0.30000000000000004,1099511627776.0,123456789.0",
     ]
-    assert getattr(colo_sim.trace, "LONG_HEADER", HEADER) == HEADER
+    assert tuple(f.name for f in dataclasses.fields(Sample)) == colo_sim.trace.LONG_HEADER, "read as written"
 
 
 @pytest.mark.prometheus
