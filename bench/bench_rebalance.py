@@ -24,7 +24,7 @@ from typing import Any
 
 from contract.classify import Classifier
 from controller.rebalance.assess import assess
-from controller.rebalance.cycle import select_and_plan
+from controller.rebalance.moves import select_and_plan
 from controller.rebalance.settings import RebalanceSettings
 from controller.rebalance.traits import TRAITS, node_traits, pod_traits
 from controller.rebalance.usage import PodLoad, pod_usages

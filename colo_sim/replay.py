@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from agent.capacity import CapacityParams
-from colo_sim.metrics import Tally
+from colo_sim.measures import Tally
 from colo_sim.packing import NodeSize
 from colo_sim.policies import POLICY_NAMES, Lending, Runner, colo, koordinator, maximum, oracle, volcano
 from colo_sim.timeline import NodeTrace, Timeline, build

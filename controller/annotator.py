@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from controller import annotations as ann
+from controller import load_annotations as ann
 from controller.poller import AgentSample
 from controller.scoring import (
     EXTRA_ACTIVE_PERIOD,

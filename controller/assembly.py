@@ -8,17 +8,17 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from controller import annotations as ann
+from controller import load_annotations as ann
 from controller.annotator import Annotator
 from controller.config import ControllerConfig
 from controller.floor import Floorer
 from controller.httpget import AgentClient
 from controller.leadership import Leadership
 from controller.metrics import ControllerMetrics
+from controller.patch_writer import AnnotationWriter
 from controller.poller import AgentPoller
-from controller.rebalance.actuator import Rebalancer
+from controller.rebalance.rebalancer import Rebalancer
 from controller.scoring import Scorer
-from controller.writer import AnnotationWriter
 from kube import Kube
 
 log = logging.getLogger("controller.service")  # the name these lines have always had (log filters rely on it)

@@ -13,7 +13,7 @@ from typing import Any
 from controller.floor import BATCH_KEY, batch_facts
 from controller.hotvalue import BindingRecords
 from controller.nodes import slim_node
-from controller.rebalance.actuator import Rebalancer
+from controller.rebalance.rebalancer import Rebalancer
 from controller.rebalance.traits import TRAITS
 
 

@@ -11,18 +11,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from common.logs import OnChange
+from controller.agent_endpoints import discover
 from controller.annotator import Annotator, write_margin
 from controller.cluster_informers import ClusterInformers
 from controller.config import ControllerConfig
-from controller.discovery import discover
 from controller.floor import Floorer
 from controller.hotvalue import BindingRecords
 from controller.latest import LatestNodes
 from controller.metrics import ControllerMetrics
 from controller.nodes import node_annotations, node_name
+from controller.patch_writer import AnnotationWriter
 from controller.poller import AgentPoller
-from controller.rebalance.actuator import Rebalancer
-from controller.writer import AnnotationWriter
+from controller.rebalance.rebalancer import Rebalancer
 
 log = logging.getLogger("controller.service")  # the name these lines have always had (log filters rely on it)
 

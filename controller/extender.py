@@ -21,9 +21,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from common.logs import Repeats, repeated
-from controller.annotations import Oversubscription
 from controller.config import ClassifySettings, ExtenderSettings
 from controller.extender_args import BadRequest, parse_args
+from controller.load_annotations import Oversubscription
 from controller.metrics import ControllerMetrics
 from controller.nodes import node_name
 from controller.pod_classifier import PodClassifier

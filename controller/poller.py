@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contract.agent_api import DocumentRejected, clamp_ratio, parse_node_document
-from controller.annotations import Oversubscription
 from controller.httpget import FetchError, http_get
+from controller.load_annotations import Oversubscription
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from controller import annotations as ann
+from controller import load_annotations as ann
 from controller.nodes import allocatable_raw, node_allocatable, node_annotations, node_name
 from controller.policy import PolicySpec
 

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from common.config import ConfigError
-from controller import annotations as ann
+from controller import load_annotations as ann
 from controller.annotator import Annotator
 from controller.config import ControllerConfig
 from controller.extender import Extender

@@ -8,7 +8,7 @@ import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from controller import annotations as ann
+from controller import load_annotations as ann
 from controller.policy import PolicySpec
 from controller.standalone import NodeReport
 

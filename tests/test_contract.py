@@ -19,7 +19,7 @@ import agent.cluster
 import contract.classify
 from contract.agent_api import NodeDocument, Oversubscription, PodUsage, Window, parse_pods_document
 from contract.windows import NODE_WINDOW_KEYS
-from controller import annotations as ann
+from controller import load_annotations as ann
 from controller.policy import AGENT_WINDOWS, default_policy
 from controller.poller import SampleRejected, parse_sample
 from controller.service import Controller

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller import annotations as ann
+from controller import load_annotations as ann
 from controller.annotator import MAX_POLLING_INTERVAL, REFRESH_MARGIN, Annotator, write_margin
 from controller.policy import default_policy
 from controller.poller import AgentSample

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from controller import annotations as ann
+from controller import load_annotations as ann
 from controller.policy import API_VERSION, KIND, DynamicSchedulerPolicy, parse_policy
 from controller.service import Controller
 from kube import Kube

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from common.listen import url_of
-from controller import annotations as ann
+from controller import load_annotations as ann
 from controller.config import ClassifySettings, ExtenderSettings
 from controller.extender import Extender, create_app
 from controller.metrics import ControllerMetrics

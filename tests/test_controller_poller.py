@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from controller.agent_endpoints import discover
 from controller.config import AgentSettings
-from controller.discovery import discover
 from controller.policy import AGENT_WINDOWS
 from controller.poller import AgentPoller, PollResult, SampleRejected, parse_sample
 from tests.controller_fleet import (

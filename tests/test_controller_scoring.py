@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from controller import annotations as ann
+from controller import load_annotations as ann
 from controller.config import ClassifySettings
 from controller.extender import Extender, create_app
 from controller.hotvalue import BindingRecords

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.annotations import format_time
+from controller.load_annotations import format_time
 from controller.policy import default_policy
 from controller.standalone import NodeReport, cycle_document
 from controller.standalone_view import Legend, duration, plural, table

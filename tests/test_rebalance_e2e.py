@@ -255,7 +255,7 @@ def test_an_api_server_that_does_not_answer_stops_the_cycles_evictions(
     c = rig.start()
     cycle(c)
     fault = api.inject("POST", r"/eviction$", status=503, times=None)
-    with caplog.at_level(logging.WARNING, logger="controller.rebalance.actuator"):
+    with caplog.at_level(logging.WARNING, logger="controller.rebalance.rebalancer"):
         cycle(c)
         assert fault.hits == 1 and len(api.objects("pods")) == len(HOT_PODS) + 1  # one try, then stop
         doc = c.rebalance_document()

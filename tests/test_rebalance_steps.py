@@ -439,7 +439,7 @@ def test_defaults_off_and_dry_run() -> None:
 def test_readme_worked_example() -> None:
     """README.md, "Rebalancing": four 16-core, 64 GiB nodes, default settings, n1 confirmed hot."""
     from controller.rebalance.assess import assess
-    from controller.rebalance.cycle import select_and_plan
+    from controller.rebalance.moves import select_and_plan
     from controller.rebalance.traits import TRAITS
     from controller.rebalance.usage import PodLoad
 

@@ -16,7 +16,7 @@ from agent.node_state import node_state
 from agent.snapshot import NodeSample, PodMeta, PodSample, Snapshot
 from agent.windows import WindowStore
 from colo_sim import main as cli
-from colo_sim.metrics import Tally, future_max, oracle_lend
+from colo_sim.measures import Tally, future_max, oracle_lend
 from colo_sim.packing import NodeSize, pack
 from colo_sim.policies import colo, koordinator, maximum, nsigma, percentile, volcano
 from colo_sim.replay import Settings, replay

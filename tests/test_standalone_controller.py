@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from controller import annotations as ann
+from controller import load_annotations as ann
 from controller.policy import default_policy
 from controller.scoring import Scorer
 

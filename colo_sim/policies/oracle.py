@@ -3,14 +3,14 @@ datacenters", EuroSys 2021): it knows the future and lends what stays free over 
 
     L*(t) = max(0, allocatable − max of the node's online usage over [t, t + H)).
 
-It is the yardstick of every other policy (`colo_sim.metrics`); replayed as a policy it scores 1 and 0.
+It is the yardstick of every other policy (`colo_sim.measures`); replayed as a policy it scores 1 and 0.
 """
 
 from __future__ import annotations
 
 import math
 
-from colo_sim.metrics import oracle_lend
+from colo_sim.measures import oracle_lend
 from colo_sim.policies import Lending
 from colo_sim.timeline import NodeTrace, Timeline
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.rebalance.cycle import CycleOutcome
+from controller.rebalance.moves import CycleOutcome
 from controller.rebalance.settings import RebalanceSettings
 from controller.rebalance.traits import Amounts
 from controller.rebalance.usage import percent

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from controller import annotations as ann
+from controller import load_annotations as ann
 
 T = 1795341600.0  # 2026-11-22T10:00:00Z
 

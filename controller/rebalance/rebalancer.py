@@ -28,9 +28,9 @@ from controller.rebalance import anomaly
 from controller.rebalance.agentpods import Fetch, fetch_pod_usages
 from controller.rebalance.assess import assess
 from controller.rebalance.candidates import Candidate
-from controller.rebalance.cycle import CycleOutcome, Lookup, select_and_plan
 from controller.rebalance.fit import Destination
 from controller.rebalance.metrics import RebalanceMetrics
+from controller.rebalance.moves import CycleOutcome, Lookup, select_and_plan
 from controller.rebalance.plan import NodeSkip, Source
 from controller.rebalance.report import document, summary
 from controller.rebalance.settings import RebalanceSettings

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from controller.metrics import ControllerMetrics
-from controller.writer import AnnotationWriter
+from controller.patch_writer import AnnotationWriter
 from kube import Kube
 from testsupport.kubeapi.fixtures import kube, kube_api  # noqa: F401
 from testsupport.kubeapi.server import FakeKubeAPI
