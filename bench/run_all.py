@@ -6,6 +6,7 @@ import importlib
 import sys
 
 BENCHES = ("bench.cgroup_read_pass", "bench.bench_windows", "bench.agent_overhead", "bench.agent_cluster",
+           "bench.agent_rss",
            "bench.bench_exporter", "bench.bench_contract", "bench.bench_controller",
            "bench.bench_controller_writes", "bench.bench_cpu_burst",
            "bench.bench_rebalance", "bench.bench_serving", "bench.bench_admission",

@@ -42,6 +42,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(config.model_dump_json(indent=2))
         return 0
     logs.setup(config.log_level, config.log_format)
+    from serving import uvicorn_package
+
+    uvicorn_package.install()  # before the web stack imports uvicorn: not its command line nor supervisors
     from colo_agent.serve import build_server, serve  # the web stack: not loaded for --help or a bad flag
 
     kube = None

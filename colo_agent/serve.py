@@ -13,7 +13,7 @@ import signal
 import socket
 
 import uvicorn
-from fastapi import FastAPI
+from starlette.applications import Starlette
 
 from agent.runtime import Agent
 from contract.windows import WINDOW_NAMES
@@ -23,7 +23,7 @@ from serving.server import Server, make_server, secure
 log = logging.getLogger("colo.agent")
 
 
-def build_server(agent: Agent, sock: socket.socket, kube: object = None) -> tuple[FastAPI, Server]:
+def build_server(agent: Agent, sock: socket.socket, kube: object = None) -> tuple[Starlette, Server]:
     """The app and its server for the bound `sock` (TLS, authentication through `kube`); OSError or
     ValueError when the certificate files cannot be loaded or authentication has no cluster to ask."""
     cfg = agent.config
@@ -36,7 +36,7 @@ def build_server(agent: Agent, sock: socket.socket, kube: object = None) -> tupl
     return app, make_server(app, host, port, cfg.serving)
 
 
-async def serve(agent: Agent, app: FastAPI, server: Server, sock: socket.socket) -> bool:
+async def serve(agent: Agent, app: Starlette, server: Server, sock: socket.socket) -> bool:
     """Serve HTTP on the already bound `sock` until SIGTERM/SIGINT; then stop sampling and save state.
     False when the server never started (a runtime failure: nothing was sampled)."""
     loop = asyncio.get_running_loop()

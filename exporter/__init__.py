@@ -3,6 +3,7 @@
 Layout: `exporter.collector` (metric families of one snapshot), `exporter.stats` (window statistics per
 snapshot, shared by metrics and API), `exporter.render` (the /metrics render cache and its worker thread),
 `exporter.encoding` (the bodies of one render: text, OpenMetrics, gzip), `exporter.api` (JSON documents),
-`exporter.app` (FastAPI app factory `create_app` and the uvicorn helpers `make_server` / `serve`). Nothing is
-imported here, so importing one module does not pull in the web stack.
+`exporter.app` (the app factory `create_app`, Starlette or, for `serving.api_docs`, FastAPI, and the uvicorn
+helpers `make_server` / `serve`). Nothing is imported here, so importing one module does not pull in the web
+stack.
 """

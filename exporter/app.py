@@ -1,4 +1,4 @@
-"""The agent's HTTP face: FastAPI app factory and a uvicorn server the agent's main can run and stop.
+"""The agent's HTTP face: the app factory and a uvicorn server the agent's main can run and stop.
 
 Endpoints
     ``/metrics``        cached Prometheus text 0.0.4, or OpenMetrics 1.0.0 when Accept prefers it; gzip when
@@ -12,6 +12,11 @@ Endpoints
 
 The JSON endpoints compute windows for every pod: they run on a small worker pool, at most
 `max_concurrent` at once (503 past that), never on the event loop. The health endpoints are O(1).
+
+One table of `Endpoint`s (path, handler, what the docs say) is mounted on Starlette alone, or, with
+``serving.api_docs``, on FastAPI, which adds /docs, /redoc and /openapi.json. FastAPI is imported only then:
+its OpenAPI models and what it pulls in cost about 7 MiB of the agent's resident memory, for pages that are
+off by default. Routing errors are worded as FastAPI words them either way (``{"detail": "Not Found"}``).
 """
 
 from __future__ import annotations
@@ -21,12 +26,16 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from agent.view import AgentView
 from agent.windows import WINDOW_NAMES
@@ -86,9 +95,53 @@ def accepts_gzip(accept_encoding: str) -> bool:
 
 
 def _json(body: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
-    """Encode here rather than through FastAPI's jsonable_encoder (slow on 250-pod documents)."""
+    """Encode here rather than through a generic encoder (slow on 250-pod documents)."""
     content = json.dumps(body, separators=(",", ":"), allow_nan=False, default=str).encode()
     return Response(content, status_code=status_code, media_type=JSON_TYPE, headers=headers)
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One GET route: what serves it, and what the interactive docs say about it (when they are on)."""
+
+    path: str
+    handler: Callable[[Request], Awaitable[Response]]
+    summary: str
+    description: str | None = None
+    json: bool = True  # documented as application/json (else a plain Response: /metrics)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Routing errors (404, 405 with its Allow header) as FastAPI words them: ``{"detail": ...}``."""
+    assert isinstance(exc, HTTPException)
+    if exc.status_code in (204, 205, 304) or exc.status_code < 200:
+        return Response(status_code=exc.status_code, headers=exc.headers)
+    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+
+def _plain_app(endpoints: Sequence[Endpoint]) -> Starlette:
+    """The routes on Starlette alone: FastAPI (its OpenAPI models, ~7 MiB of RSS) is not even imported."""
+    routes = []
+    for e in endpoints:
+        route = Route(e.path, e.handler, methods=["GET"])
+        route.methods = {"GET"}  # Starlette adds HEAD to GET routes; FastAPI did not: 405, as before
+        routes.append(route)
+    return Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+
+
+def _documented_app(endpoints: Sequence[Endpoint]) -> Starlette:
+    """The same routes on FastAPI, for /docs, /redoc and /openapi.json (``serving.api_docs``)."""
+    from fastapi import FastAPI
+
+    app = FastAPI(
+        title="colo-agent",
+        description="Node and pod usage, rolling windows and the agent's state. Units: /api/v1/units.",
+        version="1",
+    )
+    for e in endpoints:
+        kind: dict[str, Any] = {} if e.json else {"response_class": Response}
+        app.add_api_route(e.path, e.handler, methods=["GET"], summary=e.summary, description=e.description, **kind)
+    return app
 
 
 def create_app(
@@ -100,26 +153,13 @@ def create_app(
     gzip_level: int = 1,
     api_docs: bool = False,
     max_concurrent: int = 4,
-) -> FastAPI:
+) -> Starlette:
     """The app for one view. Its render cache (``app.state.render_cache``) starts a worker thread and
     registers as a seq listener; `close_app` undoes both. Interactive docs only with `api_docs`."""
     windows = WindowStatsCache(view)
     collector = ColoCollector(view, label_keys=label_keys, windows=windows, pod_windows=pod_windows)
     cache = RenderCache(view, collector, max_staleness=max_staleness, gzip_level=gzip_level)
-    app = FastAPI(
-        title="colo-agent",
-        description="Node and pod usage, rolling windows and the agent's state. Units: /api/v1/units.",
-        version="1",
-        docs_url="/docs" if api_docs else None,
-        redoc_url="/redoc" if api_docs else None,
-        openapi_url="/openapi.json" if api_docs else None,
-    )
-    app.state.view = view
-    app.state.windows = windows
-    app.state.collector = collector
-    app.state.render_cache = cache
     gate = Gate(max_concurrent, workers=2)
-    app.state.gate = gate
 
     async def expensive(document: Callable[[], Response]) -> Response:
         try:
@@ -131,7 +171,6 @@ def create_app(
         finally:
             gate.leave()
 
-    @app.get("/metrics", response_class=Response, summary="Prometheus metrics (cached render)")
     async def metrics(request: Request) -> Response:
         openmetrics = wants_openmetrics(request.headers.get("accept", ""))
         compressed = accepts_gzip(request.headers.get("accept-encoding", ""))
@@ -146,22 +185,19 @@ def create_app(
         media = CONTENT_TYPE_OPENMETRICS if openmetrics else CONTENT_TYPE_TEXT
         return Response(body, media_type=media, headers=headers)
 
-    @app.get("/healthz", summary="200 while the sampling loop ticks, else 503")
-    async def healthz() -> Response:
+    async def healthz(request: Request) -> Response:
         now = time.monotonic()
         ok = view.healthy(now)
         last = view.last_tick_mono
         body = {"status": "ok" if ok else "stalled", "last_tick_age_seconds": None if last is None else now - last}
         return JSONResponse(body, status_code=200 if ok else 503)
 
-    @app.get("/readyz", summary="200 once a snapshot exists and the pod list synced, else 503")
-    async def readyz() -> Response:
+    async def readyz(request: Request) -> Response:
         ready = view.ready()
         body = {"status": "ready" if ready else "not ready", "snapshot": view.snapshot is not None}
         return JSONResponse(body, status_code=200 if ready else 503)
 
-    @app.get("/api/v1/node", summary="Node usage, windows (ratios 0..1), network, units and stage sections")
-    async def node() -> Response:
+    async def node(request: Request) -> Response:
         def document() -> Response:
             snap = view.snapshot
             if snap is None:
@@ -170,17 +206,7 @@ def create_app(
 
         return await expensive(document)
 
-    @app.get(
-        "/api/v1/pods",
-        summary="Per-pod usage and windows",
-        description=(
-            f"A list of pods. `windows` is keyed by window name ({', '.join(WINDOW_NAMES)}), each "
-            'holding `cpu_cores` and `memory_working_set_bytes` as {"value": number or null, "coverage": 0..1}. '
-            "Units: *_cores in cores, *_bytes in bytes, *_ratio and coverage 0..1; the full table is at "
-            "/api/v1/units."
-        ),
-    )
-    async def pods() -> Response:
+    async def pods(request: Request) -> Response:
         def document() -> Response:
             snap = view.snapshot
             if snap is None:
@@ -190,14 +216,33 @@ def create_app(
 
         return await expensive(document)
 
-    @app.get("/api/v1/units", summary="The unit of every numeric field of /api/v1/node and /api/v1/pods")
-    async def units() -> Response:
+    async def units(request: Request) -> Response:
         return _json(units_document())
 
+    pods_description = (
+        f"A list of pods. `windows` is keyed by window name ({', '.join(WINDOW_NAMES)}), each "
+        'holding `cpu_cores` and `memory_working_set_bytes` as {"value": number or null, "coverage": 0..1}. '
+        "Units: *_cores in cores, *_bytes in bytes, *_ratio and coverage 0..1; the full table is at "
+        "/api/v1/units."
+    )
+    endpoints = (
+        Endpoint("/metrics", metrics, "Prometheus metrics (cached render)", json=False),
+        Endpoint("/healthz", healthz, "200 while the sampling loop ticks, else 503"),
+        Endpoint("/readyz", readyz, "200 once a snapshot exists and the pod list synced, else 503"),
+        Endpoint("/api/v1/node", node, "Node usage, windows (ratios 0..1), network, units and stage sections"),
+        Endpoint("/api/v1/pods", pods, "Per-pod usage and windows", pods_description),
+        Endpoint("/api/v1/units", units, "The unit of every numeric field of /api/v1/node and /api/v1/pods"),
+    )
+    app = _documented_app(endpoints) if api_docs else _plain_app(endpoints)
+    app.state.view = view
+    app.state.windows = windows
+    app.state.collector = collector
+    app.state.render_cache = cache
+    app.state.gate = gate
     return app
 
 
-def close_app(app: FastAPI) -> None:
+def close_app(app: Starlette) -> None:
     """Stop the app's render worker and unregister its listener (tests, or an agent that rebuilds the app)."""
     cache: RenderCache = app.state.render_cache
     cache.close()
@@ -238,7 +283,7 @@ class ExporterServer(Server):
 
 
 def make_server(
-    app: FastAPI,
+    app: Starlette,
     host: str,
     port: int,
     *,
@@ -256,7 +301,7 @@ def make_server(
 
 
 async def serve(
-    app: FastAPI,
+    app: Starlette,
     host: str,
     port: int,
     *,

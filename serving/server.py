@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterator
 from typing import Any
 
 import uvicorn
-from fastapi import FastAPI
+from starlette.applications import Starlette
 
 from serving.protocol import bounded_protocol
 from serving.settings import ServingSettings
@@ -50,7 +50,7 @@ class Server(uvicorn.Server):
         raise RuntimeError("server not started")
 
 
-def secure(app: FastAPI, settings: ServingSettings, kube: Any, open_paths: Collection[str] = ()) -> None:
+def secure(app: Starlette, settings: ServingSettings, kube: Any, open_paths: Collection[str] = ()) -> None:
     """Put TokenReview/SubjectAccessReview in front of `app` when `settings.authenticate` (needs `kube`)."""
     if not settings.authenticate:
         return
@@ -63,7 +63,7 @@ def secure(app: FastAPI, settings: ServingSettings, kube: Any, open_paths: Colle
 
 
 def uvicorn_config(
-    app: FastAPI, host: str, port: int, settings: ServingSettings, *, log_level: str = "warning"
+    app: Starlette, host: str, port: int, settings: ServingSettings, *, log_level: str = "warning"
 ) -> tuple[uvicorn.Config, CertReloader | None]:
     """uvicorn settings from `settings`; with TLS, the config is loaded and given a reloading SSLContext.
 
@@ -86,7 +86,9 @@ def uvicorn_config(
     return config, reloader
 
 
-def make_server(app: FastAPI, host: str, port: int, settings: ServingSettings, *, log_level: str = "warning") -> Server:
+def make_server(
+    app: Starlette, host: str, port: int, settings: ServingSettings, *, log_level: str = "warning"
+) -> Server:
     """A started-on-demand server for `app` (call `serve()` or `run()`)."""
     config, reloader = uvicorn_config(app, host, port, settings, log_level=log_level)
     return Server(config, tls=reloader)

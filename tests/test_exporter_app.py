@@ -14,9 +14,9 @@ from datetime import datetime
 
 import httpx
 import pytest
-from fastapi import FastAPI
-from fastapi.testclient import TestClient
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_parse
+from starlette.applications import Starlette
+from starlette.testclient import TestClient
 
 from agent.snapshot import ContainerBatch, PodBatch
 from agent.view import AgentView
@@ -54,19 +54,19 @@ def view() -> AgentView:
 
 
 @pytest.fixture
-def app(view: AgentView) -> Iterator[FastAPI]:
+def app(view: AgentView) -> Iterator[Starlette]:
     application = create_app(view)
     yield application
     close_app(application)
 
 
 @pytest.fixture
-def client(app: FastAPI) -> Iterator[TestClient]:
+def client(app: Starlette) -> Iterator[TestClient]:
     with TestClient(app) as c:
         yield c
 
 
-def cache_of(app: FastAPI) -> RenderCache:
+def cache_of(app: Starlette) -> RenderCache:
     cache: RenderCache = app.state.render_cache
     return cache
 
@@ -120,7 +120,7 @@ def test_accepts_gzip(accept_encoding: str, expected: bool) -> None:
 # ---------------------------------------------------------------------- /metrics
 
 
-def test_metrics_text_is_valid_and_cached(client: TestClient, app: FastAPI, view: AgentView) -> None:
+def test_metrics_text_is_valid_and_cached(client: TestClient, app: Starlette, view: AgentView) -> None:
     populate(view)
     resp = client.get("/metrics", headers={"Accept-Encoding": "identity"})
     assert resp.status_code == 200
@@ -146,7 +146,7 @@ def test_metrics_openmetrics_negotiation(client: TestClient, view: AgentView) ->
     assert "Accept" in plain.headers["vary"]
 
 
-def test_metrics_gzip_negotiation(client: TestClient, app: FastAPI, view: AgentView) -> None:
+def test_metrics_gzip_negotiation(client: TestClient, app: Starlette, view: AgentView) -> None:
     populate(view)
     plain = client.get("/metrics", headers={"Accept-Encoding": "identity"}).content
     resp, raw = raw_get(client, "/metrics", {"Accept-Encoding": "gzip"})
@@ -176,7 +176,7 @@ def test_metrics_before_the_first_snapshot(client: TestClient) -> None:
 
 
 def test_metrics_render_failure_is_500(
-    client: TestClient, app: FastAPI, view: AgentView, monkeypatch: pytest.MonkeyPatch
+    client: TestClient, app: Starlette, view: AgentView, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     populate(view)
 
@@ -361,7 +361,7 @@ def test_pod_without_windows_has_every_window_unknown(view: AgentView) -> None:
     assert doc["windows"]["max_avg_1d"] == {"cpu_cores": unknown, "memory_working_set_bytes": unknown}
 
 
-def test_window_stats_are_computed_once_per_snapshot(client: TestClient, app: FastAPI, view: AgentView) -> None:
+def test_window_stats_are_computed_once_per_snapshot(client: TestClient, app: Starlette, view: AgentView) -> None:
     populate(view)
     client.get("/metrics")
     client.get("/api/v1/pods")
@@ -372,7 +372,7 @@ def test_window_stats_are_computed_once_per_snapshot(client: TestClient, app: Fa
 # ---------------------------------------------------------------------- real uvicorn
 
 
-def test_real_uvicorn_server_in_a_thread(app: FastAPI, view: AgentView) -> None:
+def test_real_uvicorn_server_in_a_thread(app: Starlette, view: AgentView) -> None:
     populate(view)
     server = make_server(app, "127.0.0.1", 0)
     thread = server.start_thread()
@@ -392,7 +392,7 @@ def test_real_uvicorn_server_in_a_thread(app: FastAPI, view: AgentView) -> None:
     assert cache_of(app).renders == 1
 
 
-def test_serve_in_an_event_loop_stops_on_the_event(app: FastAPI, view: AgentView) -> None:
+def test_serve_in_an_event_loop_stops_on_the_event(app: Starlette, view: AgentView) -> None:
     populate(view, seconds=2)
     server = make_server(app, "127.0.0.1", 0)
     result: dict[str, object] = {}
