@@ -78,18 +78,25 @@ class CpuSettings:
 
 
 SETTINGS_PATHS_KEPT = 8192  # cgroups whose cpu_settings paths are kept (enforcement reads them every pass)
+INT_READ = 64  # a file holding one integer (cpuacct.usage, memory.usage_in_bytes, memory.current)
 
 
-class _Counters:
-    """Pre-built file paths of one cgroup's hot-path counters, so a pass does no path arithmetic."""
+class CounterFiles:
+    """One cgroup's hot counters — what a sampling pass reads of every pod each second — with their paths
+    built once and read in one Python call each: the descriptor is looked up in the `FileCache`'s table and
+    read with one pread (a descriptor is never kept here: the cache owns it, so one the cache closed is
+    never read again). Any error falls back to the cache's read, which classifies it (`CgroupGone`, ...).
 
-    __slots__ = ("cpu_stat", "cpu_usage", "mem_stat", "mem_usage")
+    v1 reads cpuacct.usage (one small file) for the usage and cpu.stat for the CFS counters; v2 has both in
+    cpu.stat."""
 
-    def __init__(self, layout: Layout, cgroup: str) -> None:
+    __slots__ = ("_fds", "_files", "_v2", "cpu_stat", "cpu_usage", "mem_stat", "mem_usage")
+
+    def __init__(self, layout: Layout, files: FileCache, cgroup: str) -> None:
+        self._files, self._fds, self._v2 = files, files.fds, layout.is_v2
         if layout.is_v2:
             d = layout.dir("cpu", cgroup)
-            self.cpu_usage = ""
-            self.cpu_stat = f"{d}/cpu.stat"
+            self.cpu_usage = self.cpu_stat = f"{d}/cpu.stat"
             self.mem_usage = f"{d}/memory.current"
             self.mem_stat = f"{d}/memory.stat"
         else:
@@ -98,6 +105,66 @@ class _Counters:
             mem = layout.dir("memory", cgroup)
             self.mem_usage = f"{mem}/memory.usage_in_bytes"
             self.mem_stat = f"{mem}/memory.stat"
+
+    def cpu_usage_ns(self) -> int:
+        """Cumulative CPU usage, nanoseconds."""
+        if self._v2:
+            data = self._files.read(self.cpu_usage)
+            return keyed_value(self.cpu_usage, data, b"usage_usec") * 1000
+        try:
+            return int(os.pread(self._fds[self.cpu_usage], INT_READ, 0))
+        except (KeyError, OSError, ValueError):  # not open yet, or an error the cache's read classifies
+            return parse_int(self.cpu_usage, self._files.read(self.cpu_usage))
+
+    def memory_usage(self) -> int:
+        """Bytes charged to the cgroup (v1 memory.usage_in_bytes, v2 memory.current)."""
+        try:
+            return int(os.pread(self._fds[self.mem_usage], INT_READ, 0))
+        except (KeyError, OSError, ValueError):
+            return parse_int(self.mem_usage, self._files.read(self.mem_usage))
+
+    def cpu(self, no_cfs: bool = False) -> tuple[int, int, int, int]:
+        """(usage ns, nr_periods, nr_throttled, throttled ns): v2 from one read of cpu.stat; v1 from
+        cpuacct.usage and cpu.stat (zeros for the CFS counters with `no_cfs`; CgroupFileMissing where the
+        kernel has no CFS bandwidth control)."""
+        path = self.cpu_stat
+        if self._v2:
+            data = self._files.read(path)
+            st = parse_keyed(path, data)
+            if "usage_usec" not in st:
+                raise CgroupParseError(path, data, "a line 'usage_usec <integer>'")
+            periods, throttled = st.get("nr_periods", 0), st.get("nr_throttled", 0)
+            return st["usage_usec"] * 1000, periods, throttled, st.get("throttled_usec", 0) * 1000
+        usage = self.cpu_usage_ns()
+        if no_cfs:
+            return usage, 0, 0, 0
+        data = self._files.read(path)
+        t = data.split()
+        if len(t) >= 6 and t[0] == b"nr_periods" and t[2] == b"nr_throttled" and t[4] == b"throttled_time":
+            try:
+                return usage, int(t[1]), int(t[3]), int(t[5])
+            except ValueError:
+                raise CgroupParseError(path, data, "integers in cpu.stat") from None
+        return (
+            usage,
+            keyed_value(path, data, b"nr_periods"),
+            keyed_value(path, data, b"nr_throttled"),
+            keyed_value(path, data, b"throttled_time"),
+        )
+
+    def memory_stat(self) -> tuple[int, int, int]:
+        """(inactive file, anon, file) bytes from memory.stat, the costliest counter file (the kernel
+        flushes per-CPU counters to print it): v1's hierarchical totals, v2's own."""
+        path = self.mem_stat
+        data = self._files.read(path)
+        if self._v2:
+            return (
+                keyed_value(path, data, b"inactive_file"),
+                keyed_value(path, data, b"anon"),
+                keyed_value(path, data, b"file"),
+            )
+        inactive, anon, file = _v1_memory_stat(path, data)
+        return inactive, anon, file
 
 
 def _v1_memory_stat(path: str, data: bytes) -> tuple[int, int, int]:
@@ -124,7 +191,7 @@ class CgroupReader:
     def __init__(self, layout: Layout, files: FileCache | None = None) -> None:
         self.layout = layout
         self.files = files if files is not None else FileCache()
-        self._counters: dict[str, _Counters] = {}
+        self._counters: dict[str, CounterFiles] = {}
         self._v2 = layout.is_v2
         self._no_cfs_stat = False
         self._settings: dict[str, tuple[str, str, str, str]] = {}  # cpu_settings' file paths per cgroup
@@ -136,10 +203,11 @@ class CgroupReader:
         path = f"{self.layout.dir(controller, cgroup)}/{name}"
         return path, self.files.read(path)
 
-    def _paths(self, cgroup: str) -> _Counters:
+    def counters(self, cgroup: str) -> CounterFiles:
+        """The cgroup's hot counter files (kept until `forget`): a sampling pass holds them per pod."""
         c = self._counters.get(cgroup)
         if c is None:
-            c = self._counters[cgroup] = _Counters(self.layout, cgroup)
+            c = self._counters[cgroup] = CounterFiles(self.layout, self.files, cgroup)
         return c
 
     def exists(self, cgroup: str, controller: str = "cpu") -> bool:
@@ -158,69 +226,25 @@ class CgroupReader:
 
     # -- counters ----------------------------------------------------------------------------------
     def cpu(self, cgroup: str) -> CpuUsage:
-        p = self._counters.get(cgroup) or self._paths(cgroup)
-        read = self.files.read
-        if self._v2:
-            data = read(p.cpu_stat)
-            st = parse_keyed(p.cpu_stat, data)
-            try:
-                return CpuUsage(
-                    st["usage_usec"] * 1000,
-                    st.get("nr_periods", 0),
-                    st.get("nr_throttled", 0),
-                    st.get("throttled_usec", 0) * 1000,
-                )
-            except KeyError:
-                raise CgroupParseError(p.cpu_stat, data, "a line 'usage_usec <integer>'") from None
-        usage = parse_int(p.cpu_usage, read(p.cpu_usage))
-        if self._no_cfs_stat:
-            return CpuUsage(usage, 0, 0, 0)
+        """Usage and CFS throttling counters, read together."""
+        return CpuUsage(*self.cpu_counters(self.counters(cgroup)))
+
+    def cpu_counters(self, files: CounterFiles) -> tuple[int, int, int, int]:
+        """`CounterFiles.cpu`, with zeros for the CFS counters on a v1 kernel without CFS bandwidth control
+        (never throttled: cpu.stat is not looked for again)."""
         try:
-            data = read(p.cpu_stat)
+            return files.cpu(self._no_cfs_stat)
         except CgroupFileMissing:
-            self._no_cfs_stat = True  # a kernel without CFS bandwidth control: never throttled
-            return CpuUsage(usage, 0, 0, 0)
-        t = data.split()
-        if len(t) >= 6 and t[0] == b"nr_periods" and t[2] == b"nr_throttled" and t[4] == b"throttled_time":
-            try:
-                return CpuUsage(usage, int(t[1]), int(t[3]), int(t[5]))
-            except ValueError:
-                raise CgroupParseError(p.cpu_stat, data, "integers in cpu.stat") from None
-        return CpuUsage(
-            usage,
-            keyed_value(p.cpu_stat, data, b"nr_periods"),
-            keyed_value(p.cpu_stat, data, b"nr_throttled"),
-            keyed_value(p.cpu_stat, data, b"throttled_time"),
-        )
+            if self._v2:
+                raise
+            self._no_cfs_stat = True
+            return files.cpu_usage_ns(), 0, 0, 0
 
-    def cpu_usage_ns(self, cgroup: str) -> int:
-        """Cumulative CPU usage alone (v1: cpuacct.usage, one small file; v2: from cpu.stat): what a pass
-        needs every second when the throttling counters can wait."""
-        if self._v2:
-            return self.cpu(cgroup).usage_ns
-        p = self._counters.get(cgroup) or self._paths(cgroup)
-        return parse_int(p.cpu_usage, self.files.read(p.cpu_usage))
-
-    def memory(self, cgroup: str, previous: MemoryUsage | None = None) -> MemoryUsage:
-        """Usage, working set, anon and file pages.
-
-        With `previous`, memory.stat (the costliest file: the kernel flushes per-CPU counters to print it)
-        is not read: the working set is the new usage minus the previous inactive file pages, floored at 0,
-        and anon/file are carried over — how a caller refreshes detail less often than usage.
-        """
-        p = self._counters.get(cgroup) or self._paths(cgroup)
-        read = self.files.read
-        usage = parse_int(p.mem_usage, read(p.mem_usage))
-        if previous is not None:
-            inactive = previous.inactive_file_bytes
-            return MemoryUsage(usage, max(0, usage - inactive), previous.anon_bytes, previous.file_bytes, inactive)
-        data = read(p.mem_stat)
-        if self._v2:
-            inactive = keyed_value(p.mem_stat, data, b"inactive_file")
-            anon = keyed_value(p.mem_stat, data, b"anon")
-            file = keyed_value(p.mem_stat, data, b"file")
-        else:
-            inactive, anon, file = _v1_memory_stat(p.mem_stat, data)
+    def memory(self, cgroup: str) -> MemoryUsage:
+        """Usage, working set, anon and file pages (memory.stat read each time: see `CounterFiles`)."""
+        files = self.counters(cgroup)
+        usage = files.memory_usage()
+        inactive, anon, file = files.memory_stat()
         return MemoryUsage(usage, max(0, usage - inactive), anon, file, inactive)
 
     def psi_avg10(self, cgroup: str, resource: str) -> tuple[float, float | None] | None:
