@@ -96,12 +96,30 @@ class FileCache:
 
 
 def read_once(path: str) -> bytes:
-    """Read a file without caching its descriptor (for rarely read files)."""
+    """Read a file without caching its descriptor (for rarely read files, and those a kept descriptor would
+    serve stale: v1 keeps a cgroup.procs listing for a second per open file)."""
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
         raise classify_os_error(path, exc, cgroup_dir=os.path.dirname(path)) from None
+    try:
+        return read_all(fd)
+    except OSError as exc:
+        raise classify_os_error(path, exc, cgroup_dir=os.path.dirname(path)) from None
+    finally:
+        os.close(fd)
+
+
+def read_all(fd: int) -> bytes:
+    """The rest of an open file: one read unless it fills the buffer (a short read of a kernel file is its
+    end)."""
+    data = os.read(fd, READ_SIZE)
+    if len(data) < READ_SIZE:
+        return data
+    chunks = [data]
+    while chunk := os.read(fd, READ_SIZE):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def write_value(path: str, value: str) -> None:

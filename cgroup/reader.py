@@ -10,6 +10,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import cast
 
 from cgroup.errors import (
     CgroupError,
@@ -18,6 +19,7 @@ from cgroup.errors import (
     CgroupParseError,
     CgroupPermissionError,
     Unsupported,
+    classify_os_error,
 )
 from cgroup.files import (
     FileCache,
@@ -28,6 +30,7 @@ from cgroup.files import (
     parse_int_or_max,
     parse_keyed,
     parse_psi_avg10,
+    read_all,
     read_once,
 )
 from cgroup.layout import Layout
@@ -78,6 +81,7 @@ class CpuSettings:
 
 
 SETTINGS_PATHS_KEPT = 8192  # cgroups whose cpu_settings paths are kept (enforcement reads them every pass)
+LISTINGS_KEPT = 8192  # directories whose subdirectories `tree` keeps
 INT_READ = 64  # a file holding one integer (cpuacct.usage, memory.usage_in_bytes, memory.current)
 
 
@@ -197,6 +201,7 @@ class CgroupReader:
         self._settings: dict[str, tuple[str, str, str, str]] = {}  # cpu_settings' file paths per cgroup
         self._procs_memo: dict[str, list[tuple[str, list[int] | CgroupError]]] | None = None
         self._no_cpu_idle = False
+        self._listed: dict[str, tuple[int, tuple[str, ...]]] = {}  # directory -> (link count, subdirectories)
 
     # -- helpers -----------------------------------------------------------------------------------
     def _read(self, controller: str, cgroup: str, name: str) -> tuple[str, bytes]:
@@ -217,6 +222,8 @@ class CgroupReader:
         """Close descriptors of a cgroup that is gone or no longer watched."""
         self._counters.pop(cgroup, None)
         self._settings.pop(cgroup, None)
+        with contextlib.suppress(CgroupError):
+            self._listed.pop(self.layout.dir("cpu", cgroup), None)
         for ctrl in ("cpu", "cpuacct", "memory", "cpuset") if not self.layout.is_v2 else ("cpu",):
             with contextlib.suppress(CgroupError):
                 self.files.forget(self.layout.dir(ctrl, cgroup))
@@ -380,17 +387,12 @@ class CgroupReader:
         memo = self._procs_memo
         if memo is not None and (hit := memo.get(cgroup)) is not None:
             return hit
-        out: list[tuple[str, list[int] | CgroupError]] = []
-        for dirpath in self.tree(cgroup):
-            try:
-                data = read_once(f"{dirpath}/cgroup.procs")
-            except CgroupError as exc:
-                out.append((dirpath, exc))
-                continue
-            out.append((dirpath, [int(x) for x in data.split()]))
+        out: list[tuple[str, list[int] | CgroupError | None]] = []
+        self._walk(self.layout.dir("cpu", cgroup), None, None, out, True)
+        found = cast(list[tuple[str, list[int] | CgroupError]], out)
         if memo is not None:
-            memo[cgroup] = out
-        return out
+            memo[cgroup] = found
+        return found
 
     @contextlib.contextmanager
     def one_procs_reading(self) -> Iterator[None]:
@@ -404,23 +406,74 @@ class CgroupReader:
     def tree(self, cgroup: str, controller: str = "cpu") -> list[str]:
         """The directories of the cgroup and of every descendant, in `os.walk`'s top-down order. A directory
         whose link count says it has no subdirectory (2) is not listed: a cgroup directory holds dozens of
-        files, and the enforcement pass walks every offline pod every few seconds."""
-        out: list[str] = []
-        _subtree(self.layout.dir(controller, cgroup), out)
-        return out
+        files, and the enforcement pass walks every offline pod every few seconds. Nor is one listed again
+        while its link count is the one it had when listed and every subdirectory it had is still there:
+        with as many subdirectories as then, none of them gone, it has the same ones (kernfs counts a
+        directory's subdirectories in its link count), so the walk is a stat per directory."""
+        out: list[tuple[str, list[int] | CgroupError | None]] = []
+        self._walk(self.layout.dir(controller, cgroup), None, None, out, False)
+        return [path for path, _ in out]
+
+    def _walk(self, path: str, parent: int | None, name: str | None,
+              out: list[tuple[str, list[int] | CgroupError | None]], procs: bool) -> bool:  # fmt: skip
+        """Add `path` and its descendant directories to `out`, parents first, each with its PIDs when `procs`;
+        False (and nothing added) when it is gone. What vanishes meanwhile is left out, symbolic links are not
+        followed (as `os.walk`). Below the top, names are looked up relative to the parent's descriptor:
+        a cgroup path is long, and a lookup costs by the component."""
+        rel = path if parent is None else name
+        assert rel is not None
+        try:
+            nlink = os.stat(rel, dir_fd=parent).st_nlink
+        except OSError:
+            self._listed.pop(path, None)
+            return False
+        if nlink == 2:  # no subdirectory: no descriptor of its own needed
+            out.append((path, _pids(path, f"{rel}/cgroup.procs", parent) if procs else None))
+            return True
+        if len(self._listed) >= LISTINGS_KEPT:  # directories never forgotten: a bound, not a leak
+            self._listed.clear()
+        try:
+            fd = os.open(rel, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=parent)
+        except OSError:
+            self._listed.pop(path, None)
+            return False
+        try:
+            mark = len(out)
+            out.append((path, _pids(path, "cgroup.procs", fd) if procs else None))
+            held = self._listed.get(path)
+            if held is not None and held[0] == nlink:
+                for sub in held[1]:
+                    if not self._walk(f"{path}/{sub}", fd, sub, out, procs):
+                        break  # one it had is gone: list it again
+                else:
+                    return True
+                del out[mark + 1 :]
+            try:
+                with os.scandir(fd) as entries:
+                    subdirs = tuple(e.name for e in entries if e.is_dir() and not e.is_symlink())
+            except OSError:
+                del out[mark:]
+                self._listed.pop(path, None)
+                return False
+            self._listed[path] = (nlink, subdirs)
+            for sub in subdirs:
+                self._walk(f"{path}/{sub}", fd, sub, out, procs)
+            return True
+        finally:
+            os.close(fd)
 
 
-def _subtree(path: str, out: list[str]) -> None:
-    """`path` and its descendant directories, parents first; what vanishes meanwhile is left out, symbolic
-    links are not followed (as `os.walk` does)."""
+def _pids(path: str, rel: str, parent: int | None) -> list[int] | CgroupError:
+    """The PIDs of a cgroup.procs file (a fresh descriptor each time: v1 serves a listing for a second to a
+    descriptor that read it), or why they could not be read."""
     try:
-        if os.stat(path).st_nlink == 2:  # kernfs, like other file systems, counts a directory's subdirectories
-            out.append(path)
-            return
-        with os.scandir(path) as entries:
-            subdirs = [e.path for e in entries if e.is_dir() and not e.is_symlink()]
-    except OSError:
-        return
-    out.append(path)
-    for sub in subdirs:
-        _subtree(sub, out)
+        fd = os.open(rel, os.O_RDONLY | os.O_CLOEXEC, dir_fd=parent)
+    except OSError as exc:
+        return classify_os_error(f"{path}/cgroup.procs", exc, cgroup_dir=path)
+    try:
+        data = read_all(fd)
+    except OSError as exc:
+        return classify_os_error(f"{path}/cgroup.procs", exc, cgroup_dir=path)
+    finally:
+        os.close(fd)
+    return [int(x) for x in data.split()]

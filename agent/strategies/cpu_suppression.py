@@ -211,9 +211,10 @@ def pod_targets(cores: float, entry: Touched, config: EnforcementConfig) -> list
     period = config.cpu_period_us
     new = max(MIN_QUOTA_US, int(cores * period))
     targets: list[tuple[str, int | None, int]] = [(entry.cgroup, new, period)]
+    allowed, periods = cpus(new, period), entry.container_periods
     for path, own in entry.containers.items():
-        own_period = entry.container_periods.get(path, entry.period_us)
-        targets.append((path, own, own_period) if cpus(own, own_period) <= cpus(new, period) else (path, new, period))
+        own_period = periods.get(path, entry.period_us)
+        targets.append((path, own, own_period) if cpus(own, own_period) <= allowed else (path, new, period))
     return targets
 
 
