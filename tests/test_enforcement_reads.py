@@ -5,6 +5,7 @@ the period; a pod's tree is listed again only when its directories changed."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import tempfile
 import time
@@ -51,7 +52,8 @@ def test_settings_stand_for_the_period_and_are_read_again_after_a_write(tmp_path
         if settings.get(cg).quota_us == 1000 * second:
             reread_at.append(second)
     # read again within the period, then once a period at the cgroup's own phase
-    assert reread_at[0] <= REPROBE_SECONDS and all(b - a == REPROBE_SECONDS for a, b in zip(reread_at, reread_at[1:]))
+    assert reread_at[0] <= REPROBE_SECONDS
+    assert all(b - a == REPROBE_SECONDS for a, b in itertools.pairwise(reread_at))
     assert len(reread_at) >= 2
     settings.wrote_quota(cg, 20_000, 100_000)  # what Colo wrote is what it holds, without a read
     assert settings.get(cg).quota_us == 20_000
