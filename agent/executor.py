@@ -187,6 +187,8 @@ class CgroupExecutor:
                               steps: list[_Step], own_parts: frozenset[str]) -> list[_Step]:  # fmt: skip
         """A pod's own quota that a tighter one took the place of which is not written now (refused, or no
         original of it could be had): the pod's own limit still goes, on every pass until it holds."""
+        if len(ours) == len(actions):
+            return []  # no wish took another's place (the common pass)
         kept, chosen = {id(s) for s in steps}, {id(a) for a in ours}
         dropped = {s.action.cgroup for s in prepared if isinstance(s.action, SetCpuQuota) and id(s) not in kept}
         own = [a for a in actions if isinstance(a, SetCpuQuota) and a.part in own_parts and id(a) not in chosen]
