@@ -67,8 +67,13 @@ class Originals:
                             from_spec=from_spec)  # fmt: skip
             self.ledger.record(entry)
         known = entry.containers
-        if len(known) != len(pod.containers) or not all(c.cgroup in known for c in pod.containers):
+        if len(known) != len(pod.containers):
             self._containers(entry, pod)  # a container started, restarted or ended
+        else:
+            for c in pod.containers:
+                if c.cgroup not in known:
+                    self._containers(entry, pod)
+                    break
         for hook in self.own:
             if hook(entry, pod, self.layout.is_v2):
                 self.ledger.changed()
