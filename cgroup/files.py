@@ -17,11 +17,12 @@ READ_SIZE = 16384
 class FileCache:
     """Keeps one read-only descriptor per cgroup file; drops a cgroup's descriptors when it vanishes."""
 
-    __slots__ = ("_by_dir", "_fds")
+    __slots__ = ("_by_dir", "_dirs", "_fds")
 
     def __init__(self) -> None:
         self._fds: dict[str, int] = {}
         self._by_dir: dict[str, set[str]] = {}  # cgroup directory -> its open files, so forget() is O(files)
+        self._dirs: dict[str, int] = {}  # cgroup directories kept open themselves (a walk's top: `directory`)
 
     @property
     def fds(self) -> dict[str, int]:
@@ -77,22 +78,43 @@ class FileCache:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
+    def directory(self, path: str) -> int:
+        """A descriptor of the directory itself, kept until `forget` (names below it are then looked up from
+        it: a walk that comes back to a cgroup every few seconds looks its long path up once). OSError when it
+        cannot be opened; one that was removed since answers ENOENT to every lookup below it (`drop_directory`
+        and open it again: the name may have been made again)."""
+        fd = self._dirs.get(path)
+        if fd is None:
+            fd = self._dirs[path] = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        return fd
+
+    def drop_directory(self, path: str) -> None:
+        fd = self._dirs.pop(path, None)
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
     def forget(self, cgroup_dir: str) -> int:
-        """Close the descriptors of a cgroup directory's own files (it is gone, or no longer watched)."""
-        paths = self._by_dir.pop(cgroup_dir.rstrip("/"), set())
+        """Close the descriptors of a cgroup directory's own files, and of the directory (it is gone, or no
+        longer watched)."""
+        cgroup_dir = cgroup_dir.rstrip("/")
+        paths = self._by_dir.pop(cgroup_dir, set())
         for p in paths:
             fd = self._fds.pop(p, None)
             if fd is not None:
                 with contextlib.suppress(OSError):
                     os.close(fd)
+        self.drop_directory(cgroup_dir)
         return len(paths)
 
     def close(self) -> None:
         for p in list(self._fds):
             self._drop(p)
+        for d in list(self._dirs):
+            self.drop_directory(d)
 
     def __len__(self) -> int:
-        return len(self._fds)
+        return len(self._fds) + len(self._dirs)
 
 
 def read_once(path: str) -> bytes:

@@ -388,7 +388,10 @@ class CgroupReader:
         if memo is not None and (hit := memo.get(cgroup)) is not None:
             return hit
         out: list[tuple[str, list[int] | CgroupError | None]] = []
-        self._walk(self.layout.dir("cpu", cgroup), None, None, out, True)
+        path = self.layout.dir("cpu", cgroup)
+        if not self._walk_kept(path, out):
+            out.clear()
+            self._walk(path, None, None, out, True)
         found = cast(list[tuple[str, list[int] | CgroupError]], out)
         if memo is not None:
             memo[cgroup] = found
@@ -414,6 +417,26 @@ class CgroupReader:
         self._walk(self.layout.dir(controller, cgroup), None, None, out, False)
         return [path for path, _ in out]
 
+    def _walk_kept(self, path: str, out: list[tuple[str, list[int] | CgroupError | None]]) -> bool:
+        """`_walk` with its PIDs from the directory's kept descriptor (`FileCache.directory`: the enforcement
+        pass walks each offline pod every few seconds); False, nothing kept, when the descriptor's directory
+        is gone (removed, and maybe made again under the same name: the caller walks afresh)."""
+        try:
+            fd = self.files.directory(path)
+            nlink = os.fstat(fd).st_nlink
+        except OSError:
+            self.files.drop_directory(path)
+            return False
+        pids = _pids(path, "cgroup.procs", fd)
+        if isinstance(pids, CgroupError):
+            self.files.drop_directory(path)
+            return False
+        out.append((path, pids))
+        if nlink != 2 and not self._below(path, fd, nlink, out, True):
+            self.files.drop_directory(path)
+            return False
+        return True
+
     def _walk(self, path: str, parent: int | None, name: str | None,
               out: list[tuple[str, list[int] | CgroupError | None]], procs: bool) -> bool:  # fmt: skip
         """Add `path` and its descendant directories to `out`, parents first, each with its PIDs when `procs`;
@@ -430,8 +453,6 @@ class CgroupReader:
         if nlink == 2:  # no subdirectory: no descriptor of its own needed
             out.append((path, _pids(path, f"{rel}/cgroup.procs", parent) if procs else None))
             return True
-        if len(self._listed) >= LISTINGS_KEPT:  # directories never forgotten: a bound, not a leak
-            self._listed.clear()
         try:
             fd = os.open(rel, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=parent)
         except OSError:
@@ -440,27 +461,37 @@ class CgroupReader:
         try:
             mark = len(out)
             out.append((path, _pids(path, "cgroup.procs", fd) if procs else None))
-            held = self._listed.get(path)
-            if held is not None and held[0] == nlink:
-                for sub in held[1]:
-                    if not self._walk(f"{path}/{sub}", fd, sub, out, procs):
-                        break  # one it had is gone: list it again
-                else:
-                    return True
-                del out[mark + 1 :]
-            try:
-                with os.scandir(fd) as entries:
-                    subdirs = tuple(e.name for e in entries if e.is_dir() and not e.is_symlink())
-            except OSError:
+            if not self._below(path, fd, nlink, out, procs):
                 del out[mark:]
-                self._listed.pop(path, None)
                 return False
-            self._listed[path] = (nlink, subdirs)
-            for sub in subdirs:
-                self._walk(f"{path}/{sub}", fd, sub, out, procs)
             return True
         finally:
             os.close(fd)
+
+    def _below(self, path: str, fd: int, nlink: int, out: list[tuple[str, list[int] | CgroupError | None]],
+               procs: bool) -> bool:  # fmt: skip
+        """The subdirectories of the directory open as `fd`, walked; False when it cannot be listed (gone)."""
+        if len(self._listed) >= LISTINGS_KEPT:  # directories never forgotten: a bound, not a leak
+            self._listed.clear()
+        mark = len(out)
+        held = self._listed.get(path)
+        if held is not None and held[0] == nlink:
+            for sub in held[1]:
+                if not self._walk(f"{path}/{sub}", fd, sub, out, procs):
+                    break  # one it had is gone: list it again
+            else:
+                return True
+            del out[mark:]
+        try:
+            with os.scandir(fd) as entries:
+                subdirs = tuple(e.name for e in entries if e.is_dir() and not e.is_symlink())
+        except OSError:
+            self._listed.pop(path, None)
+            return False
+        self._listed[path] = (nlink, subdirs)
+        for sub in subdirs:
+            self._walk(f"{path}/{sub}", fd, sub, out, procs)
+        return True
 
 
 def _pids(path: str, rel: str, parent: int | None) -> list[int] | CgroupError:

@@ -183,3 +183,24 @@ def test_a_new_process_gets_colos_oom_score_adj_at_the_next_walk(v1tree_cgroupfs
             one_pass([c1, c2])
         assert oom(second.pid) == config.oom_score_adj
         enf.stop()
+
+
+@pytest.mark.cgroupv1
+def test_a_walk_from_a_kept_directory_sees_it_removed_and_made_again(v1tree_cgroupfs: V1Tree) -> None:
+    """The pod walk keeps the pod directory open (its long path looked up once); a directory removed since,
+    even one made again under the same name, is looked up afresh, and `forget` closes it."""
+    tree = v1tree_cgroupfs
+    _, pod, (ctr,) = tree.pod("besteffort")
+    reader = CgroupReader(tree.layout)
+    root = tree.layout.dir("cpu", pod)
+    assert [d for d, _ in reader.procs_tree(pod)] == [root, tree.layout.dir("cpu", ctr)]
+    tree.remove(pod)
+    assert reader.procs_tree(pod) == []  # gone: nothing listed, nothing kept
+    tree.mkdir(pod)
+    again = tree.mkdir(f"{pod}/{'e' * 64}")
+    proc = tree.start(again, SLEEPER)
+    wait_for(lambda: proc.pid in reader.procs(again))
+    assert dict(reader.procs_tree(pod)) == {root: [], tree.layout.dir("cpu", again): [proc.pid]}
+    held = len(reader.files)
+    reader.forget(pod)
+    assert len(reader.files) < held
