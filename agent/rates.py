@@ -59,17 +59,23 @@ class CpuRates:
         self._last[cgroup] = (t, usage_ns, nr_periods, nr_throttled)
         if prev is None:
             return None, None
-        t0, usage0, periods0, throttled0 = prev
-        dt = t - t0
-        if dt <= 0 or usage_ns < usage0 or nr_periods < periods0:
-            return None, None
-        periods = nr_periods - periods0
-        throttled = nr_throttled - throttled0
-        ratio = (min(1.0, throttled / periods) if throttled >= 0 else None) if periods > 0 else 0.0
-        return (usage_ns - usage0) / 1e9 / dt, ratio
+        return cpu_rate(*prev, t, usage_ns, nr_periods, nr_throttled)
 
     def forget(self, cgroup: str) -> None:
         self._last.pop(cgroup, None)
 
     def __len__(self) -> int:
         return len(self._last)
+
+
+def cpu_rate(t0: float, usage0: int, periods0: int, throttled0: int, t: float, usage_ns: int, nr_periods: int,
+             nr_throttled: int) -> tuple[float | None, float | None]:  # fmt: skip
+    """`CpuRates.rate` of two readings, for a caller that keeps the last one in a slot of its own (the
+    collectors keep one per cgroup): (None, None) when no time passed or a counter went backwards."""
+    dt = t - t0
+    if dt <= 0 or usage_ns < usage0 or nr_periods < periods0:
+        return None, None
+    periods = nr_periods - periods0
+    throttled = nr_throttled - throttled0
+    ratio = (min(1.0, throttled / periods) if throttled >= 0 else None) if periods > 0 else 0.0
+    return (usage_ns - usage0) / 1e9 / dt, ratio

@@ -18,6 +18,7 @@ import zlib
 
 from agent.collectors.context import CollectorDeps, PassContext
 from agent.collectors.registry import register
+from agent.rates import cpu_rate
 from agent.snapshot import ContainerSample
 from cgroup import CgroupGone, ContainerCgroup, CounterFiles
 from common.families import Family
@@ -41,11 +42,13 @@ class _Container:
     """A container's slot between its turns: its counter files, its turn, its last memory.stat figures and
     its last sample."""
 
-    __slots__ = ("anon", "file", "files", "inactive", "sample", "turn")
+    __slots__ = ("anon", "at", "file", "files", "inactive", "periods", "sample", "throttled", "turn", "usage_ns")
 
     def __init__(self, files: CounterFiles, turn: int) -> None:
         self.files, self.turn = files, turn
         self.inactive = self.anon = self.file = 0
+        self.at = -1.0  # the last reading of the CPU counters (monotonic), for the rates; < 0: none yet
+        self.usage_ns = self.periods = self.throttled = 0
         self.sample: ContainerSample | None = None
 
 
@@ -61,7 +64,7 @@ class _PodContainers:
 
 class ContainersCollector:
     def __init__(self, deps: CollectorDeps) -> None:
-        self.reader, self.cpu_rates = deps.reader, deps.cpu_rates
+        self.reader = deps.reader
         self.every, self.stat_every = max(1, deps.container_every), max(1, deps.container_stat_every)
         self._kept: dict[str, _Container] = {}  # container cgroup -> its slot
         self._pods: dict[str, _PodContainers] = {}  # pod cgroup -> what its containers gave last
@@ -103,7 +106,12 @@ class ContainersCollector:
     def _read(self, c: ContainerCgroup, kept: _Container, seq: int, now: float) -> ContainerSample:
         path, files = c.path, kept.files
         usage_ns, periods, throttled, _ = self.reader.cpu_counters(files)
-        cores, ratio = self.cpu_rates.rate(path, now, usage_ns, periods, throttled)
+        cores, ratio = (
+            (None, None)
+            if kept.at < 0
+            else cpu_rate(kept.at, kept.usage_ns, kept.periods, kept.throttled, now, usage_ns, periods, throttled)
+        )
+        kept.at, kept.usage_ns, kept.periods, kept.throttled = now, usage_ns, periods, throttled
         usage = files.memory_usage()
         if kept.sample is None or (seq + kept.turn) % self.stat_every == 0:
             kept.inactive, kept.anon, kept.file = files.memory_stat()

@@ -15,6 +15,7 @@ import zlib
 
 from agent.collectors.context import CollectorDeps, PassContext
 from agent.collectors.registry import Collector, register
+from agent.rates import cpu_rate
 from agent.snapshot import PodMeta, PodSample
 from cgroup import CgroupError, CgroupGone, CounterFiles, PodCgroup
 from common.families import Family
@@ -34,7 +35,7 @@ class _Pod:
     """A pod's slot, kept between passes: its counter files, its turn, and what the last readings left (the
     usage counter and its time for the rate; the detail of its last turn)."""
 
-    __slots__ = ("anon", "at", "file", "files", "inactive", "limit", "throttled", "turn", "usage_ns")
+    __slots__ = ("anon", "at", "file", "files", "inactive", "limit", "throttled", "turn", "turn_cpu", "usage_ns")
 
     def __init__(self, files: CounterFiles, turn: int) -> None:
         self.files, self.turn = files, turn
@@ -42,13 +43,13 @@ class _Pod:
         self.usage_ns = 0
         self.inactive = self.anon = self.file = 0
         self.throttled: float | None = None
+        self.turn_cpu: tuple[float, int, int, int] | None = None  # the last turn's (time, usage, periods, throttled)
         self.limit: int | None = None
 
 
 class PodsCollector:
     def __init__(self, deps: CollectorDeps) -> None:
         self.source, self.reader = deps.source, deps.reader
-        self.cpu_rates = deps.cpu_rates
         self.pod_memory_limits = deps.pod_memory_limits
         self.detail_every = max(1, deps.container_stat_every)
         self.parts: tuple[tuple[str, str, Collector], ...] = ()  # (name, PodSample field, pod collector)
@@ -88,7 +89,8 @@ class PodsCollector:
         files, now = st.files, ctx.now
         if turn:  # usage and throttling together: the throttled ratio spans the turns
             usage_ns, periods, throttled, _ = self.reader.cpu_counters(files)
-            _, st.throttled = self.cpu_rates.rate(path, now, usage_ns, periods, throttled)
+            last, st.turn_cpu = st.turn_cpu, (now, usage_ns, periods, throttled)
+            st.throttled = None if last is None else cpu_rate(*last, now, usage_ns, periods, throttled)[1]
             if self.pod_memory_limits:
                 st.limit = self._memory_limit(path)
             usage = files.memory_usage()
