@@ -1,7 +1,8 @@
 """Counters to rates, the only place the agent turns one: the delta over the real elapsed monotonic time,
 never negative, never from one sample. `CounterRates` holds single counters (network bytes, the node's busy
 time); `CpuRates` a cgroup's CPU usage and CFS periods together, so cores and the throttled ratio come from the
-same two readings."""
+same two readings. `counter_rate` and `cpu_rate` are the same of two readings, for the collectors that keep
+the last one in a slot of their own (a pod's, a container's)."""
 
 from __future__ import annotations
 
@@ -27,12 +28,7 @@ class CounterRates:
         self._last[key] = (value, t)
         if prev is None:
             return None
-        dv, dt = value - prev[0], t - prev[1]
-        if dt <= 0:
-            return None
-        if dv < 0:
-            return 0.0 if clamp else None
-        return dv / dt
+        return counter_rate(prev[0], prev[1], value, t, clamp=clamp)
 
     def forget(self, key: Hashable) -> None:
         self._last.pop(key, None)
@@ -66,6 +62,17 @@ class CpuRates:
 
     def __len__(self) -> int:
         return len(self._last)
+
+
+def counter_rate(v0: float, t0: float, value: float, t: float, *, clamp: bool = False) -> float | None:
+    """`CounterRates.rate` of two readings: None when no time passed or the counter went backwards (with
+    `clamp`, no change)."""
+    dv, dt = value - v0, t - t0
+    if dt <= 0:
+        return None
+    if dv < 0:
+        return 0.0 if clamp else None
+    return dv / dt
 
 
 def cpu_rate(t0: float, usage0: int, periods0: int, throttled0: int, t: float, usage_ns: int, nr_periods: int,

@@ -15,7 +15,7 @@ import zlib
 
 from agent.collectors.context import CollectorDeps, PassContext
 from agent.collectors.registry import Collector, register
-from agent.rates import cpu_rate
+from agent.rates import counter_rate, cpu_rate
 from agent.snapshot import PodMeta, PodSample
 from cgroup import CgroupError, CgroupGone, CounterFiles, PodCgroup
 from common.families import Family
@@ -100,8 +100,8 @@ class PodsCollector:
             usage = files.memory_usage()
         at, before = st.at, st.usage_ns
         st.at, st.usage_ns = now, usage_ns
-        # a first reading, no time passed, or a counter that went back (a recreated cgroup): no rate
-        cores = None if at is None or now <= at or usage_ns < before else (usage_ns - before) / (now - at) / 1e9
+        ns_per_second = None if at is None else counter_rate(before, at, usage_ns, now)
+        cores = None if ns_per_second is None else ns_per_second / 1e9
         ctx.seen.add(path)
         sample = PodSample(meta, pod.qos, path, cores, max(0, usage - st.inactive), st.anon, usage, st.file,
                            st.throttled, (), {}, st.limit)  # fmt: skip
