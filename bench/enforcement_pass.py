@@ -1,7 +1,8 @@
 """Benchmark the enforcement stage alone: 250 pods x 3 containers on the real v1 hierarchy, a third offline,
 one `Enforcer.on_snapshot` per simulated second (the clock advances 1 s per pass, so the baseline and its
-oom_score_adj come back every 5 passes as in the running agent). Reports the CPU time of a pass (median, p90,
-p99) after the first (which records every original and writes every value), and of that first pass.
+oom_score_adj come back every 5 passes as in the running agent). Reports the CPU time of a pass after the first
+(which records every original and writes every value): its mean (the stage's cost per second, the baseline's
+share included), median, p10, p90 and p99; and of that first pass.
 
 Run as root: `.venv/bin/python -m bench.enforcement_pass [--pods 250] [--passes 200] [--repeat 3]`.
 """
