@@ -1,11 +1,13 @@
 """The `pods` collector (always on): each pod's CPU, throttling and memory from its cgroup, in one visit per pod
 during which the pod collectors (containers, PSI) read their part of it. Capacity, eviction and enforcement
-decide on it every pass: CPU and memory usage are read every pass. The CFS throttling counters (only exported),
-memory.stat (the costliest file: the kernel flushes per-CPU counters to print it) and the memory limit (it
-changes only with a resize) are read on the pod's turn, every `container_stat_every` passes (spread by a hash
-of its cgroup path); in between the throttled ratio of the last turn stands and the working set is the fresh
-usage minus the last inactive file pages, as for containers and as cAdvisor between its housekeeping runs.
-A vanished pod is skipped and forgotten; an unreadable one is logged once a minute."""
+decide on it every pass: CPU and memory usage are read every pass. memory.stat (the costliest file: the kernel
+flushes per-CPU counters to print it) and the memory limit (it changes only with a resize) are read on the
+pod's detail turn, every `container_stat_every` passes (spread by a hash of its cgroup path); in between the
+working set is the fresh usage minus the last inactive file pages, as for containers and as cAdvisor between
+its housekeeping runs. The CFS throttling counters, which only /metrics shows, are read at the containers'
+pace (every `max(container_every, container_stat_every)` passes, on the same turn: at the agent's defaults one
+reading per container and pod for each 15 s scrape); in between the throttled ratio of the last reading
+stands. A vanished pod is skipped and forgotten; an unreadable one is logged once a minute."""
 
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ class _Pod:
         self.usage_ns = 0
         self.inactive = self.anon = self.file = 0
         self.throttled: float | None = None
-        self.turn_cpu: tuple[float, int, int, int] | None = None  # the last turn's (time, usage, periods, throttled)
+        self.turn_cpu: tuple[float, int, int, int] | None = None  # last CFS reading: time, usage, periods, throttled
         self.limit: int | None = None
 
 
@@ -52,6 +54,7 @@ class PodsCollector:
         self.source, self.reader = deps.source, deps.reader
         self.pod_memory_limits = deps.pod_memory_limits
         self.detail_every = max(1, deps.container_stat_every)
+        self.throttling_every = max(self.detail_every, deps.container_every)
         self.parts: tuple[tuple[str, str, Collector], ...] = ()  # (name, PodSample field, pod collector)
         self._kept: dict[str, _Pod] = {}  # pod cgroup -> its slot
         self._failures = Repeats()  # an unreadable pod fails every pass: report it once a minute
@@ -81,23 +84,24 @@ class PodsCollector:
     ) -> PodSample:
         path = pod.path
         st = self._kept.get(path)
-        if st is None:
+        if st is None:  # first sight: everything
             st = self._kept[path] = _Pod(self.reader.counters(path), zlib.crc32(path.encode()))
-            turn = True
+            detail = throttling = True
         else:
-            turn = (ctx.seq + st.turn) % self.detail_every == 0
+            turn = ctx.seq + st.turn
+            detail, throttling = turn % self.detail_every == 0, turn % self.throttling_every == 0
         files, now = st.files, ctx.now
-        if turn:  # usage and throttling together: the throttled ratio spans the turns
+        if throttling:  # usage and throttling together: the throttled ratio spans the readings
             usage_ns, periods, throttled, _ = self.reader.cpu_counters(files)
             last, st.turn_cpu = st.turn_cpu, (now, usage_ns, periods, throttled)
             st.throttled = None if last is None else cpu_rate(*last, now, usage_ns, periods, throttled)[1]
-            if self.pod_memory_limits:
-                st.limit = self._memory_limit(path)
-            usage = files.memory_usage()
-            st.inactive, st.anon, st.file = files.memory_stat()
         else:
             usage_ns = files.cpu_usage_ns()
-            usage = files.memory_usage()
+        usage = files.memory_usage()
+        if detail:
+            if self.pod_memory_limits:
+                st.limit = self._memory_limit(path)
+            st.inactive, st.anon, st.file = files.memory_stat()
         at, before = st.at, st.usage_ns
         st.at, st.usage_ns = now, usage_ns
         ns_per_second = None if at is None else counter_rate(before, at, usage_ns, now)
