@@ -12,8 +12,8 @@ stands. A vanished pod is skipped and forgotten; an unreadable one is logged onc
 from __future__ import annotations
 
 import logging
-import time
 import zlib
+from time import perf_counter
 
 from agent.collectors.context import CollectorDeps, PassContext
 from agent.collectors.registry import Collector, register
@@ -63,9 +63,10 @@ class PodsCollector:
         pods: dict[str, PodSample] = {}
         parts = tuple(p for p in self.parts if getattr(p[2], "active", True))  # a pod collector may stand down
         failing = bool(self._failures)  # pods that failed before: one that reads again is reported back
+        visit = self._pod
         for meta, pod in self.source.pods(ctx.now):
             try:
-                pods[meta.uid] = self._pod(ctx, meta, pod, parts)
+                pods[meta.uid] = visit(ctx, meta, pod, parts)
                 if failing:
                     self._failures.ended(meta.uid)
             except CgroupGone:
@@ -111,8 +112,8 @@ class PodsCollector:
                            st.throttled, (), {}, st.limit)  # fmt: skip
         if parts:
             ctx.meta, ctx.pod = meta, pod
-            clock = ctx.clock
-            started = time.perf_counter()
+            add = ctx.clock.add
+            started = perf_counter()
             for name, fills, part in parts:
                 try:
                     setattr(sample, fills, part.collect(ctx))
@@ -120,9 +121,9 @@ class PodsCollector:
                     raise
                 except CgroupError:
                     ctx.failed(name)
-                    clock.add(name, started)
+                    add(name, started)
                     raise
-                started = clock.add(name, started)
+                started = add(name, started)
         return sample
 
     def _memory_limit(self, path: str) -> int | None:
