@@ -20,7 +20,7 @@ from functools import partial
 from typing import Any, Literal, Protocol
 
 from agent.ledger import Touched
-from cgroup import CgroupReader, CgroupWriter, Layout, shares_to_weight
+from cgroup import CgroupReader, CgroupWriter, CpuSettings, Layout, shares_to_weight
 
 #: The name of a registered part (agent/parts/registry.py): the ledger record a write's original goes to.
 Part = str
@@ -44,6 +44,11 @@ class CgroupIO(Protocol):
 
     @property
     def proc_root(self) -> str: ...
+
+    def cpu_settings(self, cgroup: str) -> CpuSettings:
+        """The cgroup's CPU settings to compare a wish with (the executor's may be a few seconds old: see
+        agent/executor.py `ConfirmedSettings`)."""
+        ...
 
     def move_cpuset(self, pod: str, current: frozenset[int], pod_cpus: frozenset[int],
                     containers: dict[str, frozenset[int]]) -> bool: ...  # fmt: skip
@@ -110,7 +115,7 @@ class SetCpuShares(Knob):
     file = "cpu weight"
 
     def probe(self, io: CgroupIO) -> Probe | None:
-        cur = io.reader.cpu_settings(self.cgroup)
+        cur = io.cpu_settings(self.cgroup)
         if cur.idle:  # a SCHED_IDLE group refuses weight changes (and reports the kernel's idle weight)
             return None
         if io.layout.is_v2:
@@ -129,7 +134,7 @@ class SetCpuIdle(Knob):
     file = "cpu.idle"
 
     def probe(self, io: CgroupIO) -> Probe | None:
-        idle = io.reader.cpu_settings(self.cgroup).idle  # None: this kernel has no cpu.idle
+        idle = io.cpu_settings(self.cgroup).idle  # None: this kernel has no cpu.idle
         return idle, idle is None or idle == self.idle, partial(io.writer.set_cpu_idle, self.cgroup, self.idle)
 
 

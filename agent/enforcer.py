@@ -78,7 +78,7 @@ class Enforcer:
         # a pod's own limits a strategy writes (batch pods' batch values) are its originals: what restore puts back
         self.originals = Originals(layout, reader, self.ledger, config, host_root, own_originals(self.strategies))
         self.executor = (DryRunExecutor if dry_run else CgroupExecutor)(layout, reader, self.ledger, self.originals,
-                                                                        host_root)  # fmt: skip
+                                                                        host_root, clock)  # fmt: skip
         names = [s.name for s in self.strategies]
         if len(set(names)) != len(names):
             raise ValueError(f"two strategies share a name: {names}")
@@ -168,7 +168,7 @@ class Enforcer:
         if not outcome.refused:  # refused: nothing happened, the next pass decides again from the same memos
             self._memos, self.reports = memos, reports
         for entry in gone:
-            self.executor.restorer.forget(entry)  # an open descriptor would keep the removed cgroup alive
+            self.executor.forget(entry)  # an open descriptor would keep the removed cgroup alive
         self._publish_touched()
 
     def _publish_touched(self) -> None:

@@ -22,12 +22,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Callable, Sequence
+import time
+import zlib
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, cast
 
-from agent.actions import SHARED, Action, Knob, Restore, SetCpuQuota, merge_wishes
+from agent.actions import SHARED, Action, Knob, Restore, SetCpuIdle, SetCpuQuota, SetCpuShares, merge_wishes
 from agent.ledger import Ledger, Touched
 from agent.originals import Originals
 from agent.parts.registry import PARTS, parts_protecting
@@ -39,6 +41,7 @@ from cgroup import (
     CgroupGone,
     CgroupReader,
     CgroupWriter,
+    CpuSettings,
     Layout,
     LimitChange,
     apply_in_safe_order,
@@ -68,15 +71,70 @@ class _Step:
     change: LimitChange | None = None  # a quota change, for the safe-order batch
     entry: Touched | None = None  # Restore: the entry put back
     quotas: list[LimitChange] = field(default_factory=list)  # a pod's containers' quotas; Restore: all
+    sets: list[tuple[str, int | None, int]] = field(default_factory=list)  # (cgroup, quota, period) it writes
+
+
+#: How long a cgroup's CPU settings, as Colo last read or wrote them, stand for what the cgroup holds. koordlet's
+#: resource executor trusts what it wrote for 60 s (`resource-force-update-seconds`); here a file someone else
+#: rewrote (kubelet resizing a pod, a human) is seen within 5 s, as often as the baseline checks every
+#: process's oom_score_adj. Each cgroup is read again at its own phase of that period (a hash of its path), so
+#: the reads spread over the passes instead of coming back together.
+REPROBE_SECONDS = 5.0
+SETTINGS_KEPT = 8192
+
+
+class ConfirmedSettings:
+    """The CPU settings (quota, period, weight, idle) of the cgroups the executor compares wishes with, as last
+    read: a pass reads a cgroup's four files only when its reading is `REPROBE_SECONDS` old or Colo wrote the
+    cgroup since (`drop`). Every decision compares with these values, so a wish that holds is still never
+    written and one that does not is written at once; only a change made behind Colo's back waits (at most
+    the period) to be seen."""
+
+    __slots__ = ("_clock", "_held", "_reader", "_seconds")
+
+    def __init__(self, reader: CgroupReader, clock: Callable[[], float], seconds: float = REPROBE_SECONDS) -> None:
+        self._reader, self._clock, self._seconds = reader, clock, seconds
+        self._held: dict[str, tuple[float, CpuSettings]] = {}  # cgroup -> (read again from, its settings)
+
+    def get(self, cgroup: str) -> CpuSettings:
+        now = self._clock()
+        held = self._held.get(cgroup)
+        if held is not None and now < held[0]:
+            return held[1]
+        settings = self._reader.cpu_settings(cgroup)
+        if len(self._held) >= SETTINGS_KEPT:  # cgroups never forgotten: a bound, not a leak
+            self._held.clear()
+        period = self._seconds
+        offset = period * (zlib.crc32(cgroup.encode()) & 0xFFFF) / 0x10000  # the cgroup's phase in the period
+        self._held[cgroup] = (now + period - (now + offset) % period, settings)  # its next turn, within a period
+        return settings
+
+    def wrote_quota(self, cgroup: str, quota: int | None, period: int) -> None:
+        """Colo set this quota: the cgroup holds it (its reading keeps its age)."""
+        held = self._held.get(cgroup)
+        if held is not None:
+            self._held[cgroup] = (held[0], dataclasses.replace(held[1], quota_us=quota, period_us=period))
+
+    def drop(self, cgroups: Iterable[str]) -> None:
+        """Colo wrote (or tried to write) these: read them again when next asked."""
+        for cgroup in cgroups:
+            self._held.pop(cgroup, None)
+
+    def clear(self) -> None:
+        self._held.clear()
+
+    def __len__(self) -> int:
+        return len(self._held)
 
 
 class CgroupExecutor:
     """Writes through a CgroupWriter; `writes`, `errors` and `last_error` are exported as they are."""
 
     def __init__(self, layout: Layout, reader: CgroupReader, ledger: Ledger, originals: Originals,
-                 host_root: str = "/") -> None:  # fmt: skip
+                 host_root: str = "/", clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
         self.layout, self.reader, self.ledger, self.originals = layout, reader, ledger, originals
         self.writer = CgroupWriter(layout, reader)
+        self.settings = ConfirmedSettings(reader, clock)
         self.proc_root = os.path.join(host_root, "proc")
         self.restorer = Restorer(layout, reader, ledger, self, originals, self.proc_root)
         self.writes = 0
@@ -117,9 +175,10 @@ class CgroupExecutor:
             elif isinstance(step.action, Knob) and step.action.writes_itself and step.write is not None:
                 step.write()  # each of its writes is counted (and guarded) on its own
             elif step.write is not None:
-                self.write(_describe(step.action), step.write)
+                self._write_action(step.action, step.write)
         apply_in_safe_order(batch)
         for step in steps:
+            self._confirm(step, failed)
             self._settle(step, failed)
         self.ledger.save()
         return Outcome(self.writes - writes, frozenset(failed), refused)
@@ -128,6 +187,8 @@ class CgroupExecutor:
                               steps: list[_Step], own_parts: frozenset[str]) -> list[_Step]:  # fmt: skip
         """A pod's own quota that a tighter one took the place of which is not written now (refused, or no
         original of it could be had): the pod's own limit still goes, on every pass until it holds."""
+        if len(ours) == len(actions):
+            return []  # no wish took another's place (the common pass)
         kept, chosen = {id(s) for s in steps}, {id(a) for a in ours}
         dropped = {s.action.cgroup for s in prepared if isinstance(s.action, SetCpuQuota) and id(s) not in kept}
         own = [a for a in actions if isinstance(a, SetCpuQuota) and a.part in own_parts and id(a) not in chosen]
@@ -138,7 +199,7 @@ class CgroupExecutor:
         if isinstance(a, Restore):
             if a.uid == SHARED:  # the cgroups above pods: those no action of this pass asks a value of
                 for part in a.parts:
-                    self.restorer.shared(part)
+                    self.settings.drop(self.restorer.shared(part))  # what it wrote is read again
                 return None
             entry = self.ledger.entries.get(a.uid)
             if entry is None:
@@ -152,13 +213,14 @@ class CgroupExecutor:
             return _Step(a, entry=entry, quotas=back if quotas else [])
         try:
             if isinstance(a, SetCpuQuota):
-                cur = self.reader.cpu_settings(a.cgroup)
+                cur = self.settings.get(a.cgroup)
                 spec = PARTS.get(a.part)
                 if spec is not None and spec.first_write is not None:
                     entry = self.ledger.entries.get(a.uid)
                     if entry is None or a.part not in entry.parts:
                         a = cast(SetCpuQuota, spec.first_write(a, cur))
-                change = quota_change(self.writer, a.cgroup, cur, a.quota_us, a.period_us or cur.period_us, a.tolerance)
+                period = a.period_us or cur.period_us
+                change = quota_change(self.writer, a.cgroup, cur, a.quota_us, period, a.tolerance)
                 if change is None:
                     if a.uid == "" and a.quota_us is None:
                         self.ledger.drop_tier(a.cgroup)  # uncapped already: nothing left to put back
@@ -166,8 +228,13 @@ class CgroupExecutor:
                     # without any quota (first seen since: restarted), which gets its own, never above its pod's
                     fresh = self.restarted.changes(a.containers, cur)
                     return _Step(a, cur, quotas=fresh) if fresh else None
-                below = [self.quota_change(path, quota, period) for path, (quota, period) in a.containers.items()]
-                return _Step(a, cur, change=change, quotas=[c for c in below if c is not None])
+                step = _Step(a, cur, change=change, sets=[(a.cgroup, a.quota_us, period)])
+                for path, (quota, own_period) in a.containers.items():
+                    below = self._quota_change_below(path, quota, own_period)
+                    if below is not None:
+                        step.quotas.append(below)
+                        step.sets.append((path, quota, own_period))
+                return step
             probe = a.probe(self)
         except CgroupError:
             return None  # unreadable (gone, or no such controller): nothing to compare with, nothing written
@@ -210,6 +277,27 @@ class CgroupExecutor:
             if part in step.action.parts and part in step.entry.parts and not spec.quota_batch:
                 self.restorer.restore_part(step.entry, part)
 
+    def _quota_change_below(self, path: str, quota: int | None, period: int) -> LimitChange | None:
+        """A container's quota change that goes with its pod's, compared with its confirmed settings."""
+        try:
+            cur = self.settings.get(path)
+        except CgroupError:
+            return None
+        return quota_change(self.writer, path, cur, quota, period, 0.0)
+
+    def _confirm(self, step: _Step, failed: set[str]) -> None:
+        """After the writes: a quota written is what the cgroup holds now; whatever else the step wrote (or
+        failed to) is read again when next asked."""
+        confirmed: set[str] = set()
+        for cgroup, quota, period in step.sets:
+            if cgroup not in failed:
+                self._wrote_quota(cgroup, quota, period)
+                confirmed.add(cgroup)
+        self.settings.drop(cgroup for cgroup in _written(step) if cgroup not in confirmed)
+
+    def _wrote_quota(self, cgroup: str, quota: int | None, period: int) -> None:
+        self.settings.wrote_quota(cgroup, quota, period)
+
     def _settle(self, step: _Step, failed: set[str]) -> None:
         """After the writes: a restored quota is forgotten, an entry holding nothing more goes, a tier whose
         cap was lifted is dropped."""
@@ -226,6 +314,15 @@ class CgroupExecutor:
                 self.ledger.drop(entry.uid)
         elif isinstance(a, SetCpuQuota) and a.uid == "" and a.quota_us is None and a.cgroup not in failed:
             self.ledger.drop_tier(a.cgroup)
+
+    def forget(self, entry: Touched) -> None:
+        """A pod that left: its readings and the descriptors restore opened go."""
+        self.settings.drop((entry.cgroup, *entry.containers))
+        self.restorer.forget(entry)
+
+    def cpu_settings(self, cgroup: str) -> CpuSettings:
+        """What a knob compares with: the settings as last confirmed (`ConfirmedSettings`)."""
+        return self.settings.get(cgroup)
 
     # -- the writes ------------------------------------------------------------------------------------
     def failed(self, what: str, exc: CgroupError) -> None:
@@ -249,6 +346,19 @@ class CgroupExecutor:
             return True
         except CgroupError as exc:
             self.failed(what, exc)
+            return False
+        self.writes += 1
+        return True
+
+    def _write_action(self, action: Action, fn: Callable[[], Any]) -> bool:
+        """`write`, the action described only when it fails (most passes write only what is due: each
+        process's oom_score_adj, every few seconds)."""
+        try:
+            fn()
+        except CgroupGone:
+            return True
+        except CgroupError as exc:
+            self.failed(_describe(action), exc)
             return False
         self.writes += 1
         return True
@@ -295,6 +405,25 @@ class CgroupExecutor:
         return ok
 
 
+#: the files `ConfirmedSettings` holds, as the knobs writing them name them
+CPU_SETTINGS_FILES = frozenset({SetCpuQuota.file, SetCpuShares.file, SetCpuIdle.file})
+
+
+def _written(step: _Step) -> Iterable[str]:
+    """The cgroups whose CPU settings a step writes (or may have: a refused write leaves what it found, or
+    not); a restore may put any of them back."""
+    a = step.action
+    if isinstance(a, Restore):
+        if step.entry is not None:
+            yield step.entry.cgroup
+            yield from step.entry.containers
+        return
+    if a.file in CPU_SETTINGS_FILES:
+        yield a.cgroup
+    for change in step.quotas:
+        yield change.cgroup
+
+
 def _puts_back(step: _Step) -> bool:
     a = step.action
     return isinstance(a, Restore) or (isinstance(a, SetCpuQuota) and a.uid == "" and a.quota_us is None)
@@ -323,6 +452,12 @@ class DryRunExecutor(CgroupExecutor):
     def write(self, what: str, fn: Callable[[], Any]) -> bool:
         log.debug("dry-run: would %s", what)
         return True
+
+    def _write_action(self, action: Action, fn: Callable[[], Any]) -> bool:
+        return self.write(_describe(action), fn)
+
+    def _wrote_quota(self, cgroup: str, quota: int | None, period: int) -> None:
+        self.settings.drop((cgroup,))  # nothing was written: the cgroup holds what it held
 
     def _guarded(self, change: LimitChange, failed: set[str]) -> LimitChange:
         def log_only() -> None:

@@ -161,6 +161,9 @@ class KubePodSource:
         # hold their requests in the scheduler's accounting before their containers start); None until a
         # listing made after the informer synced (an empty cache is not an empty node)
         self.batch_requests: BatchRequests | None = None
+        # the last listing's objects (the informer replaces an object that changed, never edits it), whether
+        # the API was synced then, and the answer: the same objects give the same answer
+        self._last: tuple[tuple[dict[str, Any], ...], bool, list[tuple[PodMeta, PodCgroup]]] | None = None
 
     def _describe(self, pod: dict[str, Any]) -> tuple[PodMeta, QoS | None, tuple[ContainerID, ...]]:
         meta = pod.get("metadata") or {}
@@ -179,9 +182,24 @@ class KubePodSource:
 
     def pods(self, now: float) -> Sequence[tuple[PodMeta, PodCgroup]]:
         synced = self.synced()  # before the listing: a sync during it does not make it complete
+        items = self.items()
+        last = self._last
+        if (
+            last is not None
+            and last[1] == synced
+            and len(items) == len(last[0])
+            and all(a is b for a, b in zip(items, last[0], strict=True))
+        ):
+            return last[2]  # nothing changed since the last pass (and every pod's cgroup was found)
+        out = self._listing(items, now, synced)
+        unresolved = any(known[1] is None for known in self._cgroups.values())
+        self._last = None if unresolved else (tuple(items), synced, out)  # an unresolved pod is looked for again
+        return out
+
+    def _listing(self, items: list[dict[str, Any]], now: float, synced: bool) -> list[tuple[PodMeta, PodCgroup]]:
         out: list[tuple[PodMeta, PodCgroup]] = []
         live: set[str] = set()
-        for pod in self.items():
+        for pod in items:
             if (pod.get("status") or {}).get("phase") in FINISHED_PHASES:
                 continue
             meta, qos, cids = self._describe(pod)
@@ -206,3 +224,4 @@ class KubePodSource:
 
     def vanished(self, uid: str) -> None:
         self._cgroups.pop(uid, None)
+        self._last = None

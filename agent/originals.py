@@ -13,6 +13,7 @@ from agent.ledger import Ledger, Touched
 from agent.parts.baseline import OFFLINE_SHARES
 from agent.snapshot import PodSample, Snapshot
 from cgroup import CgroupError, CgroupReader, Layout, shares_to_weight, weight_to_shares
+from cgroup.files import read_once
 
 #: (entry, pod, is_v2) -> the entry changed: a strategy whose values are a pod's own limits makes them the
 #: pod's originals (batch pods: their batch values, not what kubelet left in their cgroups)
@@ -32,6 +33,7 @@ class Originals:
         own: Sequence[OwnOriginals] = (),
     ) -> None:
         self.layout, self.reader, self.ledger, self.config, self.host_root = layout, reader, ledger, config, host_root
+        self.proc_root = os.path.join(host_root, "proc")
         self.own = tuple(own)
 
     def entry(self, pod: PodSample, snap: Snapshot) -> Touched | None:
@@ -64,6 +66,21 @@ class Originals:
             entry = Touched(pod.uid, pod.cgroup, shares, quota, period, weight=v2_weight, oom_default=oom,
                             from_spec=from_spec)  # fmt: skip
             self.ledger.record(entry)
+        known = entry.containers
+        if len(known) != len(pod.containers):
+            self._containers(entry, pod)  # a container started, restarted or ended
+        else:
+            for c in pod.containers:
+                if c.cgroup not in known:
+                    self._containers(entry, pod)
+                    break
+        for hook in self.own:
+            if hook(entry, pod, self.layout.is_v2):
+                self.ledger.changed()
+        return entry
+
+    def _containers(self, entry: Touched, pod: PodSample) -> None:
+        """The entry's containers as the snapshot's: a new one's own quota recorded, a vanished one forgotten."""
         current = {c.cgroup: c.id for c in pod.containers}
         for path in current.keys() - entry.containers.keys():
             if entry.from_spec:
@@ -81,16 +98,11 @@ class Originals:
             entry.container_periods.pop(path, None)
             self.reader.forget(path)  # read by earlier passes: an open descriptor keeps a removed cgroup alive
             self.ledger.changed()
-        for hook in self.own:
-            if hook(entry, pod, self.layout.is_v2):
-                self.ledger.changed()
-        return entry
 
     def read_oom(self, pid: int) -> int | None:
         try:
-            with open(os.path.join(self.host_root, "proc", str(pid), "oom_score_adj"), "rb") as f:
-                return int(f.read())
-        except (OSError, ValueError):
+            return int(read_once(f"{self.proc_root}/{pid}/oom_score_adj"))
+        except (CgroupError, ValueError):  # the process ended meanwhile
             return None
 
     def record_oom(self, entry: Touched, scores: dict[str, int]) -> None:

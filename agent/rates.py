@@ -1,7 +1,8 @@
 """Counters to rates, the only place the agent turns one: the delta over the real elapsed monotonic time,
 never negative, never from one sample. `CounterRates` holds single counters (network bytes, the node's busy
 time); `CpuRates` a cgroup's CPU usage and CFS periods together, so cores and the throttled ratio come from the
-same two readings."""
+same two readings. `counter_rate` and `cpu_rate` are the same of two readings, for the collectors that keep
+the last one in a slot of their own (a pod's, a container's)."""
 
 from __future__ import annotations
 
@@ -27,12 +28,7 @@ class CounterRates:
         self._last[key] = (value, t)
         if prev is None:
             return None
-        dv, dt = value - prev[0], t - prev[1]
-        if dt <= 0:
-            return None
-        if dv < 0:
-            return 0.0 if clamp else None
-        return dv / dt
+        return counter_rate(prev[0], prev[1], value, t, clamp=clamp)
 
     def forget(self, key: Hashable) -> None:
         self._last.pop(key, None)
@@ -59,17 +55,34 @@ class CpuRates:
         self._last[cgroup] = (t, usage_ns, nr_periods, nr_throttled)
         if prev is None:
             return None, None
-        t0, usage0, periods0, throttled0 = prev
-        dt = t - t0
-        if dt <= 0 or usage_ns < usage0 or nr_periods < periods0:
-            return None, None
-        periods = nr_periods - periods0
-        throttled = nr_throttled - throttled0
-        ratio = (min(1.0, throttled / periods) if throttled >= 0 else None) if periods > 0 else 0.0
-        return (usage_ns - usage0) / 1e9 / dt, ratio
+        return cpu_rate(*prev, t, usage_ns, nr_periods, nr_throttled)
 
     def forget(self, cgroup: str) -> None:
         self._last.pop(cgroup, None)
 
     def __len__(self) -> int:
         return len(self._last)
+
+
+def counter_rate(v0: float, t0: float, value: float, t: float, *, clamp: bool = False) -> float | None:
+    """`CounterRates.rate` of two readings: None when no time passed or the counter went backwards (with
+    `clamp`, no change)."""
+    dv, dt = value - v0, t - t0
+    if dt <= 0:
+        return None
+    if dv < 0:
+        return 0.0 if clamp else None
+    return dv / dt
+
+
+def cpu_rate(t0: float, usage0: int, periods0: int, throttled0: int, t: float, usage_ns: int, nr_periods: int,
+             nr_throttled: int) -> tuple[float | None, float | None]:  # fmt: skip
+    """`CpuRates.rate` of two readings, for a caller that keeps the last one in a slot of its own (the
+    collectors keep one per cgroup): (None, None) when no time passed or a counter went backwards."""
+    dt = t - t0
+    if dt <= 0 or usage_ns < usage0 or nr_periods < periods0:
+        return None, None
+    periods = nr_periods - periods0
+    throttled = nr_throttled - throttled0
+    ratio = (min(1.0, throttled / periods) if throttled >= 0 else None) if periods > 0 else 0.0
+    return (usage_ns - usage0) / 1e9 / dt, ratio

@@ -12,7 +12,7 @@ from agent.actions import Action, Restore, SetCpuQuota
 from agent.ledger import Ledger, Touched
 from agent.originals import Originals
 from agent.parts.registry import PARTS
-from cgroup import CgroupReader, CgroupWriter, Layout, LimitChange
+from cgroup import CgroupReader, CgroupWriter, CpuSettings, Layout, LimitChange
 
 
 class Writes(Protocol):
@@ -61,6 +61,10 @@ class Restorer:
     def write(self, what: str, fn: Callable[[], Any]) -> bool:
         return self.executor.write(what, fn)
 
+    def cpu_settings(self, cgroup: str) -> CpuSettings:
+        """Putting back compares with what the cgroup holds now."""
+        return self.reader.cpu_settings(cgroup)
+
     def move_cpuset(self, pod: str, current: frozenset[int], pod_cpus: frozenset[int],
                     containers: dict[str, frozenset[int]]) -> bool:  # fmt: skip
         return self.executor.move_cpuset(pod, current, pod_cpus, containers)
@@ -88,19 +92,22 @@ class Restorer:
         self.ledger.changed()
         return True
 
-    def shared(self, part: str) -> None:
-        """The cgroups above pods whose `part` Colo changed and no action of this pass asks a value of."""
+    def shared(self, part: str) -> list[str]:
+        """The cgroups above pods whose `part` Colo changed and no action of this pass asks a value of: put
+        back (returned: those it wrote to)."""
         spec, records = PARTS.get(part), self.ledger.shared.get(part)
         if spec is None or spec.restore_shared is None or not records:
-            return
+            return []
         asked = {cg for cg, file in self.asked if file in spec.shared_files}
-        for cg in [cg for cg in records if cg not in asked]:
+        back = [cg for cg in records if cg not in asked]
+        for cg in back:
             if spec.restore_shared(self, cg, records[cg]):
                 del records[cg]
                 self.ledger.changed()
         if not records:
             del self.ledger.shared[part]
             self.ledger.changed()
+        return back
 
     def forget(self, entry: Touched) -> None:
         """Close the descriptors restore opened on a pod the sampler no longer reads (it left the API before

@@ -24,7 +24,7 @@ from cgroup.paths import (
     parent_cgroup,
     parse_container_id,
 )
-from cgroup.reader import CgroupReader, CpuSettings, CpuUsage, MemoryProtection, MemoryUsage
+from cgroup.reader import CgroupReader, CounterFiles, CpuSettings, CpuUsage, MemoryProtection, MemoryUsage
 from cgroup.writer import CgroupWriter, LimitChange, apply_in_safe_order, shares_to_weight, weight_to_shares
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "CgroupWriter",
     "ContainerCgroup",
     "ContainerID",
+    "CounterFiles",
     "CpuSettings",
     "CpuUsage",
     "Driver",

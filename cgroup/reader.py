@@ -10,6 +10,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import cast
 
 from cgroup.errors import (
     CgroupError,
@@ -18,6 +19,7 @@ from cgroup.errors import (
     CgroupParseError,
     CgroupPermissionError,
     Unsupported,
+    classify_os_error,
 )
 from cgroup.files import (
     FileCache,
@@ -28,6 +30,7 @@ from cgroup.files import (
     parse_int_or_max,
     parse_keyed,
     parse_psi_avg10,
+    read_all,
     read_once,
 )
 from cgroup.layout import Layout
@@ -78,18 +81,26 @@ class CpuSettings:
 
 
 SETTINGS_PATHS_KEPT = 8192  # cgroups whose cpu_settings paths are kept (enforcement reads them every pass)
+LISTINGS_KEPT = 8192  # directories whose subdirectories `tree` keeps
+INT_READ = 64  # a file holding one integer (cpuacct.usage, memory.usage_in_bytes, memory.current)
 
 
-class _Counters:
-    """Pre-built file paths of one cgroup's hot-path counters, so a pass does no path arithmetic."""
+class CounterFiles:
+    """One cgroup's hot counters — what a sampling pass reads of every pod each second — with their paths
+    built once and read in one Python call each: the descriptor is looked up in the `FileCache`'s table and
+    read with one pread (a descriptor is never kept here: the cache owns it, so one the cache closed is
+    never read again). Any error falls back to the cache's read, which classifies it (`CgroupGone`, ...).
 
-    __slots__ = ("cpu_stat", "cpu_usage", "mem_stat", "mem_usage")
+    v1 reads cpuacct.usage (one small file) for the usage and cpu.stat for the CFS counters; v2 has both in
+    cpu.stat."""
 
-    def __init__(self, layout: Layout, cgroup: str) -> None:
+    __slots__ = ("_fds", "_files", "_v2", "cpu_stat", "cpu_usage", "mem_stat", "mem_usage")
+
+    def __init__(self, layout: Layout, files: FileCache, cgroup: str) -> None:
+        self._files, self._fds, self._v2 = files, files.fds, layout.is_v2
         if layout.is_v2:
             d = layout.dir("cpu", cgroup)
-            self.cpu_usage = ""
-            self.cpu_stat = f"{d}/cpu.stat"
+            self.cpu_usage = self.cpu_stat = f"{d}/cpu.stat"
             self.mem_usage = f"{d}/memory.current"
             self.mem_stat = f"{d}/memory.stat"
         else:
@@ -98,6 +109,66 @@ class _Counters:
             mem = layout.dir("memory", cgroup)
             self.mem_usage = f"{mem}/memory.usage_in_bytes"
             self.mem_stat = f"{mem}/memory.stat"
+
+    def cpu_usage_ns(self) -> int:
+        """Cumulative CPU usage, nanoseconds."""
+        if self._v2:
+            data = self._files.read(self.cpu_usage)
+            return keyed_value(self.cpu_usage, data, b"usage_usec") * 1000
+        try:
+            return int(os.pread(self._fds[self.cpu_usage], INT_READ, 0))
+        except (KeyError, OSError, ValueError):  # not open yet, or an error the cache's read classifies
+            return parse_int(self.cpu_usage, self._files.read(self.cpu_usage))
+
+    def memory_usage(self) -> int:
+        """Bytes charged to the cgroup (v1 memory.usage_in_bytes, v2 memory.current)."""
+        try:
+            return int(os.pread(self._fds[self.mem_usage], INT_READ, 0))
+        except (KeyError, OSError, ValueError):
+            return parse_int(self.mem_usage, self._files.read(self.mem_usage))
+
+    def cpu(self, no_cfs: bool = False) -> tuple[int, int, int, int]:
+        """(usage ns, nr_periods, nr_throttled, throttled ns): v2 from one read of cpu.stat; v1 from
+        cpuacct.usage and cpu.stat (zeros for the CFS counters with `no_cfs`; CgroupFileMissing where the
+        kernel has no CFS bandwidth control)."""
+        path = self.cpu_stat
+        if self._v2:
+            data = self._files.read(path)
+            st = parse_keyed(path, data)
+            if "usage_usec" not in st:
+                raise CgroupParseError(path, data, "a line 'usage_usec <integer>'")
+            periods, throttled = st.get("nr_periods", 0), st.get("nr_throttled", 0)
+            return st["usage_usec"] * 1000, periods, throttled, st.get("throttled_usec", 0) * 1000
+        usage = self.cpu_usage_ns()
+        if no_cfs:
+            return usage, 0, 0, 0
+        data = self._files.read(path)
+        t = data.split()
+        if len(t) >= 6 and t[0] == b"nr_periods" and t[2] == b"nr_throttled" and t[4] == b"throttled_time":
+            try:
+                return usage, int(t[1]), int(t[3]), int(t[5])
+            except ValueError:
+                raise CgroupParseError(path, data, "integers in cpu.stat") from None
+        return (
+            usage,
+            keyed_value(path, data, b"nr_periods"),
+            keyed_value(path, data, b"nr_throttled"),
+            keyed_value(path, data, b"throttled_time"),
+        )
+
+    def memory_stat(self) -> tuple[int, int, int]:
+        """(inactive file, anon, file) bytes from memory.stat, the costliest counter file (the kernel
+        flushes per-CPU counters to print it): v1's hierarchical totals, v2's own."""
+        path = self.mem_stat
+        data = self._files.read(path)
+        if self._v2:
+            return (
+                keyed_value(path, data, b"inactive_file"),
+                keyed_value(path, data, b"anon"),
+                keyed_value(path, data, b"file"),
+            )
+        inactive, anon, file = _v1_memory_stat(path, data)
+        return inactive, anon, file
 
 
 def _v1_memory_stat(path: str, data: bytes) -> tuple[int, int, int]:
@@ -124,22 +195,24 @@ class CgroupReader:
     def __init__(self, layout: Layout, files: FileCache | None = None) -> None:
         self.layout = layout
         self.files = files if files is not None else FileCache()
-        self._counters: dict[str, _Counters] = {}
+        self._counters: dict[str, CounterFiles] = {}
         self._v2 = layout.is_v2
         self._no_cfs_stat = False
         self._settings: dict[str, tuple[str, str, str, str]] = {}  # cpu_settings' file paths per cgroup
         self._procs_memo: dict[str, list[tuple[str, list[int] | CgroupError]]] | None = None
         self._no_cpu_idle = False
+        self._listed: dict[str, tuple[int, tuple[str, ...]]] = {}  # directory -> (link count, subdirectories)
 
     # -- helpers -----------------------------------------------------------------------------------
     def _read(self, controller: str, cgroup: str, name: str) -> tuple[str, bytes]:
         path = f"{self.layout.dir(controller, cgroup)}/{name}"
         return path, self.files.read(path)
 
-    def _paths(self, cgroup: str) -> _Counters:
+    def counters(self, cgroup: str) -> CounterFiles:
+        """The cgroup's hot counter files (kept until `forget`): a sampling pass holds them per pod."""
         c = self._counters.get(cgroup)
         if c is None:
-            c = self._counters[cgroup] = _Counters(self.layout, cgroup)
+            c = self._counters[cgroup] = CounterFiles(self.layout, self.files, cgroup)
         return c
 
     def exists(self, cgroup: str, controller: str = "cpu") -> bool:
@@ -149,6 +222,8 @@ class CgroupReader:
         """Close descriptors of a cgroup that is gone or no longer watched."""
         self._counters.pop(cgroup, None)
         self._settings.pop(cgroup, None)
+        with contextlib.suppress(CgroupError):
+            self._listed.pop(self.layout.dir("cpu", cgroup), None)
         for ctrl in ("cpu", "cpuacct", "memory", "cpuset") if not self.layout.is_v2 else ("cpu",):
             with contextlib.suppress(CgroupError):
                 self.files.forget(self.layout.dir(ctrl, cgroup))
@@ -158,69 +233,25 @@ class CgroupReader:
 
     # -- counters ----------------------------------------------------------------------------------
     def cpu(self, cgroup: str) -> CpuUsage:
-        p = self._counters.get(cgroup) or self._paths(cgroup)
-        read = self.files.read
-        if self._v2:
-            data = read(p.cpu_stat)
-            st = parse_keyed(p.cpu_stat, data)
-            try:
-                return CpuUsage(
-                    st["usage_usec"] * 1000,
-                    st.get("nr_periods", 0),
-                    st.get("nr_throttled", 0),
-                    st.get("throttled_usec", 0) * 1000,
-                )
-            except KeyError:
-                raise CgroupParseError(p.cpu_stat, data, "a line 'usage_usec <integer>'") from None
-        usage = parse_int(p.cpu_usage, read(p.cpu_usage))
-        if self._no_cfs_stat:
-            return CpuUsage(usage, 0, 0, 0)
+        """Usage and CFS throttling counters, read together."""
+        return CpuUsage(*self.cpu_counters(self.counters(cgroup)))
+
+    def cpu_counters(self, files: CounterFiles) -> tuple[int, int, int, int]:
+        """`CounterFiles.cpu`, with zeros for the CFS counters on a v1 kernel without CFS bandwidth control
+        (never throttled: cpu.stat is not looked for again)."""
         try:
-            data = read(p.cpu_stat)
+            return files.cpu(self._no_cfs_stat)
         except CgroupFileMissing:
-            self._no_cfs_stat = True  # a kernel without CFS bandwidth control: never throttled
-            return CpuUsage(usage, 0, 0, 0)
-        t = data.split()
-        if len(t) >= 6 and t[0] == b"nr_periods" and t[2] == b"nr_throttled" and t[4] == b"throttled_time":
-            try:
-                return CpuUsage(usage, int(t[1]), int(t[3]), int(t[5]))
-            except ValueError:
-                raise CgroupParseError(p.cpu_stat, data, "integers in cpu.stat") from None
-        return CpuUsage(
-            usage,
-            keyed_value(p.cpu_stat, data, b"nr_periods"),
-            keyed_value(p.cpu_stat, data, b"nr_throttled"),
-            keyed_value(p.cpu_stat, data, b"throttled_time"),
-        )
+            if self._v2:
+                raise
+            self._no_cfs_stat = True
+            return files.cpu_usage_ns(), 0, 0, 0
 
-    def cpu_usage_ns(self, cgroup: str) -> int:
-        """Cumulative CPU usage alone (v1: cpuacct.usage, one small file; v2: from cpu.stat): what a pass
-        needs every second when the throttling counters can wait."""
-        if self._v2:
-            return self.cpu(cgroup).usage_ns
-        p = self._counters.get(cgroup) or self._paths(cgroup)
-        return parse_int(p.cpu_usage, self.files.read(p.cpu_usage))
-
-    def memory(self, cgroup: str, previous: MemoryUsage | None = None) -> MemoryUsage:
-        """Usage, working set, anon and file pages.
-
-        With `previous`, memory.stat (the costliest file: the kernel flushes per-CPU counters to print it)
-        is not read: the working set is the new usage minus the previous inactive file pages, floored at 0,
-        and anon/file are carried over — how a caller refreshes detail less often than usage.
-        """
-        p = self._counters.get(cgroup) or self._paths(cgroup)
-        read = self.files.read
-        usage = parse_int(p.mem_usage, read(p.mem_usage))
-        if previous is not None:
-            inactive = previous.inactive_file_bytes
-            return MemoryUsage(usage, max(0, usage - inactive), previous.anon_bytes, previous.file_bytes, inactive)
-        data = read(p.mem_stat)
-        if self._v2:
-            inactive = keyed_value(p.mem_stat, data, b"inactive_file")
-            anon = keyed_value(p.mem_stat, data, b"anon")
-            file = keyed_value(p.mem_stat, data, b"file")
-        else:
-            inactive, anon, file = _v1_memory_stat(p.mem_stat, data)
+    def memory(self, cgroup: str) -> MemoryUsage:
+        """Usage, working set, anon and file pages (memory.stat read each time: see `CounterFiles`)."""
+        files = self.counters(cgroup)
+        usage = files.memory_usage()
+        inactive, anon, file = files.memory_stat()
         return MemoryUsage(usage, max(0, usage - inactive), anon, file, inactive)
 
     def psi_avg10(self, cgroup: str, resource: str) -> tuple[float, float | None] | None:
@@ -356,17 +387,15 @@ class CgroupReader:
         memo = self._procs_memo
         if memo is not None and (hit := memo.get(cgroup)) is not None:
             return hit
-        out: list[tuple[str, list[int] | CgroupError]] = []
-        for dirpath in self.tree(cgroup):
-            try:
-                data = read_once(f"{dirpath}/cgroup.procs")
-            except CgroupError as exc:
-                out.append((dirpath, exc))
-                continue
-            out.append((dirpath, [int(x) for x in data.split()]))
+        out: list[tuple[str, list[int] | CgroupError | None]] = []
+        path = self.layout.dir("cpu", cgroup)
+        if not self._walk_kept(path, out):
+            out.clear()
+            self._walk(path, None, None, out, True)
+        found = cast(list[tuple[str, list[int] | CgroupError]], out)
         if memo is not None:
-            memo[cgroup] = out
-        return out
+            memo[cgroup] = found
+        return found
 
     @contextlib.contextmanager
     def one_procs_reading(self) -> Iterator[None]:
@@ -380,23 +409,102 @@ class CgroupReader:
     def tree(self, cgroup: str, controller: str = "cpu") -> list[str]:
         """The directories of the cgroup and of every descendant, in `os.walk`'s top-down order. A directory
         whose link count says it has no subdirectory (2) is not listed: a cgroup directory holds dozens of
-        files, and the enforcement pass walks every offline pod every few seconds."""
-        out: list[str] = []
-        _subtree(self.layout.dir(controller, cgroup), out)
-        return out
+        files, and the enforcement pass walks every offline pod every few seconds. Nor is one listed again
+        while its link count is the one it had when listed and every subdirectory it had is still there:
+        with as many subdirectories as then, none of them gone, it has the same ones (kernfs counts a
+        directory's subdirectories in its link count), so the walk is a stat per directory."""
+        out: list[tuple[str, list[int] | CgroupError | None]] = []
+        self._walk(self.layout.dir(controller, cgroup), None, None, out, False)
+        return [path for path, _ in out]
+
+    def _walk_kept(self, path: str, out: list[tuple[str, list[int] | CgroupError | None]]) -> bool:
+        """`_walk` with its PIDs from the directory's kept descriptor (`FileCache.directory`: the enforcement
+        pass walks each offline pod every few seconds); False, nothing kept, when the descriptor's directory
+        is gone (removed, and maybe made again under the same name: the caller walks afresh)."""
+        try:
+            fd = self.files.directory(path)
+            nlink = os.fstat(fd).st_nlink
+        except OSError:
+            self.files.drop_directory(path)
+            return False
+        pids = _pids(path, "cgroup.procs", fd)
+        if isinstance(pids, CgroupError):
+            self.files.drop_directory(path)
+            return False
+        out.append((path, pids))
+        if nlink != 2 and not self._below(path, fd, nlink, out, True):
+            self.files.drop_directory(path)
+            return False
+        return True
+
+    def _walk(self, path: str, parent: int | None, name: str | None,
+              out: list[tuple[str, list[int] | CgroupError | None]], procs: bool) -> bool:  # fmt: skip
+        """Add `path` and its descendant directories to `out`, parents first, each with its PIDs when `procs`;
+        False (and nothing added) when it is gone. What vanishes meanwhile is left out, symbolic links are not
+        followed (as `os.walk`). Below the top, names are looked up relative to the parent's descriptor:
+        a cgroup path is long, and a lookup costs by the component."""
+        rel = path if parent is None else name
+        assert rel is not None
+        try:
+            nlink = os.stat(rel, dir_fd=parent).st_nlink
+        except OSError:
+            self._listed.pop(path, None)
+            return False
+        if nlink == 2:  # no subdirectory: no descriptor of its own needed
+            out.append((path, _pids(path, f"{rel}/cgroup.procs", parent) if procs else None))
+            return True
+        try:
+            fd = os.open(rel, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=parent)
+        except OSError:
+            self._listed.pop(path, None)
+            return False
+        try:
+            mark = len(out)
+            out.append((path, _pids(path, "cgroup.procs", fd) if procs else None))
+            if not self._below(path, fd, nlink, out, procs):
+                del out[mark:]
+                return False
+            return True
+        finally:
+            os.close(fd)
+
+    def _below(self, path: str, fd: int, nlink: int, out: list[tuple[str, list[int] | CgroupError | None]],
+               procs: bool) -> bool:  # fmt: skip
+        """The subdirectories of the directory open as `fd`, walked; False when it cannot be listed (gone)."""
+        if len(self._listed) >= LISTINGS_KEPT:  # directories never forgotten: a bound, not a leak
+            self._listed.clear()
+        mark = len(out)
+        held = self._listed.get(path)
+        if held is not None and held[0] == nlink:
+            for sub in held[1]:
+                if not self._walk(f"{path}/{sub}", fd, sub, out, procs):
+                    break  # one it had is gone: list it again
+            else:
+                return True
+            del out[mark:]
+        try:
+            with os.scandir(fd) as entries:
+                subdirs = tuple(e.name for e in entries if e.is_dir() and not e.is_symlink())
+        except OSError:
+            self._listed.pop(path, None)
+            return False
+        self._listed[path] = (nlink, subdirs)
+        for sub in subdirs:
+            self._walk(f"{path}/{sub}", fd, sub, out, procs)
+        return True
 
 
-def _subtree(path: str, out: list[str]) -> None:
-    """`path` and its descendant directories, parents first; what vanishes meanwhile is left out, symbolic
-    links are not followed (as `os.walk` does)."""
+def _pids(path: str, rel: str, parent: int | None) -> list[int] | CgroupError:
+    """The PIDs of a cgroup.procs file (a fresh descriptor each time: v1 serves a listing for a second to a
+    descriptor that read it), or why they could not be read."""
     try:
-        if os.stat(path).st_nlink == 2:  # kernfs, like other file systems, counts a directory's subdirectories
-            out.append(path)
-            return
-        with os.scandir(path) as entries:
-            subdirs = [e.path for e in entries if e.is_dir() and not e.is_symlink()]
-    except OSError:
-        return
-    out.append(path)
-    for sub in subdirs:
-        _subtree(sub, out)
+        fd = os.open(rel, os.O_RDONLY | os.O_CLOEXEC, dir_fd=parent)
+    except OSError as exc:
+        return classify_os_error(f"{path}/cgroup.procs", exc, cgroup_dir=path)
+    try:
+        data = read_all(fd)
+    except OSError as exc:
+        return classify_os_error(f"{path}/cgroup.procs", exc, cgroup_dir=path)
+    finally:
+        os.close(fd)
+    return [int(x) for x in data.split()]

@@ -184,9 +184,11 @@ class CgroupWriter:
         for pid in self.reader.procs_recursive(cgroup):
             path = f"{proc_root}/{pid}/oom_score_adj"
             try:
-                with open(path, "rb") as f:
-                    if int(f.read()) == score:
-                        continue
+                if int(read_once(path)) == score:
+                    continue
+            except (ValueError, CgroupError):  # the process ended meanwhile
+                continue
+            try:
                 write_value(path, str(score))
                 changed += 1
             except (OSError, ValueError, CgroupGone, CgroupFileMissing):

@@ -62,3 +62,32 @@ def test_batch_requests_are_unknown_until_a_listing_made_after_the_informer_sync
     source.pods(1.0)
     assert source.batch_requests is not None
     assert (source.batch_requests.pods, source.batch_requests.cpu_milli) == (1, 600)
+
+
+def test_an_unchanged_listing_gives_the_same_answer_and_a_change_a_new_one(tmp_path: Any) -> None:
+    """The informer replaces an object that changed (never edits it): the same objects as the last pass give
+    the last answer as it was; a changed object, a vanished cgroup or a pod whose cgroup is not there yet
+    (looked for again every pass after `retry_seconds`) give a new one."""
+    from agent.kubepods import KubePodSource
+    from cgroup import PathModel, parse_container_id
+    from testsupport.v2tree import V2Cgroup, V2Tree
+
+    tree, model = V2Tree(str(tmp_path)), PathModel("systemd")
+    first, later = pod("a", "uid-a", container_ids=["a" * 64]), pod("b", "uid-b", container_ids=["b" * 64])
+    tree.put(model.pod("burstable", "uid-a"), V2Cgroup())
+    tree.put(model.container("burstable", "uid-a", parse_container_id("containerd://" + "a" * 64)), V2Cgroup())
+    items = [first, later]
+    source = KubePodSource(lambda: list(items), tree.layout, model, Classifier(), retry_seconds=5.0)
+    listed = source.pods(0.0)
+    assert [m.uid for m, _ in listed] == ["uid-a"]  # b has no cgroup yet
+    tree.put(model.pod("burstable", "uid-b"), V2Cgroup())
+    assert [m.uid for m, _ in source.pods(1.0)] == ["uid-a"]  # looked for again after retry_seconds only
+    found = source.pods(6.0)
+    assert [m.uid for m, _ in found] == ["uid-a", "uid-b"]
+    assert source.pods(7.0) is found  # the same objects: the same answer
+    items[0] = pod("a", "uid-a", container_ids=["a" * 64], labels={"changed": "yes"})
+    items[0]["metadata"]["resourceVersion"] = "2"  # the API server's mark of a change
+    changed = source.pods(8.0)
+    assert changed is not found and changed[0][0].labels == {"changed": "yes"}
+    source.vanished("uid-b")  # its cgroup went: looked for again at once
+    assert source.pods(9.0) is not changed

@@ -16,6 +16,7 @@ from agent.node_state import NodeState, node_state
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
 from agent.strategies import reconcile
 from agent.strategies.baseline import Baseline
+from agent.strategies.baseline import phase as baseline_phase
 from agent.strategies.cpu_suppression import CfsQuota, CpuMemo, CpuReport, Cpuset
 from agent.strategies.memory_high import MemoryHigh
 from agent.strategies.registry import Facts, strategies
@@ -62,7 +63,25 @@ def test_baseline_is_reapplied_every_oom_reapply_seconds(last: float | None, now
     expected = (SetCpuShares(a.cgroup, 2, "baseline", "a", weight=1), SetCpuIdle(a.cgroup, True, "baseline", "a"),
                 Oom(a.cgroup, 1000, "baseline", "a"))  # fmt: skip
     assert plan.actions == (expected if due else ())
-    assert plan.memo == {"a": now if due else last}
+    # a first application starts the pod's period at its phase: pods first seen together come back apart
+    start = now - 5.0 * baseline_phase("a") if last is None else now
+    assert plan.memo == {"a": start if due else last}
+
+
+def test_baseline_spreads_pods_first_seen_together_over_the_period() -> None:
+    pods = [pod(f"p{i}") for i in range(20)]
+    cfg = EnforcementConfig(oom_reapply_seconds=5.0)
+    first = Baseline(cfg).plan(state(pods), recorded(pods, None, 100.0))
+    assert len(first.actions) == 3 * 20  # every pod at first sight
+    done: dict[str, float] = {}
+    memo = first.memo
+    for t in (101.0, 102.0, 103.0, 104.0, 105.0):
+        plan = Baseline(cfg).plan(state(pods), recorded(pods, memo, t))
+        for a in plan.actions:
+            done.setdefault(a.uid, t)
+        memo = plan.memo
+        assert len(plan.actions) < 3 * 20  # never all of them again in one pass
+    assert set(done) == {p.uid for p in pods}  # yet each again within the period
 
 
 def test_baseline_leaves_online_pods_and_pods_without_an_entry_alone() -> None:

@@ -88,9 +88,9 @@ def test_cpu_quota_targets_keep_a_tighter_container_quota() -> None:
                     containers={"/c/tight": 10_000, "/c/unlimited": None, "/c/loose": 90_000},
                     container_periods={"/c/tight": 100_000, "/c/unlimited": 100_000, "/c/loose": 100_000})  # fmt: skip
     targets = cpu_suppression.pod_targets(0.25, entry, EnforcementConfig())
-    assert targets == [("/kubepods/burstable/podu", 25_000, 100_000), ("/c/tight", 10_000, 100_000),
-                       ("/c/unlimited", 25_000, 100_000), ("/c/loose", 25_000, 100_000)]  # fmt: skip
-    assert cpu_suppression.pod_targets(0.0, entry, EnforcementConfig())[0][1] == 1000  # the kernel's minimum
+    assert targets == (25_000, 100_000, {"/c/tight": (10_000, 100_000), "/c/unlimited": (25_000, 100_000),
+                                         "/c/loose": (25_000, 100_000)})  # fmt: skip
+    assert cpu_suppression.pod_targets(0.0, entry, EnforcementConfig())[0] == 1000  # the kernel's minimum
 
 
 def test_cpu_quota_tier_cap_only_while_the_tier_holds_only_offline_pods() -> None:

@@ -1,9 +1,14 @@
 """The isolation baseline of offline pods: the smallest CPU weight, SCHED_IDLE and an OOM preference
 (`oom_score_adj`), re-applied every `oom_reapply_seconds` (processes started since get kubelet's value);
-when each pod was last done is the strategy's memo."""
+when each pod's period began is the strategy's memo.
+
+A pod is done at first sight, then every `oom_reapply_seconds` at its own phase of that period (a hash of
+its UID): pods first seen together (every offline pod when the agent starts) are not all walked again in
+the same pass, so the cost of the baseline is spread over the passes instead of coming in bursts."""
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping
 
 from agent.actions import Part, Plan, Recorded, SetCpuIdle, SetCpuShares, SetOomScoreAdj
@@ -32,10 +37,16 @@ class Baseline:
             if at is not None and recorded.now - at < self.reapply:
                 memo[p.uid] = at
                 continue
-            memo[p.uid] = recorded.now
+            # the first time, the period starts up to a whole period early: the next one comes at the pod's phase
+            memo[p.uid] = recorded.now if at is not None else recorded.now - self.reapply * phase(p.uid)
             actions += [
                 SetCpuShares(p.cgroup, OFFLINE_SHARES, "baseline", p.uid, weight=OFFLINE_WEIGHT),
                 SetCpuIdle(p.cgroup, True, "baseline", p.uid),
                 SetOomScoreAdj(p.cgroup, self.score, "baseline", p.uid),
             ]
         return Plan(tuple(actions), memo)
+
+
+def phase(uid: str) -> float:
+    """A pod's phase of the re-application period, 0 (inclusive) to 1 (exclusive)."""
+    return (zlib.crc32(uid.encode()) & 0xFFFF) / 0x10000

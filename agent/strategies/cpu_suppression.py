@@ -205,16 +205,21 @@ def split(total: float, offline: Sequence[PodSample], config: EnforcementConfig)
     return split_budget(total, [cpu_demand(p) for p in offline], config.besteffort_share)
 
 
-def pod_targets(cores: float, entry: Touched, config: EnforcementConfig) -> list[tuple[str, int | None, int]]:
-    """(cgroup, quota, period) for the pod first, then each recorded container: v1 refuses a parent quota
-    below a child's, so a container keeps its own quota when that is tighter, else takes the pod's."""
+def pod_targets(
+    cores: float, entry: Touched, config: EnforcementConfig
+) -> tuple[int, int, dict[str, tuple[int | None, int]]]:
+    """The pod's (quota, period) and each recorded container's: v1 refuses a parent quota below a child's, so
+    a container keeps its own quota when that is tighter, else takes the pod's."""
     period = config.cpu_period_us
     new = max(MIN_QUOTA_US, int(cores * period))
-    targets: list[tuple[str, int | None, int]] = [(entry.cgroup, new, period)]
+    allowed, periods, default = cpus(new, period), entry.container_periods, entry.period_us
+    below: dict[str, tuple[int | None, int]] = {}
     for path, own in entry.containers.items():
-        own_period = entry.container_periods.get(path, entry.period_us)
-        targets.append((path, own, own_period) if cpus(own, own_period) <= cpus(new, period) else (path, new, period))
-    return targets
+        own_period = periods.get(path, default)
+        # `cpus` inline (a pass does this for every container of every offline pod): unlimited is never tighter
+        tighter = own is not None and own_period > 0 and own / own_period <= allowed
+        below[path] = (own, own_period) if tighter else (new, period)
+    return new, period, below
 
 
 def tier_cap(
@@ -276,10 +281,13 @@ class CfsQuota:
             report = CpuReport("cfsQuota", budget, True, {}, 0.0, None)
             return Plan(tuple(actions), CpuMemo(budget, True, report, loads), report)
         quotas, besteffort = split(budget, offline, c)
+        entries, tolerance = recorded.entries, c.cpu_change_threshold
         for p in offline:
-            (pod, quota, period), *containers = pod_targets(quotas[p.uid], recorded.entries[p.uid], c)
-            below = {path: (q, per) for path, q, per in containers}  # within the tolerance neither is written
-            actions.append(SetCpuQuota(pod, quota, period, "quota", p.uid, c.cpu_change_threshold, below))
+            uid = p.uid
+            entry = entries[uid]
+            quota, period, below = pod_targets(quotas[uid], entry, c)
+            # within the tolerance neither the pod's nor its containers' quota is written
+            actions.append(SetCpuQuota(entry.cgroup, quota, period, "quota", uid, tolerance, below))
         cap = tier_cap(state, besteffort, c, quotas)
         actions += tier_actions(self.tier, cap, recorded, c.cpu_period_us)
         report = CpuReport(
