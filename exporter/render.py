@@ -55,7 +55,7 @@ from typing import TypeVar
 from agent.snapshot import Snapshot
 from agent.view import AgentView
 from exporter.collector import ColoCollector
-from exporter.encoding import TEXT, Rendered, Variant
+from exporter.encoding import TEXT, Rendered, Variant, count_series
 
 log = logging.getLogger(__name__)
 
@@ -315,7 +315,7 @@ class RenderCache:
                 start = time.perf_counter()
                 rendered = Rendered(_snap_seq(snap), None if snap is None else snap.mono, [])
                 rendered.families = self.collector.collect_snapshot(snap)
-                rendered.series = sum(len(f.samples) for f in rendered.families)
+                rendered.series = count_series(rendered.families)
                 with self._cond:
                     variants = sorted(job.variants)
                 for variant in variants:
