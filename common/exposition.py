@@ -68,16 +68,28 @@ class LabelShapes:
 
     `base` is the text of the set alone; `template(extra)` the text of the set plus the labels named in
     `extra` (sorted names), with a ``%s`` where each extra value goes, built once per shape: a line then
-    costs one ``%`` instead of a sort and an escape of every label. `key` is whatever identifies the set
-    for the cache that keeps this object."""
+    costs one ``%`` instead of a sort and an escape of every label."""
 
-    __slots__ = ("_pairs", "_templates", "base", "key")
+    __slots__ = ("_around", "_pairs", "_templates", "base")
 
-    def __init__(self, labels: Mapping[str, str], key: object = None) -> None:
-        self.key = key
+    def __init__(self, labels: Mapping[str, str]) -> None:
         self._pairs = sorted((k, escape(v)) for k, v in labels.items())
         self.base = ",".join([f'{k}="{v}"' for k, v in self._pairs])
         self._templates: dict[tuple[str, ...], str] = {}
+        self._around: dict[str, tuple[str, str]] = {}
+
+    def around(self, extra: str) -> tuple[str, str]:
+        """The text with one extra label, split where its (escaped) value goes: ``before + value + after``."""
+        parts = self._around.get(extra)
+        if parts is None:
+            if extra in {k for k, _ in self._pairs}:
+                raise ValueError(f"extra label {extra} must be new")
+            merged = sorted([*self._pairs, (extra, "")])
+            i = merged.index((extra, ""))
+            before = ",".join([*[f'{k}="{v}"' for k, v in merged[:i]], f'{extra}="'])
+            after = '"' + "".join([f',{k}="{v}"' for k, v in merged[i + 1 :]])
+            parts = self._around[extra] = (before, after)
+        return parts
 
     def template(self, extra: tuple[str, ...]) -> str:
         """The text with the `extra` labels, each value a ``%s`` (pass them escaped, in `extra`'s order)."""
@@ -105,7 +117,7 @@ class LineFamily(Metric):
         self.lines: list[str] = []
         self.count = 0
 
-    @property  # type: ignore[override]
+    @property
     def samples(self) -> list[Sample]:
         out: list[Sample] = []
         for line in "".join(self.lines).splitlines():

@@ -27,7 +27,8 @@ from agent.view import AgentView
 from agent.windows import WindowValue
 from contract.agent_api import MAX_BYTES, MAX_CORES
 from contract.windows import NODE_WINDOW_PREFIX, POD_WINDOW_FIELD, WINDOW_NAMES
-from exporter.collector import node_label, normalize_qos, pod_order
+from exporter.collector import node_label, pod_order
+from exporter.pod_lines import normalize_qos
 from exporter.stats import WindowSet, WindowStatsCache
 
 log = logging.getLogger(__name__)

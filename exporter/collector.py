@@ -24,20 +24,17 @@ from collections.abc import Iterable, Iterator, Sequence
 from prometheus_client.metrics_core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from agent.collectors import containers, disk, network, node, pod_network, pods, psi, registry, tiers
+from agent.collectors import disk, network, node, registry, tiers
 from agent.snapshot import PodSample, Pressure, Snapshot
 from agent.view import AgentView
-from common.exposition import LabelShapes, escape, go_float
 from common.families import Families, Family
 from contract.annotations import KOORD_QUOTA_NAME
 from contract.windows import WINDOW_NAMES
+from exporter.pod_lines import PodLines, normalize_qos
 from exporter.stats import (
     CRANE_GAUGES,
     NODE_WINDOW,
     NODE_WINDOW_COVERAGE,
-    POD_CPU_WINDOW,
-    POD_MEMORY_WINDOW,
-    WindowSet,
     WindowStatsCache,
 )
 
@@ -60,25 +57,8 @@ PODS = Family("colo_agent_pods", "Pods in the exported snapshot.")
 RENDER_SECONDS = Family("colo_agent_render_seconds", "Duration of the previous /metrics render.")
 
 
-def normalize_qos(qos: str) -> str:
-    """'Guaranteed', 'BestEffort', 'best-effort' -> 'guaranteed', 'besteffort': one spelling for labels."""
-    return qos.lower().replace("-", "").replace("_", "")
-
-
 def node_label(view: AgentView) -> str:
     return view.node_name or socket.gethostname()
-
-
-def pod_labels(pod: PodSample) -> dict[str, str]:
-    """The identifying labels of a pod's series; namespace and pod are "" for a standalone pod."""
-    meta = pod.meta
-    return {
-        "namespace": meta.namespace or "",
-        "pod": meta.name or "",
-        "uid": meta.uid,
-        "qos": normalize_qos(pod.qos),
-        "class": meta.pod_class,
-    }
 
 
 def pod_order(pod: PodSample) -> tuple[str, str, str]:
@@ -108,7 +88,7 @@ class ColoCollector(Collector):
         self.render_seconds: float | None = None
         self._source_errors: dict[str, int] = {}
         self._source_logged: dict[str, float] = {}
-        self._pod_texts: dict[str, LabelShapes] = {}  # uid -> its label texts, while the pod is in the snapshot
+        self._pod_lines = PodLines(self.pod_windows)
 
     def collect(self) -> Iterable[Metric]:
         return self.collect_snapshot(self.view.snapshot)
@@ -179,66 +159,26 @@ class ColoCollector(Collector):
     # ------------------------------------------------------------------ pods
 
     def _pods(self, f: Families, snap: Snapshot) -> None:
-        win = self.windows.get(snap)
+        ordered = sorted(snap.pods.values(), key=pod_order)
+        self._pod_lines.write(f, ordered, self.windows.get(snap).pods)
         ns_cpu: dict[str, float] = {}
         ns_mem: dict[str, float] = {}
         lab_cpu: dict[tuple[str, str], float] = {}
         lab_mem: dict[tuple[str, str], float] = {}
-        texts = self._pod_texts
-        seen: dict[str, LabelShapes] = {}
-        add = f.add_text
-        for pod in sorted(snap.pods.values(), key=pod_order):
-            meta = pod.meta
-            key = (meta.uid, meta.namespace, meta.name, pod.qos, meta.pod_class)
-            pt = texts.get(meta.uid)
-            if pt is None or pt.key != key:
-                pt = LabelShapes(pod_labels(pod), key)
-            seen[meta.uid] = pt
-            base = pt.base
-            add(pods.CPU_USAGE, base, pod.cpu_cores)
-            add(pods.WORKING_SET, base, pod.memory_working_set_bytes)
-            add(pods.ANON, base, pod.memory_anon_bytes)
-            add(pods.THROTTLED, base, pod.cpu_throttled_ratio)
-            if pod.pressure:
-                tmpl = pt.template(("kind", "resource"))
-                for res, p in sorted(pod.pressure.items()):
-                    add(psi.PRESSURE, tmpl % ("some", res), p.some_avg10)
-                    add(psi.PRESSURE, tmpl % ("full", res), p.full_avg10)
-            if pod.network is not None and not pod.network.host_network:
-                add(pod_network.RECEIVE, base, pod.network.rx_bytes_per_second)
-                add(pod_network.TRANSMIT, base, pod.network.tx_bytes_per_second)
-            if pod.disk:
-                tmpl = pt.template(("device",))
-                for device, r in sorted(pod.disk.items()):
-                    dl = tmpl % escape(device)
-                    add(disk.POD_READ, dl, r.read_bytes_per_second)
-                    add(disk.POD_WRITE, dl, r.write_bytes_per_second)
-                    add(disk.POD_READS, dl, r.reads_per_second)
-                    add(disk.POD_WRITES, dl, r.writes_per_second)
-            pw = win.pods.get(pod.uid)
-            if pw is not None:
-                self._pod_windows(f, pt, pw["cpu"], pw["memory"])
-            if pod.containers:
-                tmpl = pt.template(("container",))
-                for c in pod.containers:
-                    cl = tmpl % escape(c.id)
-                    add(containers.CPU_USAGE, cl, c.cpu_cores)
-                    add(containers.WORKING_SET, cl, c.memory_working_set_bytes)
-                    add(containers.THROTTLED, cl, c.cpu_throttled_ratio)
-            ns = meta.namespace
+        for pod in ordered:
+            ns = pod.meta.namespace
             if ns is None:
                 continue  # standalone: no namespace, no labels to aggregate by
             if pod.cpu_cores is not None:
                 ns_cpu[ns] = ns_cpu.get(ns, 0.0) + pod.cpu_cores
             ns_mem[ns] = ns_mem.get(ns, 0.0) + pod.memory_working_set_bytes
-            for label_key in self.label_keys:
-                value = meta.labels.get(label_key)
+            for key in self.label_keys:
+                value = pod.meta.labels.get(key)
                 if value is None:
                     continue
                 if pod.cpu_cores is not None:
-                    lab_cpu[label_key, value] = lab_cpu.get((label_key, value), 0.0) + pod.cpu_cores
-                lab_mem[label_key, value] = lab_mem.get((label_key, value), 0.0) + pod.memory_working_set_bytes
-        self._pod_texts = seen  # pods gone from the snapshot leave the cache
+                    lab_cpu[key, value] = lab_cpu.get((key, value), 0.0) + pod.cpu_cores
+                lab_mem[key, value] = lab_mem.get((key, value), 0.0) + pod.memory_working_set_bytes
 
         for ns in sorted(ns_mem):
             nsl = {"namespace": ns}
@@ -248,31 +188,6 @@ class ColoCollector(Collector):
             ll = {"label_key": key, "label_value": value}
             f.add(LABEL_CPU, ll, lab_cpu.get((key, value)))
             f.add(LABEL_WORKING_SET, ll, lab_mem[key, value])
-
-    def _pod_windows(self, f: Families, pt: LabelShapes, cpu: WindowSet, memory: WindowSet) -> None:
-        """A pod's window series, both families' lines built in one pass and added in bulk, the families
-        taking their place in the order as sample-by-sample adds would (the first known value decides)."""
-        tmpl = pt.template(("window",))
-        cpu_name, mem_name = POD_CPU_WINDOW.name, POD_MEMORY_WINDOW.name
-        cpu_lines: list[str] = []
-        mem_lines: list[str] = []
-        memory_first = False
-        for name in self.pod_windows:
-            text = tmpl % name
-            v = cpu[name].value
-            if v is not None:
-                cpu_lines.append(f"{cpu_name}{{{text}}} {go_float(v)}\n")
-            v = memory[name].value
-            if v is not None:
-                if not mem_lines and not cpu_lines:
-                    memory_first = True
-                mem_lines.append(f"{mem_name}{{{text}}} {go_float(v)}\n")
-        if memory_first:
-            f.add_lines(POD_MEMORY_WINDOW, mem_lines)
-            f.add_lines(POD_CPU_WINDOW, cpu_lines)
-        else:
-            f.add_lines(POD_CPU_WINDOW, cpu_lines)
-            f.add_lines(POD_MEMORY_WINDOW, mem_lines)
 
     # ------------------------------------------------------------------ agent and stages
 

@@ -1,0 +1,198 @@
+"""The per-pod series of one /metrics render, written as text lines in one pass over the pods.
+
+Pods are most of a render (~43 series each at 3 containers: usage, pressure, 24 windows, containers), so
+this is the loop that counts: each pod's label text is built once per pod (`common.exposition.LabelShapes`,
+kept while the pod stays in the snapshots), each sample is one string, and the lines of a family go into
+one list per render. A family joins the output order when it gets its first line, exactly where adding
+the samples one by one would have put it, so the bytes are those of a sample-by-sample render.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from agent.collectors import containers, disk, pod_network, pods, psi
+from agent.series_windows import LONG_WINDOWS
+from agent.snapshot import PodSample
+from agent.window_grid import WindowValue
+from common.exposition import LabelShapes, escape, go_float
+from common.families import Families, Family
+from exporter.stats import POD_CPU_WINDOW, POD_MEMORY_WINDOW, WindowSet
+
+#: The per-pod families, in the order a pod's samples are written.
+_FAMILIES: tuple[Family, ...] = (
+    pods.CPU_USAGE,
+    pods.WORKING_SET,
+    pods.ANON,
+    pods.THROTTLED,
+    psi.PRESSURE,
+    pod_network.RECEIVE,
+    pod_network.TRANSMIT,
+    disk.POD_READ,
+    disk.POD_WRITE,
+    disk.POD_READS,
+    disk.POD_WRITES,
+    POD_CPU_WINDOW,
+    POD_MEMORY_WINDOW,
+    containers.CPU_USAGE,
+    containers.WORKING_SET,
+    containers.THROTTLED,
+)
+
+
+def normalize_qos(qos: str) -> str:
+    """'Guaranteed', 'BestEffort', 'best-effort' -> 'guaranteed', 'besteffort': one spelling for labels."""
+    return qos.lower().replace("-", "").replace("_", "")
+
+
+def pod_labels(pod: PodSample) -> dict[str, str]:
+    """The identifying labels of a pod's series; namespace and pod are "" for a standalone pod."""
+    meta = pod.meta
+    return {
+        "namespace": meta.namespace or "",
+        "pod": meta.name or "",
+        "uid": meta.uid,
+        "qos": normalize_qos(pod.qos),
+        "class": meta.pod_class,
+    }
+
+
+def _number(value: float) -> str:
+    """`go_float` of a sample's value (ints print as floats), with its two common cases inline: a float
+    below 10^6 is its repr; bytes (an int from 10^6 to 2^53, exact as a float) print in Go's exponent form."""
+    kind = type(value)
+    if kind is float and value < 1e6:
+        s = repr(value)
+        return go_float(value) if "n" in s else s
+    if kind is int and 1_000_000 <= value < _EXACT:  # repr(float(value)) is its digits + ".0"
+        d = str(value)
+        return f"{d[0]}.{d[1:]}0".rstrip("0.") + f"e+{len(d) - 1:02d}"
+    return go_float(float(value))
+
+
+_EXACT = 1 << 53
+
+
+class _Lines:
+    """One family's lines in one render; `opening` is its name and brace, for labelled samples."""
+
+    __slots__ = ("family", "lines", "opening")
+
+    def __init__(self, family: Family) -> None:
+        self.family = family
+        self.opening = family.name + "{"
+        self.lines: list[str] = []
+
+
+class _Pod:
+    """What the renders keep of a pod: its label texts and, per resource, the value text of each long
+    window (they change once a minute: the same `WindowValue` object comes back until then)."""
+
+    __slots__ = ("cpu", "key", "labels", "memory")
+
+    def __init__(self, key: tuple[object, ...], labels: LabelShapes, windows: int) -> None:
+        self.key = key
+        self.labels = labels
+        self.cpu: list[tuple[WindowValue, str] | None] = [None] * windows
+        self.memory: list[tuple[WindowValue, str] | None] = [None] * windows
+
+
+class PodLines:
+    """Writes the pods' series of each render; keeps what a pod's next render can reuse (`_Pod`)."""
+
+    def __init__(self, pod_windows: Sequence[str]) -> None:
+        self.pod_windows = tuple(pod_windows)
+        self._long = frozenset(i for i, name in enumerate(self.pod_windows) if name in LONG_WINDOWS)
+        self._pods: dict[str, _Pod] = {}  # by uid, while the pod is in the snapshots
+
+    def write(self, f: Families, ordered: Iterable[PodSample], windows: dict[str, dict[str, WindowSet]]) -> None:
+        """Every per-pod series of `ordered` (in /metrics order) into `f`, families in first-use order."""
+        out = [_Lines(fam) for fam in _FAMILIES]
+        (cpu, ws, anon, thr, pressure, rx, tx, dread, dwrite, dreads, dwrites, wcpu, wmem, ccpu, cws, cthr) = out
+        order: list[_Lines] = []  # families in the order they got their first line
+
+        def put(o: _Lines, labels: str, value: float | None) -> None:
+            if value is None:
+                return
+            lines = o.lines
+            if not lines:
+                order.append(o)
+            lines.append(f"{o.opening}{labels}}} {_number(value)}\n")
+
+        known = self._pods
+        seen: dict[str, _Pod] = {}
+        n_windows = len(self.pod_windows)
+        for pod in ordered:
+            meta = pod.meta
+            key = (meta.uid, meta.namespace, meta.name, pod.qos, meta.pod_class)
+            entry = known.get(meta.uid)
+            if entry is None or entry.key != key:
+                entry = _Pod(key, LabelShapes(pod_labels(pod)), n_windows)
+            seen[meta.uid] = entry
+            pt = entry.labels
+            base = pt.base
+            put(cpu, base, pod.cpu_cores)
+            put(ws, base, pod.memory_working_set_bytes)
+            put(anon, base, pod.memory_anon_bytes)
+            put(thr, base, pod.cpu_throttled_ratio)
+            if pod.pressure:
+                tmpl = pt.template(("kind", "resource"))
+                for res, p in sorted(pod.pressure.items()):
+                    put(pressure, tmpl % ("some", res), p.some_avg10)
+                    put(pressure, tmpl % ("full", res), p.full_avg10)
+            if pod.network is not None and not pod.network.host_network:
+                put(rx, base, pod.network.rx_bytes_per_second)
+                put(tx, base, pod.network.tx_bytes_per_second)
+            if pod.disk:
+                tmpl = pt.template(("device",))
+                for device, r in sorted(pod.disk.items()):
+                    dl = tmpl % escape(device)
+                    put(dread, dl, r.read_bytes_per_second)
+                    put(dwrite, dl, r.write_bytes_per_second)
+                    put(dreads, dl, r.reads_per_second)
+                    put(dwrites, dl, r.writes_per_second)
+            pw = windows.get(meta.uid)
+            if pw is not None:
+                if wcpu.lines and wmem.lines:  # both families placed: each block on its own, fast
+                    self._windows(wcpu, pt, pw["cpu"], entry.cpu)
+                    self._windows(wmem, pt, pw["memory"], entry.memory)
+                else:  # sample by sample, so that the first known value places the families
+                    tmpl = pt.template(("window",))
+                    cpu_w, mem_w = pw["cpu"], pw["memory"]
+                    for name in self.pod_windows:
+                        text = tmpl % name
+                        put(wcpu, text, cpu_w[name].value)
+                        put(wmem, text, mem_w[name].value)
+            if pod.containers:
+                tmpl = pt.template(("container",))
+                for c in pod.containers:
+                    cl = tmpl % escape(c.id)
+                    put(ccpu, cl, c.cpu_cores)
+                    put(cws, cl, c.memory_working_set_bytes)
+                    put(cthr, cl, c.cpu_throttled_ratio)
+        self._pods = seen  # pods gone from the snapshot leave the cache
+        for o in order:
+            f.add_lines(o.family, o.lines)
+
+    def _windows(self, o: _Lines, pt: LabelShapes, w: WindowSet, memo: list[tuple[WindowValue, str] | None]) -> None:
+        """A pod's lines of one window family (already placed in the order)."""
+        lines = o.lines
+        before, after = pt.around("window")
+        head = o.opening + before
+        tail = after + "} "
+        long = self._long
+        for i, name in enumerate(self.pod_windows):
+            wv = w[name]
+            v = wv.value
+            if v is None:
+                continue
+            if i in long:
+                m = memo[i]
+                if m is not None and m[0] is wv:
+                    s = m[1]
+                else:
+                    s = _number(v)
+                    memo[i] = (wv, s)
+            else:
+                s = _number(v)
+            lines.append(f"{head}{name}{tail}{s}\n")
