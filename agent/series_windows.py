@@ -57,6 +57,21 @@ _PICK: Callable[[tuple[WindowValue, ...]], tuple[WindowValue, ...]] = itemgetter
     *[(RAW_WINDOWS + LONG_WINDOWS).index(name) for name in WINDOW_NAMES]
 )
 _INDEX = {name: i for i, name in enumerate(WINDOW_NAMES)}
+#: Per sample count n >= 2, where each 5-minute percentile falls: (i, h - i) with h = (n - 1) q, so that
+#: x[i] + (h - i) (x[i+1] - x[i]) is `quantile`'s own arithmetic (i + 1 < n for every q < 1).
+_PLANS: dict[int, tuple[tuple[int, float], ...]] = {}
+
+
+def _plan(n: int) -> tuple[tuple[int, float], ...]:
+    steps = []
+    for q in _Q5:
+        h = (n - 1) * q
+        steps.append((int(h), h - int(h)))
+    if len(_PLANS) > 4096:  # sample counts are bounded in practice; a strange feed must not grow this
+        _PLANS.clear()
+    plan = _PLANS[n] = tuple(steps)
+    return plan
+
 _EMPTY_RAW = (EMPTY,) * len(RAW_WINDOWS)
 _EMPTY_ROW = (EMPTY,) * len(WINDOW_NAMES)
 
@@ -105,7 +120,12 @@ class SeriesWindows(SeriesFeed):
         avg5 = WindowValue(sum(vals) / len(vals), cov5)
         avg1 = EMPTY if lo1 >= n else WindowValue(sum(vals[lo1 - lo5 :]) / (n - lo1), self._coverage(lo1, n, 60.0))
         vals.sort()
-        return (avg1, avg5, *[WindowValue(quantile(vals, q), cov5) for q in _Q5])
+        m = len(vals)
+        if m == 1:
+            one = WindowValue(vals[0], cov5)
+            return (avg1, avg5, one, one, one, one)
+        plan = _PLANS.get(m) or _plan(m)
+        return (avg1, avg5, *[WindowValue(vals[i] + f * (vals[i + 1] - vals[i]), cov5) for i, f in plan])
 
     # ------------------------------------------------------------------ long windows (once a minute)
 
