@@ -72,6 +72,7 @@ def _plan(n: int) -> tuple[tuple[int, float], ...]:
     plan = _PLANS[n] = tuple(steps)
     return plan
 
+
 _EMPTY_RAW = (EMPTY,) * len(RAW_WINDOWS)
 _EMPTY_ROW = (EMPTY,) * len(WINDOW_NAMES)
 

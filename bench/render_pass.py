@@ -129,7 +129,8 @@ def main() -> None:
     if len(rows) > 1:
         (p0, c0), (p1, c1) = rows[0], rows[-1]
         per_pod = (c1 - c0) / (p1 - p0)
-        print(f"per pod: {per_pod * 1e6:.1f} us of render per scrape ({p0} -> {p1} pods), fixed {(c0 - per_pod * p0) * 1e3:.2f} ms")
+        fixed = c0 - per_pod * p0
+        print(f"per pod: {per_pod * 1e6:.1f} us of render per scrape ({p0} -> {p1} pods), fixed {fixed * 1e3:.2f} ms")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import socket
 import time
 from collections.abc import Iterable, Iterator, Sequence
 
-from prometheus_client.metrics_core import CounterMetricFamily, Metric
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from agent.collectors import disk, network, node, registry, tiers
@@ -55,6 +55,12 @@ SAMPLE_DURATION = Family("colo_agent_sample_duration_seconds", "Duration of the 
 SNAPSHOT_SEQ = Family("colo_agent_snapshot_seq", "Sequence number of the exported snapshot.")
 PODS = Family("colo_agent_pods", "Pods in the exported snapshot.")
 RENDER_SECONDS = Family("colo_agent_render_seconds", "Duration of the previous /metrics render.")
+SOURCE_ERRORS = Family(
+    "colo_agent_metric_source_errors",
+    "Failed or clashing collections of a stage's metric source.",
+    ("source",),
+    "counter",
+)
 
 
 def node_label(view: AgentView) -> str:
@@ -216,11 +222,7 @@ class ColoCollector(Collector):
                 taken.add(fam.name)
                 yield fam
         if self._source_errors:
-            errors = CounterMetricFamily(
-                "colo_agent_metric_source_errors",
-                "Failed or clashing collections of a stage's metric source.",
-                labels=["source"],
-            )
+            errors = SOURCE_ERRORS.metric()
             for source_name, count in sorted(self._source_errors.items()):
                 errors.add_metric([source_name], count)
             yield errors
