@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -136,8 +137,8 @@ def wall_aligned_phase(mono_now: float, wall_now: float) -> float:
     return (mono_now - wall_now) % PHASE_PERIOD
 
 
-def quantile(ordered: list[float], q: float) -> float:
-    """Type-7 percentile (linear between closest ranks) of an ascending, non-empty list."""
+def quantile(ordered: Sequence[float], q: float) -> float:
+    """Type-7 percentile (linear between closest ranks) of an ascending, non-empty sequence."""
     h = (len(ordered) - 1) * q
     i = int(h)
     lo = ordered[i]

@@ -129,13 +129,16 @@ class Rendered:
     def encode(self, openmetrics: bool) -> bytes:
         """Uncompressed text or OpenMetrics of the families (worker thread; idempotent)."""
         if self._gauges is None:
-            self._gauges = [m.body() if isinstance(m, LineFamily) else _gauge_body(m) for m in self.families]
+            self._gauges = [None if isinstance(m, LineFamily) else _gauge_body(m) for m in self.families]
         out: list[str] = []
         for metric, lines in zip(self.families, self._gauges, strict=True):
-            if lines is None:
+            name = metric.name
+            if isinstance(metric, LineFamily):
+                out.append(f"# HELP {name} {_help(metric.documentation, openmetrics)}\n# TYPE {name} gauge\n")
+                out.extend(metric.lines)
+            elif lines is None:
                 out.append(_single(metric, openmetrics))
             else:
-                name = metric.name
                 out.append(f"# HELP {name} {_help(metric.documentation, openmetrics)}\n# TYPE {name} gauge\n")
                 out.append(lines)
         if openmetrics:
