@@ -130,20 +130,22 @@ class Rendered:
         """Uncompressed text or OpenMetrics of the families (worker thread; idempotent)."""
         if self._gauges is None:
             self._gauges = [None if isinstance(m, LineFamily) else _gauge_body(m) for m in self.families]
-        out: list[str] = []
+        # bytes family by family: one non-ASCII help text ("µs") would make a single joined str twice as wide
+        # and its encoding a transcoding; the sample lines themselves are ASCII, so each family's is a copy
+        out: list[bytes] = []
         for metric, lines in zip(self.families, self._gauges, strict=True):
             name = metric.name
             if isinstance(metric, LineFamily):
-                out.append(f"# HELP {name} {_help(metric.documentation, openmetrics)}\n# TYPE {name} gauge\n")
-                out.extend(metric.lines)
+                out.append(f"# HELP {name} {_help(metric.documentation, openmetrics)}\n# TYPE {name} gauge\n".encode())
+                out.append("".join(metric.lines).encode())
             elif lines is None:
-                out.append(_single(metric, openmetrics))
+                out.append(_single(metric, openmetrics).encode())
             else:
-                out.append(f"# HELP {name} {_help(metric.documentation, openmetrics)}\n# TYPE {name} gauge\n")
-                out.append(lines)
+                out.append(f"# HELP {name} {_help(metric.documentation, openmetrics)}\n# TYPE {name} gauge\n".encode())
+                out.append(lines.encode())
         if openmetrics:
-            out.append("# EOF\n")
-        return "".join(out).encode("utf-8")
+            out.append(b"# EOF\n")
+        return b"".join(out)
 
     def _encode(self, variant: Variant, gzip_level: int) -> bytes:
         """Worker thread only."""
