@@ -1,9 +1,9 @@
 """The per-pod series of one /metrics render, written as text lines in one pass over the pods.
 
 Pods are most of a render (~43 series each at 3 containers: usage, pressure, 24 windows, containers), so
-this is the loop that counts: each pod's label text is built once per pod (`common.exposition.LabelShapes`,
-kept while the pod stays in the snapshots), each sample is one string, and the lines of a family go into
-one list per render. A family joins the output order when it gets its first line, exactly where adding
+this is the loop that counts: each pod's label texts are built once per pod (`common.exposition.LabelShapes`)
+and kept, a few strings, while the pod stays in the snapshots; each sample is one string, and the lines of
+a family go into one list per render. A family joins the output order when it gets its first line, exactly where adding
 the samples one by one would have put it, so the bytes are those of a sample-by-sample render.
 """
 
@@ -12,9 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from agent.collectors import containers, disk, pod_network, pods, psi
-from agent.series_windows import LONG_WINDOWS
 from agent.snapshot import PodSample
-from agent.window_grid import WindowValue
 from common.exposition import LabelShapes, escape, go_float
 from common.families import Families, Family
 from exporter.stats import POD_CPU_WINDOW, POD_MEMORY_WINDOW, WindowSet
@@ -85,24 +83,24 @@ class _Lines:
 
 
 class _Pod:
-    """What the renders keep of a pod: its label texts and, per resource, the value text of each long
-    window (they change once a minute: the same `WindowValue` object comes back until then)."""
+    """What the renders keep of a pod: its label texts, for the pod's own series and each shape of extra
+    label its series have (a few strings; a disk device's, rare, is built when needed)."""
 
-    __slots__ = ("cpu", "key", "labels", "memory")
+    __slots__ = ("base", "container", "key", "pressure", "window_after", "window_before")
 
-    def __init__(self, key: tuple[object, ...], labels: LabelShapes, windows: int) -> None:
+    def __init__(self, key: tuple[object, ...], labels: LabelShapes) -> None:
         self.key = key
-        self.labels = labels
-        self.cpu: list[tuple[WindowValue, str] | None] = [None] * windows
-        self.memory: list[tuple[WindowValue, str] | None] = [None] * windows
+        self.base = labels.base
+        self.pressure = labels.template(("kind", "resource"))
+        self.container = labels.template(("container",))
+        self.window_before, self.window_after = labels.around("window")
 
 
 class PodLines:
-    """Writes the pods' series of each render; keeps what a pod's next render can reuse (`_Pod`)."""
+    """Writes the pods' series of each render; keeps each pod's label texts between renders (`_Pod`)."""
 
     def __init__(self, pod_windows: Sequence[str]) -> None:
         self.pod_windows = tuple(pod_windows)
-        self._long = frozenset(i for i, name in enumerate(self.pod_windows) if name in LONG_WINDOWS)
         self._pods: dict[str, _Pod] = {}  # by uid, while the pod is in the snapshots
 
     def write(self, f: Families, ordered: Iterable[PodSample], windows: dict[str, dict[str, WindowSet]]) -> None:
@@ -121,22 +119,20 @@ class PodLines:
 
         known = self._pods
         seen: dict[str, _Pod] = {}
-        n_windows = len(self.pod_windows)
         for pod in ordered:
             meta = pod.meta
             key = (meta.uid, meta.namespace, meta.name, pod.qos, meta.pod_class)
             entry = known.get(meta.uid)
             if entry is None or entry.key != key:
-                entry = _Pod(key, LabelShapes(pod_labels(pod)), n_windows)
+                entry = _Pod(key, LabelShapes(pod_labels(pod)))
             seen[meta.uid] = entry
-            pt = entry.labels
-            base = pt.base
+            base = entry.base
             put(cpu, base, pod.cpu_cores)
             put(ws, base, pod.memory_working_set_bytes)
             put(anon, base, pod.memory_anon_bytes)
             put(thr, base, pod.cpu_throttled_ratio)
             if pod.pressure:
-                tmpl = pt.template(("kind", "resource"))
+                tmpl = entry.pressure
                 for res, p in sorted(pod.pressure.items()):
                     put(pressure, tmpl % ("some", res), p.some_avg10)
                     put(pressure, tmpl % ("full", res), p.full_avg10)
@@ -144,7 +140,7 @@ class PodLines:
                 put(rx, base, pod.network.rx_bytes_per_second)
                 put(tx, base, pod.network.tx_bytes_per_second)
             if pod.disk:
-                tmpl = pt.template(("device",))
+                tmpl = LabelShapes(pod_labels(pod)).template(("device",))
                 for device, r in sorted(pod.disk.items()):
                     dl = tmpl % escape(device)
                     put(dread, dl, r.read_bytes_per_second)
@@ -153,18 +149,18 @@ class PodLines:
                     put(dwrites, dl, r.writes_per_second)
             pw = windows.get(meta.uid)
             if pw is not None:
+                before, after = entry.window_before, entry.window_after
                 if wcpu.lines and wmem.lines:  # both families placed: each block on its own, fast
-                    self._windows(wcpu, pt, pw["cpu"], entry.cpu)
-                    self._windows(wmem, pt, pw["memory"], entry.memory)
+                    self._windows(wcpu, before, after, pw["cpu"])
+                    self._windows(wmem, before, after, pw["memory"])
                 else:  # sample by sample, so that the first known value places the families
-                    tmpl = pt.template(("window",))
                     cpu_w, mem_w = pw["cpu"], pw["memory"]
                     for name in self.pod_windows:
-                        text = tmpl % name
+                        text = f"{before}{name}{after}"
                         put(wcpu, text, cpu_w[name].value)
                         put(wmem, text, mem_w[name].value)
             if pod.containers:
-                tmpl = pt.template(("container",))
+                tmpl = entry.container
                 for c in pod.containers:
                     cl = tmpl % escape(c.id)
                     put(ccpu, cl, c.cpu_cores)
@@ -174,25 +170,12 @@ class PodLines:
         for o in order:
             f.add_lines(o.family, o.lines)
 
-    def _windows(self, o: _Lines, pt: LabelShapes, w: WindowSet, memo: list[tuple[WindowValue, str] | None]) -> None:
+    def _windows(self, o: _Lines, before: str, after: str, w: WindowSet) -> None:
         """A pod's lines of one window family (already placed in the order)."""
         lines = o.lines
-        before, after = pt.around("window")
         head = o.opening + before
         tail = after + "} "
-        long = self._long
-        for i, name in enumerate(self.pod_windows):
-            wv = w[name]
-            v = wv.value
-            if v is None:
-                continue
-            if i in long:
-                m = memo[i]
-                if m is not None and m[0] is wv:
-                    s = m[1]
-                else:
-                    s = _number(v)
-                    memo[i] = (wv, s)
-            else:
-                s = _number(v)
-            lines.append(f"{head}{name}{tail}{s}\n")
+        for name in self.pod_windows:
+            v = w[name].value
+            if v is not None:
+                lines.append(f"{head}{name}{tail}{_number(v)}\n")
