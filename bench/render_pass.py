@@ -8,8 +8,10 @@ full), then each scrape is 15 one-second ticks (a snapshot, the sampler's `_feed
 one render of the latest snapshot, as the render cache's worker does it: the window statistics
 (`WindowStatsCache`), the families (`ColoCollector.collect_snapshot`), the text body, and separately the
 OpenMetrics + gzip body Prometheus asks for. Times are CPU time of this thread (`time.thread_time`), not wall
-time; the figures are the median and the spread (min-max) over `--scrapes` scrapes, four of which in
-five cross a minute boundary of the window grid (the long windows change once a minute).
+time; the figures are the median and the spread (min-max) over `--scrapes` scrapes. One scrape in four
+follows a minute boundary of the window grid, where every series' long windows are recomputed (they are
+kept from one minute to the next): the maximum shows that scrape. Values are drawn at random (the worst
+case for the 5-minute percentiles' sort; a node's memory series barely move).
 """
 
 from __future__ import annotations

@@ -133,7 +133,3 @@ class LineFamily(Metric):
         if value:  # Metric.__init__ sets [] ; anything else would be lost
             raise AttributeError("a LineFamily's samples are its lines")
 
-    def pack(self) -> None:
-        """Join the lines into one string: the same text, without an object per line."""
-        if len(self.lines) > 1:
-            self.lines[:] = ["".join(self.lines)]

@@ -163,9 +163,7 @@ class Rendered:
 
     def trim(self) -> None:
         """Drop the sample lines shared by the formats once the asked-for bodies exist (they are as large as
-        an uncompressed body), and pack each of Colo's families into one string (a line is an object of its
-        own): a variant asked for later is encoded from the families again (worker thread)."""
+        an uncompressed body): a variant asked for later is encoded from the families again (worker thread).
+        Colo's own families keep their lines as they are: joining them into one string per family was
+        measured to raise the agent's RSS (a few large blocks that outlive the render)."""
         self._gauges = None
-        for m in self.families:
-            if isinstance(m, LineFamily):
-                m.pack()

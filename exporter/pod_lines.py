@@ -15,6 +15,7 @@ from agent.collectors import containers, disk, pod_network, pods, psi
 from agent.snapshot import PodSample
 from common.exposition import LabelShapes, escape, go_float
 from common.families import Families, Family
+from contract.windows import WINDOW_NAMES
 from exporter.stats import POD_CPU_WINDOW, POD_MEMORY_WINDOW, WindowSet
 
 #: The per-pod families, in the order a pod's samples are written.
@@ -101,6 +102,7 @@ class PodLines:
 
     def __init__(self, pod_windows: Sequence[str]) -> None:
         self.pod_windows = tuple(pod_windows)
+        self._positions = tuple((name, WINDOW_NAMES.index(name)) for name in self.pod_windows)  # in a row
         self._pods: dict[str, _Pod] = {}  # by uid, while the pod is in the snapshots
 
     def write(self, f: Families, ordered: Iterable[PodSample], windows: dict[str, dict[str, WindowSet]]) -> None:
@@ -175,7 +177,8 @@ class PodLines:
         lines = o.lines
         head = o.opening + before
         tail = after + "} "
-        for name in self.pod_windows:
-            v = w[name].value
+        row = w.row
+        for name, i in self._positions:
+            v = row[i].value
             if v is not None:
                 lines.append(f"{head}{name}{tail}{_number(v)}\n")
