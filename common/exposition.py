@@ -132,4 +132,3 @@ class LineFamily(Metric):
     def samples(self, value: list[Sample]) -> None:
         if value:  # Metric.__init__ sets [] ; anything else would be lost
             raise AttributeError("a LineFamily's samples are its lines")
-
