@@ -102,7 +102,7 @@ class SeriesWindows(SeriesFeed):
         """Coverage of the raw samples lo..n-1 (lo < n) over `span` seconds."""
         ts = self._t
         gap = self._gap
-        if lo == self._s:
+        if lo == 0:
             cov = self._d0
         else:
             cov = ts[lo] - ts[lo - 1]
