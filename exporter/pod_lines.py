@@ -180,5 +180,12 @@ class PodLines:
         row = w.row
         for name, i in self._positions:
             v = row[i].value
-            if v is not None:
-                lines.append(f"{head}{name}{tail}{_number(v)}\n")
+            if v is None:
+                continue
+            if type(v) is float and v < 1e6:  # _number's common case, inline: the repr
+                s = repr(v)
+                if "n" in s:
+                    s = go_float(v)
+            else:
+                s = _number(v)
+            lines.append(f"{head}{name}{tail}{s}\n")
