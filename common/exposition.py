@@ -29,19 +29,28 @@ _GO_SPECIAL = {"+Inf": float("inf"), "-Inf": float("-inf"), "NaN": float("nan")}
 
 
 def go_float(d: float) -> str:
-    """prometheus-client's `floatToGoString`, without its work for the common case: the same expressions for
-    a finite float; infinities, NaN and other types (an int prints as a float) go to the library."""
-    if type(d) is not float:
-        return _lib_go_float(d)
-    s = repr(d)
-    if "n" in s:  # inf, nan
-        return _lib_go_float(d)
-    if d > 0:
-        dot = s.find(".")
-        if dot > 6:  # Go switches to an exponent from 10^6 up
-            mantissa = f"{s[0]}.{s[1:dot]}{s[dot + 1 :]}".rstrip("0.")
-            return f"{mantissa}e+{dot - 1:02d}"
-    return s
+    """prometheus-client's `floatToGoString`, without its work for the common cases: the same expressions for
+    a finite float; bytes (an int from 10^6 to 2^53, exact as a float, whose repr is its digits and ".0")
+    from their digits; infinities, NaN and other values (an int prints as a float) go to the library."""
+    kind = type(d)
+    if kind is float:
+        s = repr(d)
+        if d > 0:
+            dot = s.find(".")
+            if dot > 6:  # Go switches to an exponent from 10^6 up (repr is positional below 10^16)
+                return (s[0] + "." + s[1:dot] + s[dot + 1 :]).rstrip("0.") + EXPONENT[dot]
+        if "n" in s:  # inf, nan
+            return _lib_go_float(d)
+        return s
+    if kind is int and 1_000_000 <= d < _EXACT:
+        digits = str(d)
+        return (digits[0] + "." + digits[1:] + "0").rstrip("0.") + EXPONENT[len(digits)]
+    return _lib_go_float(d)
+
+
+#: The exponent prometheus-client appends for a repr whose '.' is at index i (values from 10^6 to 10^16).
+EXPONENT = {i: f"e+{i - 1:02d}" for i in range(7, 17)}
+_EXACT = 1 << 53
 
 
 def escape(value: str) -> str:

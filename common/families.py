@@ -55,9 +55,7 @@ class Families:
         if fam is None:
             fam = self._by_name[family.name] = LineFamily(family.name, family.help)
         name = family.name
-        fam.lines.append(
-            f"{name}{{{labels}}} {go_float(float(value))}\n" if labels else f"{name} {go_float(float(value))}\n"
-        )
+        fam.lines.append(f"{name}{{{labels}}} {go_float(value)}\n" if labels else f"{name} {go_float(value)}\n")
         fam.count += 1
 
     def add_lines(self, family: Family, lines: list[str]) -> None:

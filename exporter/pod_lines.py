@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from agent.collectors import containers, disk, pod_network, pods, psi
 from agent.snapshot import PodSample
-from common.exposition import LabelShapes, escape, go_float
+from common.exposition import EXPONENT, LabelShapes, escape, go_float
 from common.families import Families, Family
 from contract.windows import WINDOW_NAMES
 from exporter.stats import POD_CPU_WINDOW, POD_MEMORY_WINDOW, WindowSet
@@ -54,22 +54,6 @@ def pod_labels(pod: PodSample) -> dict[str, str]:
         "qos": normalize_qos(pod.qos),
         "class": meta.pod_class,
     }
-
-
-def _number(value: float) -> str:
-    """`go_float` of a sample's value (ints print as floats), with its two common cases inline: a float
-    below 10^6 is its repr; bytes (an int from 10^6 to 2^53, exact as a float) print in Go's exponent form."""
-    kind = type(value)
-    if kind is float and value < 1e6:
-        s = repr(value)
-        return go_float(value) if "n" in s else s
-    if kind is int and 1_000_000 <= value < _EXACT:  # repr(float(value)) is its digits + ".0"
-        d = str(value)
-        return f"{d[0]}.{d[1:]}0".rstrip("0.") + f"e+{len(d) - 1:02d}"
-    return go_float(float(value))
-
-
-_EXACT = 1 << 53
 
 
 class _Lines:
@@ -117,7 +101,7 @@ class PodLines:
             lines = o.lines
             if not lines:
                 order.append(o)
-            lines.append(f"{o.opening}{labels}}} {_number(value)}\n")
+            lines.append(f"{o.opening}{labels}}} {go_float(value)}\n")
 
         known = self._pods
         seen: dict[str, _Pod] = {}
@@ -182,10 +166,13 @@ class PodLines:
             v = row[i].value
             if v is None:
                 continue
-            if type(v) is float and v < 1e6:  # _number's common case, inline: the repr
-                s = repr(v)
-                if "n" in s:
+            s = repr(v)  # go_float, inline (a window's value is a float)
+            if v > 0:
+                dot = s.find(".")
+                if dot > 6:
+                    s = (s[0] + "." + s[1:dot] + s[dot + 1 :]).rstrip("0.") + EXPONENT[dot]
+                elif "n" in s:
                     s = go_float(v)
-            else:
-                s = _number(v)
+            elif "n" in s:
+                s = go_float(v)
             lines.append(f"{head}{name}{tail}{s}\n")
