@@ -12,10 +12,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from agent.actions import Report
+from common.families import Family
+
+OFFLINE_CPU_BUDGET = Family("colo_offline_cpu_budget_cores", "CPU the offline pods may use together, cores")
+OFFLINE_CPU_RELEASED = Family(
+    "colo_offline_cpu_released", "1 while the node is quiet and offline pods run at their own CPU limits"
+)
+OFFLINE_POD_CPU_QUOTA = Family("colo_offline_pod_cpu_quota_cores", "CPU quota given to an offline pod, cores", ("uid",))
+OFFLINE_POD_MEMORY_HIGH = Family("colo_offline_pod_memory_high_bytes", "memory.high given to an offline pod", ("uid",))
+ENFORCEMENT_WRITES = Family("colo_enforcement_writes", "cgroup writes made by enforcement", ("result",), "counter")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,25 +83,21 @@ def metrics(e: EnforcementState) -> Iterable[Metric]:
     r = merged(e.reports)
     out: list[Metric] = []
     if r["offline_cpu_budget_cores"] is not None:
-        g = GaugeMetricFamily("colo_offline_cpu_budget_cores", "CPU the offline pods may use together, cores")
+        g = OFFLINE_CPU_BUDGET.metric()
         g.add_metric([], r["offline_cpu_budget_cores"])
         out.append(g)
-    rel = GaugeMetricFamily(
-        "colo_offline_cpu_released", "1 while the node is quiet and offline pods run at their own CPU limits"
-    )
+    rel = OFFLINE_CPU_RELEASED.metric()
     rel.add_metric([], 1.0 if r["offline_cpu_released"] else 0.0)
     out.append(rel)
-    q = GaugeMetricFamily(
-        "colo_offline_pod_cpu_quota_cores", "CPU quota given to an offline pod, cores", labels=["uid"]
-    )
+    q = OFFLINE_POD_CPU_QUOTA.metric()
     for uid, cores in r["offline_cpu_quota_cores"].items():
         q.add_metric([uid], cores)
     out.append(q)
-    m = GaugeMetricFamily("colo_offline_pod_memory_high_bytes", "memory.high given to an offline pod", labels=["uid"])
+    m = OFFLINE_POD_MEMORY_HIGH.metric()
     for uid, value in r["offline_memory_high_bytes"].items():
         m.add_metric([uid], float(value))
     out.append(m)
-    w = CounterMetricFamily("colo_enforcement_writes", "cgroup writes made by enforcement", labels=["result"])
+    w = ENFORCEMENT_WRITES.metric()
     w.add_metric(["ok"], float(e.writes))
     w.add_metric(["error"], float(e.errors))
     out.append(w)

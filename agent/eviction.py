@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from agent.actuator import RESULTS, DryRunActuator, EvictionJob, KubeActuator
@@ -40,6 +39,7 @@ from agent.publisher import ApiHealth, Changes
 from agent.snapshot import PodSample, Snapshot
 from agent.strategies import eviction_choice
 from cgroup import CgroupWriter
+from common.families import Family
 from contract.annotations import OFFLINE_JOB_EVICTING, evicting_watermark
 from kube import Kube
 from kube.resources import node_allocatable
@@ -47,6 +47,13 @@ from kube.resources import node_allocatable
 log = logging.getLogger(__name__)
 
 RESOURCES: tuple[Resource, ...] = ("cpu", "memory")
+
+EVICTING = Family("colo_node_evicting", "1 while evicting for this resource", ("resource",))
+EVICTION_USAGE = Family(
+    "colo_node_eviction_usage_ratio", "Smoothed usage of allocatable compared with the watermarks", ("resource",)
+)
+EVICTION_WATERMARK = Family("colo_node_eviction_watermark_ratio", "Eviction watermarks in force", ("resource", "level"))
+EVICTIONS = Family("colo_evictions", "Offline pod evictions by result", ("result",), "counter")
 EVICTING_ANNOTATION = OFFLINE_JOB_EVICTING
 _PERCENT = re.compile(r"[0-9]{1,3}")  # ASCII digits only: str.isdigit() also takes '²' and '٥'
 
@@ -303,15 +310,9 @@ class Evictor:
         }
 
     def metrics(self) -> Iterable[Metric]:
-        st = GaugeMetricFamily("colo_node_evicting", "1 while evicting for this resource", labels=["resource"])
-        usage = GaugeMetricFamily(
-            "colo_node_eviction_usage_ratio",
-            "Smoothed usage of allocatable compared with the watermarks",
-            labels=["resource"],
-        )
-        wm = GaugeMetricFamily(
-            "colo_node_eviction_watermark_ratio", "Eviction watermarks in force", labels=["resource", "level"]
-        )
+        st = EVICTING.metric()
+        usage = EVICTION_USAGE.metric()
+        wm = EVICTION_WATERMARK.metric()
         for res in RESOURCES:
             st.add_metric([res], 1.0 if self.evicting[res] else 0.0)
             u = self.usage[res]
@@ -319,7 +320,7 @@ class Evictor:
                 usage.add_metric([res], u / 100.0)
             wm.add_metric([res, "high"], self.watermarks.high[res] / 100.0)
             wm.add_metric([res, "low"], self.watermarks.low[res] / 100.0)
-        ev = CounterMetricFamily("colo_evictions", "Offline pod evictions by result", labels=["result"])
+        ev = EVICTIONS.metric()
         for result in RESULTS:
             ev.add_metric([result], float(self.results[result]))
         return [st, usage, wm, ev]

@@ -32,7 +32,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from agent import batch_capacity, capacity
@@ -42,6 +41,7 @@ from agent.node_state import NodeState
 from agent.publish_policy import Band, WindowMean, floored, should_write
 from agent.publisher import Changes
 from agent.view import AgentView
+from common.families import Family
 from contract import annotations as keys
 from kube.resources import node_allocatable, quantity
 
@@ -99,6 +99,31 @@ def _batch_held(node: Mapping[str, Any]) -> dict[str, list[object]]:
 
 
 RESOURCES = ("cpu", "memory")
+
+OVERSUBSCRIPTION_CPU = Family("colo_oversubscription_cpu_cores", "Oversubscribable CPU published, cores")
+OVERSUBSCRIPTION_MEMORY = Family("colo_oversubscription_memory_bytes", "Oversubscribable memory published, bytes")
+#: The capacity computation's parts, per resource (the `cpu` and `memory` keys of the section).
+CAPACITY_FIELDS = ("reclaimable", "headroom", "system_usage", "online_peak")
+CAPACITY: dict[tuple[str, str], Family] = {
+    (res, field_name): Family(
+        f"colo_capacity_{field_name}_{unit}", f"Capacity computation: {field_name.replace('_', ' ')} of {res}"
+    )
+    for res, unit in (("cpu", "cores"), ("memory", "bytes"))
+    for field_name in CAPACITY_FIELDS
+}
+BATCH_PODS = Family("colo_node_batch_pods", "Pods on the node with kubernetes.io/batch-* requests")
+_BATCH_HELP = {
+    "allocated": "Σ batch requests of the node's pods that have not finished",
+    "free": "published batch allocatable − allocated (0: nothing more fits; the published value "
+    "is never below what is allocated)",
+}
+BATCH_FIELDS = tuple(_BATCH_HELP)
+#: The batch resources' accounting (the `batch` key of the section), per resource.
+BATCH: dict[tuple[str, str], Family] = {
+    (res, what): Family(f"colo_node_batch_{what}_{res}_{unit}", f"Batch {res}: {help_text}")
+    for res, unit in (("cpu", "cores"), ("memory", "bytes"))
+    for what, help_text in _BATCH_HELP.items()
+}
 ANNOTATION_OF = {"cpu": ANNOTATION_CPU, "memory": ANNOTATION_MEMORY}
 EXTENDED_OF = {"cpu": BATCH_CPU, "memory": BATCH_MEMORY}
 # after a write, the node informer's copy may still show the old value for a moment: within this many
@@ -362,32 +387,26 @@ class OversubscriptionOwner:
         last = self.last
         if not last.get("enabled"):
             return []
-        g = GaugeMetricFamily("colo_oversubscription_cpu_cores", "Oversubscribable CPU published, cores")
+        g = OVERSUBSCRIPTION_CPU.metric()
         g.add_metric([], last.get("cpu_millicores", 0) / 1000.0)
-        m = GaugeMetricFamily("colo_oversubscription_memory_bytes", "Oversubscribable memory published, bytes")
+        m = OVERSUBSCRIPTION_MEMORY.metric()
         m.add_metric([], float(last.get("memory_bytes", 0)))
         out: list[Metric] = [g, m]
         for res in ("cpu", "memory"):
             d = last.get(res)
             if isinstance(d, dict):
-                for field_name in ("reclaimable", "headroom", "system_usage", "online_peak"):
-                    fam = GaugeMetricFamily(
-                        f"colo_capacity_{field_name}_{'cores' if res == 'cpu' else 'bytes'}",
-                        f"Capacity computation: {field_name.replace('_', ' ')} of {res}",
-                    )
+                for field_name in CAPACITY_FIELDS:
+                    fam = CAPACITY[res, field_name].metric()
                     fam.add_metric([], float(d[field_name]))
                     out.append(fam)
         batch = last.get("batch")
         if isinstance(batch, dict):
-            pods = GaugeMetricFamily("colo_node_batch_pods", "Pods on the node with kubernetes.io/batch-* requests")
+            pods = BATCH_PODS.metric()
             pods.add_metric([], float(batch["pods"]))
             out.append(pods)
-            helps = {"allocated": "Σ batch requests of the node's pods that have not finished",
-                     "free": "published batch allocatable − allocated (0: nothing more fits; the published value "
-                             "is never below what is allocated)"}  # fmt: skip
-            for res, unit, scale in (("cpu", "cores", 1000.0), ("memory", "bytes", 1.0)):
-                for what, help_text in helps.items():
-                    fam = GaugeMetricFamily(f"colo_node_batch_{what}_{res}_{unit}", f"Batch {res}: {help_text}")
+            for res, scale in (("cpu", 1000.0), ("memory", 1.0)):
+                for what in BATCH_FIELDS:
+                    fam = BATCH[res, what].metric()
                     fam.add_metric([], batch[res][what] / scale)
                     out.append(fam)
         return out

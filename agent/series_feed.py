@@ -68,7 +68,8 @@ class SeriesFeed:
             raise ValueError(f"phase must be finite, got {phase}")
         self._phase = phase % PHASE_PERIOD
         self._gap = float(max_gap)
-        # raw samples: _t[_s:], _v[_s:]; _d0 is the coverage of the sample at _s
+        # raw samples: _t[_s:], _v[_s:]; _d0 is the coverage of the sample at index 0 (any later sample's is
+        # its distance to the one before, capped: kept only for the first, whose predecessor is gone)
         self._t: array[float] = array("d")
         self._v: array[float] = array("d")
         self._s = 0
@@ -118,9 +119,9 @@ class SeriesFeed:
             s += 1
             while ts[s] <= cutoff:
                 s += 1
-            d0 = ts[s] - ts[s - 1]
-            self._d0 = d0 if d0 < gap else gap
             if s >= _COMPACT_AT:
+                d0 = ts[s] - ts[s - 1]  # the first live sample's coverage, which goes with it to index 0
+                self._d0 = d0 if d0 < gap else gap
                 del ts[:s]
                 del self._v[:s]
                 s = 0
@@ -202,6 +203,13 @@ class SeriesFeed:
     def phase(self) -> float:
         return self._phase
 
+    def _coverage_at(self, i: int) -> float:
+        """Coverage of the raw sample at index i: its distance to the previous sample, capped (index 0: _d0)."""
+        if i == 0:
+            return self._d0
+        d = self._t[i] - self._t[i - 1]
+        return d if d < self._gap else self._gap
+
     def expire(self, now: float) -> None:
         """Drop raw samples older than the longest raw window at `now` (add does this for its own time)."""
         ts = self._t
@@ -225,7 +233,7 @@ class SeriesFeed:
             max_gap=self._gap,
             times=self._t[self._s :],
             values=self._v[self._s :],
-            d0=self._d0,
+            d0=self._coverage_at(self._s) if self._s < len(self._t) else self._d0,  # (no raw sample: unused)
             last_t=self._last_t,
             last_gap_t=self._last_gap_t,
             kc=self._kc,

@@ -29,6 +29,8 @@ from agent.window_grid import (
     wall_aligned_phase,
 )
 
+_EMPTY_ROW = (EMPTY,) * len(WINDOW_NAMES)
+
 __all__ = [
     "BUCKET_SECONDS",
     "DAY_SLOTS",
@@ -112,6 +114,14 @@ class WindowStore:
             if sw is None:
                 return dict.fromkeys(WINDOW_NAMES, EMPTY)
             return sw.stats(now)
+
+    def row(self, key: SeriesKey, now: float) -> tuple[WindowValue, ...]:
+        """Every window of `key` at `now` in WINDOW_NAMES order (the scrape path: no dict per series)."""
+        with self._lock:
+            sw = self._series.get(key)
+            if sw is None:
+                return _EMPTY_ROW
+            return sw.row(now)
 
     def value(self, key: SeriesKey, name: str, now: float) -> WindowValue:
         with self._lock:

@@ -6,7 +6,15 @@ import platform
 from functools import cache
 from importlib import metadata
 
-from prometheus_client.metrics_core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+
+from common.families import Family
+
+BUILD_INFO = Family(
+    "colo_build_info",
+    "Always 1; the labels say which Colo program and version is running.",
+    ("program", "version", "python_version"),
+)
 
 
 @cache
@@ -22,12 +30,8 @@ def version_line(prog: str) -> str:
     return f"{prog} {version()} (Python {platform.python_version()})"
 
 
-def build_info(program: str) -> GaugeMetricFamily:
+def build_info(program: str) -> Metric:
     """`colo_build_info{program, version, python_version} 1`, as Prometheus' own `*_build_info` series."""
-    family = GaugeMetricFamily(
-        "colo_build_info",
-        "Always 1; the labels say which Colo program and version is running.",
-        labels=["program", "version", "python_version"],
-    )
+    family = BUILD_INFO.metric()
     family.add_metric([program, version(), platform.python_version()], 1)
     return family

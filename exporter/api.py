@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,7 +28,8 @@ from agent.view import AgentView
 from agent.windows import WindowValue
 from contract.agent_api import MAX_BYTES, MAX_CORES
 from contract.windows import NODE_WINDOW_PREFIX, POD_WINDOW_FIELD, WINDOW_NAMES
-from exporter.collector import node_label, normalize_qos, pod_order
+from exporter.collector import node_label, pod_order
+from exporter.pod_lines import normalize_qos
 from exporter.stats import WindowSet, WindowStatsCache
 
 log = logging.getLogger(__name__)
@@ -91,11 +93,14 @@ def _window(wv: WindowValue | None) -> dict[str, float | None]:
     return {"value": num(wv.value), "coverage": num(wv.coverage) or 0.0}
 
 
+_NO_WINDOWS: Mapping[str, WindowValue] = {}  # a series without samples yet
+
+
 def _node_windows(by_resource: dict[str, WindowSet]) -> dict[str, dict[str, float | None]]:
     """Flat, crane-named: ``{"cpu_usage_avg_5m": w, "mem_usage_avg_5m": w, ...}``."""
     out: dict[str, dict[str, float | None]] = {}
     for res, prefix in NODE_WINDOW_PREFIX.items():
-        values = by_resource.get(res, {})
+        values = by_resource.get(res, _NO_WINDOWS)
         for name in WINDOW_NAMES:
             out[prefix + name] = _window(values.get(name))
     return out
@@ -104,7 +109,7 @@ def _node_windows(by_resource: dict[str, WindowSet]) -> dict[str, dict[str, floa
 def _pod_windows(by_resource: dict[str, WindowSet]) -> dict[str, dict[str, dict[str, float | None]]]:
     """Keyed by window name, then by the pod's field: ``{"avg_5m": {"cpu_cores": w, ...}, ...}``."""
     return {
-        name: {field: _window(by_resource.get(res, {}).get(name)) for res, field in POD_WINDOW_FIELD.items()}
+        name: {field: _window(by_resource.get(res, _NO_WINDOWS).get(name)) for res, field in POD_WINDOW_FIELD.items()}
         for name in WINDOW_NAMES
     }
 

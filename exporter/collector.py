@@ -21,21 +21,20 @@ import socket
 import time
 from collections.abc import Iterable, Iterator, Sequence
 
-from prometheus_client.metrics_core import CounterMetricFamily, Metric
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from agent.collectors import containers, disk, network, node, pod_network, pods, psi, registry, tiers
+from agent.collectors import disk, network, node, registry, tiers
 from agent.snapshot import PodSample, Pressure, Snapshot
 from agent.view import AgentView
 from common.families import Families, Family
 from contract.annotations import KOORD_QUOTA_NAME
 from contract.windows import WINDOW_NAMES
+from exporter.pod_lines import PodLines, normalize_qos
 from exporter.stats import (
     CRANE_GAUGES,
     NODE_WINDOW,
     NODE_WINDOW_COVERAGE,
-    POD_CPU_WINDOW,
-    POD_MEMORY_WINDOW,
     WindowStatsCache,
 )
 
@@ -56,27 +55,16 @@ SAMPLE_DURATION = Family("colo_agent_sample_duration_seconds", "Duration of the 
 SNAPSHOT_SEQ = Family("colo_agent_snapshot_seq", "Sequence number of the exported snapshot.")
 PODS = Family("colo_agent_pods", "Pods in the exported snapshot.")
 RENDER_SECONDS = Family("colo_agent_render_seconds", "Duration of the previous /metrics render.")
-
-
-def normalize_qos(qos: str) -> str:
-    """'Guaranteed', 'BestEffort', 'best-effort' -> 'guaranteed', 'besteffort': one spelling for labels."""
-    return qos.lower().replace("-", "").replace("_", "")
+SOURCE_ERRORS = Family(
+    "colo_agent_metric_source_errors",
+    "Failed or clashing collections of a stage's metric source.",
+    ("source",),
+    "counter",
+)
 
 
 def node_label(view: AgentView) -> str:
     return view.node_name or socket.gethostname()
-
-
-def pod_labels(pod: PodSample) -> dict[str, str]:
-    """The identifying labels of a pod's series; namespace and pod are "" for a standalone pod."""
-    meta = pod.meta
-    return {
-        "namespace": meta.namespace or "",
-        "pod": meta.name or "",
-        "uid": meta.uid,
-        "qos": normalize_qos(pod.qos),
-        "class": meta.pod_class,
-    }
 
 
 def pod_order(pod: PodSample) -> tuple[str, str, str]:
@@ -106,6 +94,7 @@ class ColoCollector(Collector):
         self.render_seconds: float | None = None
         self._source_errors: dict[str, int] = {}
         self._source_logged: dict[str, float] = {}
+        self._pod_lines = PodLines(self.pod_windows)
 
     def collect(self) -> Iterable[Metric]:
         return self.collect_snapshot(self.view.snapshot)
@@ -176,39 +165,13 @@ class ColoCollector(Collector):
     # ------------------------------------------------------------------ pods
 
     def _pods(self, f: Families, snap: Snapshot) -> None:
-        win = self.windows.get(snap)
+        ordered = sorted(snap.pods.values(), key=pod_order)
+        self._pod_lines.write(f, ordered, self.windows.get(snap).pods)
         ns_cpu: dict[str, float] = {}
         ns_mem: dict[str, float] = {}
         lab_cpu: dict[tuple[str, str], float] = {}
         lab_mem: dict[tuple[str, str], float] = {}
-        for pod in sorted(snap.pods.values(), key=pod_order):
-            pl = pod_labels(pod)
-            f.add(pods.CPU_USAGE, pl, pod.cpu_cores)
-            f.add(pods.WORKING_SET, pl, pod.memory_working_set_bytes)
-            f.add(pods.ANON, pl, pod.memory_anon_bytes)
-            f.add(pods.THROTTLED, pl, pod.cpu_throttled_ratio)
-            self._pressure(f, psi.PRESSURE, pl, pod.pressure)
-            if pod.network is not None and not pod.network.host_network:
-                f.add(pod_network.RECEIVE, pl, pod.network.rx_bytes_per_second)
-                f.add(pod_network.TRANSMIT, pl, pod.network.tx_bytes_per_second)
-            for device, r in sorted((pod.disk or {}).items()):
-                dl = {**pl, "device": device}
-                f.add(disk.POD_READ, dl, r.read_bytes_per_second)
-                f.add(disk.POD_WRITE, dl, r.write_bytes_per_second)
-                f.add(disk.POD_READS, dl, r.reads_per_second)
-                f.add(disk.POD_WRITES, dl, r.writes_per_second)
-            pw = win.pods.get(pod.uid)
-            if pw is not None:
-                cpu_w, mem_w = pw["cpu"], pw["memory"]
-                for name in self.pod_windows:
-                    wl = {**pl, "window": name}
-                    f.add(POD_CPU_WINDOW, wl, cpu_w[name].value)
-                    f.add(POD_MEMORY_WINDOW, wl, mem_w[name].value)
-            for c in pod.containers:
-                cl = {**pl, "container": c.id}
-                f.add(containers.CPU_USAGE, cl, c.cpu_cores)
-                f.add(containers.WORKING_SET, cl, c.memory_working_set_bytes)
-                f.add(containers.THROTTLED, cl, c.cpu_throttled_ratio)
+        for pod in ordered:
             ns = pod.meta.namespace
             if ns is None:
                 continue  # standalone: no namespace, no labels to aggregate by
@@ -259,11 +222,7 @@ class ColoCollector(Collector):
                 taken.add(fam.name)
                 yield fam
         if self._source_errors:
-            errors = CounterMetricFamily(
-                "colo_agent_metric_source_errors",
-                "Failed or clashing collections of a stage's metric source.",
-                labels=["source"],
-            )
+            errors = SOURCE_ERRORS.metric()
             for source_name, count in sorted(self._source_errors.items()):
                 errors.add_metric([source_name], count)
             yield errors

@@ -4,10 +4,11 @@ bytes are made).
 
 `Rendered` is one render: the metric families of one snapshot (collected once) and its encodings,
 keyed by variant ``(openmetrics, gzip)``. Variants are encoded lazily, each at most once, from the
-same families, so text, OpenMetrics and gzip bodies of one render always agree. Plain gauges (all of
-Colo's own families) take a fast path whose sample lines are shared by both formats and are
-byte-identical to prometheus-client's output; other families (the stages' counters, histograms)
-go through prometheus-client's encoders. gzip uses level 1: a fifth larger than level 6 for a third
+same families, so text, OpenMetrics and gzip bodies of one render always agree. Colo's own families
+arrive as finished sample lines (`common.exposition.LineFamily`, written by the collector); the stages'
+plain gauges take a fast path that writes their lines the same way; both are shared by the two formats
+and byte-identical to prometheus-client's output. Other families (the stages' counters, histograms) go
+through prometheus-client's encoders. gzip uses level 1: a fifth larger than level 6 for a third
 of the CPU, on a body that crosses a node-local or cluster network once per scrape. A render keeps only the
 bodies asked for: the shared sample lines and a gzip body's uncompressed text are dropped once encoded
 (`Rendered.trim`), about 2 MiB each at 250 pods x 3 containers.
@@ -17,13 +18,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import gzip
-import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from prometheus_client import exposition
 from prometheus_client.metrics_core import Metric
 from prometheus_client.openmetrics import exposition as om_exposition
-from prometheus_client.utils import floatToGoString
+
+from common.exposition import NAME, LineFamily, escape, go_float
 
 Variant = tuple[bool, bool]  # (openmetrics, gzip)
 TEXT: Variant = (False, False)
@@ -42,27 +43,6 @@ class _FixedCollector:
         return self._families
 
 
-_lib_go_float: Callable[[float], str] = floatToGoString  # prometheus-client's float format, untyped there
-_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")  # legacy names without ':' (OpenMetrics rewrites ':')
-
-
-def _go_float(d: float) -> str:
-    """prometheus-client's float format, without its work for the common case: a finite float whose repr
-    Go would print the same (prometheus-client switches to an exponent for positive values of 10^6 and up)."""
-    if type(d) is not float:
-        return _lib_go_float(d)
-    s = repr(d)
-    if "n" in s or (d > 0 and s.find(".") > 6):  # inf, nan, or a large positive value
-        return _lib_go_float(d)
-    return s
-
-
-def _escape_value(v: str) -> str:
-    if "\\" in v or '"' in v or "\n" in v:
-        return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-    return v
-
-
 #: a sample's label names (legacy names only) -> sorted; a render has a few dozen distinct sets
 _SORTED_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
 
@@ -76,7 +56,7 @@ def _gauge_body(metric: Metric) -> str | None:
     byte-identical to prometheus-client's (tests compare them).
     """
     name = metric.name
-    if metric.type != "gauge" or metric.unit or not _NAME.match(name):
+    if metric.type != "gauge" or metric.unit or not NAME.match(name):
         return None
     lines: list[str] = []
     append = lines.append
@@ -90,18 +70,23 @@ def _gauge_body(metric: Metric) -> str | None:
                 names = tuple(labels)
                 order = sorted_keys.get(names)
                 if order is None:
-                    if not all(_NAME.match(k) for k in names):
+                    if not all(NAME.match(k) for k in names):
                         return None
                     if len(sorted_keys) > 1024:
                         sorted_keys.clear()
                     order = sorted_keys[names] = tuple(sorted(names))
-                ls = ",".join([f'{k}="{_escape_value(labels[k])}"' for k in order])
-                append(f"{name}{{{ls}}} {_go_float(s.value)}\n")
+                ls = ",".join([f'{k}="{escape(labels[k])}"' for k in order])
+                append(f"{name}{{{ls}}} {go_float(s.value)}\n")
             else:
-                append(f"{name} {_go_float(s.value)}\n")
+                append(f"{name} {go_float(s.value)}\n")
     except (TypeError, ValueError):
         return None
     return "".join(lines)
+
+
+def count_series(families: list[Metric]) -> int:
+    """Samples in `families` (a `LineFamily` counts its lines without parsing them back)."""
+    return sum(f.count if isinstance(f, LineFamily) else len(f.samples) for f in families)
 
 
 def _help(doc: str, openmetrics: bool) -> str:
@@ -132,7 +117,7 @@ class Rendered:
         self.seq = seq  # -1: rendered before the first snapshot
         self.mono = mono
         self.families = families
-        self.series = sum(len(f.samples) for f in families)
+        self.series = count_series(families)
         self.seconds = 0.0  # collect + first encodings
         self._gauges: list[str | None] | None = None  # fast sample lines per family, shared by both formats
         self._bodies: dict[Variant, bytes] = {}
@@ -144,18 +129,23 @@ class Rendered:
     def encode(self, openmetrics: bool) -> bytes:
         """Uncompressed text or OpenMetrics of the families (worker thread; idempotent)."""
         if self._gauges is None:
-            self._gauges = [_gauge_body(m) for m in self.families]
-        out: list[str] = []
+            self._gauges = [None if isinstance(m, LineFamily) else _gauge_body(m) for m in self.families]
+        # bytes family by family: one non-ASCII help text ("µs") would make a single joined str twice as wide
+        # and its encoding a transcoding; the sample lines themselves are ASCII, so each family's is a copy
+        out: list[bytes] = []
         for metric, lines in zip(self.families, self._gauges, strict=True):
-            if lines is None:
-                out.append(_single(metric, openmetrics))
+            name = metric.name
+            if isinstance(metric, LineFamily):
+                out.append(f"# HELP {name} {_help(metric.documentation, openmetrics)}\n# TYPE {name} gauge\n".encode())
+                out.append("".join(metric.lines).encode())
+            elif lines is None:
+                out.append(_single(metric, openmetrics).encode())
             else:
-                name = metric.name
-                out.append(f"# HELP {name} {_help(metric.documentation, openmetrics)}\n# TYPE {name} gauge\n")
-                out.append(lines)
+                out.append(f"# HELP {name} {_help(metric.documentation, openmetrics)}\n# TYPE {name} gauge\n".encode())
+                out.append(lines.encode())
         if openmetrics:
-            out.append("# EOF\n")
-        return "".join(out).encode("utf-8")
+            out.append(b"# EOF\n")
+        return b"".join(out)
 
     def _encode(self, variant: Variant, gzip_level: int) -> bytes:
         """Worker thread only."""
@@ -173,5 +163,7 @@ class Rendered:
 
     def trim(self) -> None:
         """Drop the sample lines shared by the formats once the asked-for bodies exist (they are as large as
-        an uncompressed body): a variant asked for later is encoded from the families again (worker thread)."""
+        an uncompressed body): a variant asked for later is encoded from the families again (worker thread).
+        Colo's own families keep their lines as they are: joining them into one string per family was
+        measured to raise the agent's RSS (a few large blocks that outlive the render)."""
         self._gauges = None

@@ -2,8 +2,10 @@
 
 Both the Prometheus render and ``/api/v1/pods`` need all twelve windows of every pod and of the node at
 the snapshot's ``mono``. Computing them is the most expensive part of either (a sort of the 5-minute raw
-samples per series), so the result is cached per snapshot ``seq``: concurrent callers for the same
-snapshot wait for one computation instead of each doing it.
+samples per series; the long windows are kept by the series from one minute to the next, see
+`agent.series_windows`), so the result is cached per snapshot ``seq``: concurrent callers for the same
+snapshot wait for one computation instead of each doing it. A series' windows are one row (`WindowSet`
+reads it by name), not a dict each.
 
 ``view.windows_lock`` is taken once per pod rather than around the whole pass, so the sampler (which
 takes it to feed the store) is never held up for more than a few series' worth of work.
@@ -13,11 +15,12 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from agent.snapshot import Snapshot
 from agent.view import AgentView
-from agent.windows import WindowValue
+from agent.windows import WINDOW_NAMES, WindowValue
 from common.families import Family
 
 RESOURCES: tuple[str, str] = ("cpu", "memory")
@@ -44,7 +47,26 @@ CRANE_GAUGES: tuple[tuple[Family, str, str], ...] = (
     _crane("mem_usage_max_avg_1d", "memory", "max_avg_1d"),
 )
 
-WindowSet = dict[str, WindowValue]  # window name -> value
+_INDEX = {name: i for i, name in enumerate(WINDOW_NAMES)}
+
+
+class WindowSet(Mapping[str, WindowValue]):
+    """One series' windows by name, over the row the store computed (`row`, in WINDOW_NAMES order): a
+    scrape holds one per series, so a tuple rather than a dict of twelve."""
+
+    __slots__ = ("row",)
+
+    def __init__(self, row: tuple[WindowValue, ...]) -> None:
+        self.row = row
+
+    def __getitem__(self, name: str) -> WindowValue:
+        return self.row[_INDEX[name]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(WINDOW_NAMES)
+
+    def __len__(self) -> int:
+        return len(WINDOW_NAMES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,9 +106,9 @@ class WindowStatsCache:
         lock = view.windows_lock
         now = snap.mono
         with lock:
-            node = {res: store.stats(("node", "", res), now) for res in RESOURCES}
+            node = {res: WindowSet(store.row(("node", "", res), now)) for res in RESOURCES}
         pods: dict[str, dict[str, WindowSet]] = {}
         for uid in snap.pods:
             with lock:
-                pods[uid] = {res: store.stats(("pod", uid, res), now) for res in RESOURCES}
+                pods[uid] = {res: WindowSet(store.row(("pod", uid, res), now)) for res in RESOURCES}
         return SnapshotWindows(seq=snap.seq, node=node, pods=pods)
