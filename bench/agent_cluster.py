@@ -13,14 +13,16 @@ Run as root: `.venv/bin/python -m bench.agent_cluster [--pods 250] [--seconds 60
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable, Iterator
 
-from bench.agent_overhead import build, cpu_seconds, deployed_malloc_env, free_port, rss_mib
+from bench.agent_overhead import build, cpu_seconds, deployed_malloc_env, free_port, rss_mib, wait_ready
 from testsupport.cgtree import V1Tree
 from testsupport.k8sobjects import NODE, container_id_of, node, pod
 from testsupport.kubeapi.server import FakeKubeAPI
@@ -45,9 +47,9 @@ def register_pods(api: FakeKubeAPI, tree: V1Tree) -> int:
     return len(found)
 
 
-def cluster_agent(
-    tree: V1Tree, api: FakeKubeAPI, seconds: float, scrape_every: float, malloc_env: dict[str, str]
-) -> dict[str, float]:
+@contextlib.contextmanager
+def started_agent(tree: V1Tree, api: FakeKubeAPI, malloc_env: dict[str, str]) -> Iterator[tuple[int, str]]:
+    """`colo-agent` as on a node (a kubeconfig, the node's name, 1 s), ready: (its pid, its base URL)."""
     port = free_port()
     exe = os.path.join(os.path.dirname(sys.executable), "colo-agent")
     with tempfile.TemporaryDirectory() as tmp:
@@ -59,28 +61,38 @@ def cluster_agent(
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env)
         base = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                try:
-                    with urllib.request.urlopen(base + "/readyz", timeout=2) as r:
-                        if r.status == 200:
-                            break
-                except OSError:
-                    time.sleep(0.2)
-            time.sleep(3)
-            c0, t0 = cpu_seconds(proc.pid), time.monotonic()
-            peak = 0.0
-            while time.monotonic() - t0 < seconds:
-                s0 = time.perf_counter()
-                with urllib.request.urlopen(base + "/metrics", timeout=10) as r:
-                    r.read()
-                peak = max(peak, rss_mib(proc.pid))
-                time.sleep(max(0.0, scrape_every - (time.perf_counter() - s0)))
-            c1, t1 = cpu_seconds(proc.pid), time.monotonic()
-            return {"cpu_share_of_one_core": (c1 - c0) / (t1 - t0), "rss_mib": rss_mib(proc.pid), "rss_peak": peak}
+            wait_ready(base, 60)
+            yield proc.pid, base
         finally:
             proc.terminate()
             proc.wait(30)
+
+
+def scrape_for(base: str, seconds: float, scrape_every: float, each: Callable[[], None] = lambda: None) -> None:
+    """One /metrics scrape per `scrape_every` seconds for `seconds`, calling `each` after every scrape."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        s0 = time.monotonic()
+        with urllib.request.urlopen(base + "/metrics", timeout=10) as r:
+            r.read()
+        each()
+        time.sleep(max(0.0, scrape_every - (time.monotonic() - s0)))
+
+
+def cluster_agent(
+    tree: V1Tree, api: FakeKubeAPI, seconds: float, scrape_every: float, malloc_env: dict[str, str]
+) -> dict[str, float]:
+    with started_agent(tree, api, malloc_env) as (pid, base):
+        time.sleep(3)
+        peak = [0.0]
+
+        def seen() -> None:
+            peak[0] = max(peak[0], rss_mib(pid))
+
+        c0, t0 = cpu_seconds(pid), time.monotonic()
+        scrape_for(base, seconds, scrape_every, seen)
+        c1, t1 = cpu_seconds(pid), time.monotonic()
+        return {"cpu_share_of_one_core": (c1 - c0) / (t1 - t0), "rss_mib": rss_mib(pid), "rss_peak": peak[0]}
 
 
 def main() -> None:

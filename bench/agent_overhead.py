@@ -104,6 +104,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def wait_ready(base: str, timeout: float) -> None:
+    """Until the agent at `base` answers /readyz with 200 (or `timeout` seconds passed)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(base + "/readyz", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+
+
 def agent_process(tree: V1Tree, seconds: float, scrape_every: float, env: dict[str, str]) -> dict[str, float]:
     port = free_port()
     exe = os.path.join(os.path.dirname(sys.executable), "colo-agent")
@@ -112,14 +124,7 @@ def agent_process(tree: V1Tree, seconds: float, scrape_every: float, env: dict[s
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env={**os.environ, **env})
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(base + "/readyz", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.2)
+        wait_ready(base, 30)
         time.sleep(3)  # windows warm, first renders done
         c0, t0 = cpu_seconds(proc.pid), time.monotonic()
         scrapes: list[float] = []

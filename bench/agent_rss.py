@@ -20,8 +20,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 
 KUBECONFIG = """apiVersion: v1
 kind: Config
@@ -74,9 +72,9 @@ def smaps_rollup(pid: int) -> dict[str, float]:
 
 def running_agent(pods: int, seconds: float, scrape_every: float) -> tuple[dict[str, float], dict[str, float]]:
     """The agent in cluster mode (as bench.agent_cluster starts it): its memory once ready and at the end."""
-    from bench.agent_cluster import register_pods
-    from bench.agent_overhead import build, deployed_malloc_env, free_port
-    from testsupport.k8sobjects import NODE, node
+    from bench.agent_cluster import register_pods, scrape_for, started_agent
+    from bench.agent_overhead import build, deployed_malloc_env
+    from testsupport.k8sobjects import node
     from testsupport.kubeapi.server import FakeKubeAPI
 
     tree = build(pods, 20)
@@ -84,35 +82,10 @@ def running_agent(pods: int, seconds: float, scrape_every: float) -> tuple[dict[
     try:
         api.put("nodes", node())
         register_pods(api, tree)
-        port = free_port()
-        exe = os.path.join(os.path.dirname(sys.executable), "colo-agent")
-        with tempfile.TemporaryDirectory() as tmp:
-            cmd = [exe, "--kubeconfig", api.kubeconfig(os.path.join(tmp, "kubeconfig")), "--node-name", NODE,
-                   "--listen", f"127.0.0.1:{port}", "--interval", "1", "--cgroup-root", tree.cgroup_root,
-                   "--cgroup-driver", "cgroupfs", "--state-file", "", "--log-level", "warning"]  # fmt: skip
-            env = {**os.environ, **deployed_malloc_env(), "COLO_ENFORCEMENT__LEDGER_FILE": os.path.join(tmp, "l")}
-            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env)
-            base = f"http://127.0.0.1:{port}"
-            try:
-                deadline = time.monotonic() + 60
-                while time.monotonic() < deadline:
-                    try:
-                        with urllib.request.urlopen(base + "/readyz", timeout=2) as r:
-                            if r.status == 200:
-                                break
-                    except OSError:
-                        time.sleep(0.2)
-                ready = smaps_rollup(proc.pid)
-                t0 = time.monotonic()
-                while time.monotonic() - t0 < seconds:
-                    s0 = time.monotonic()
-                    with urllib.request.urlopen(base + "/metrics", timeout=10) as r:
-                        r.read()
-                    time.sleep(max(0.0, scrape_every - (time.monotonic() - s0)))
-                return ready, smaps_rollup(proc.pid)
-            finally:
-                proc.terminate()
-                proc.wait(30)
+        with started_agent(tree, api, deployed_malloc_env()) as (pid, base):
+            ready = smaps_rollup(pid)
+            scrape_for(base, seconds, scrape_every)
+            return ready, smaps_rollup(pid)
     finally:
         api.stop()
         tree.cleanup()
