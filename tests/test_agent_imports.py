@@ -4,6 +4,7 @@ import for paths the agent never takes (a long-lived process keeps every module 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -53,8 +54,14 @@ def test_the_agent_in_a_cluster_loads_only_what_it_uses(tmp_path: Path) -> None:
             "print(json.dumps([status, 'exporter.app' in sys.modules, 'kube.client' in sys.modules, sorted(sys.modules)]))\n"
         )
         out = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT, check=True
-        )
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+            check=True,
+            env={**os.environ, "XDG_STATE_HOME": str(tmp_path), "COLO_ENFORCEMENT__LEDGER_FILE": ""},
+        )  # nothing it might save lands outside tmp_path
     status, web, kube, modules = json.loads(out.stdout.splitlines()[-1])
     assert (status, web, kube) == (2, True, True), out.stderr
     loaded = [m for m in modules if any(m == n or m.startswith(f"{n}.") for n in NEVER)]
