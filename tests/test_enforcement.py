@@ -4,8 +4,10 @@ quiet node, the cpuset policy; cgroup v2 (cpuset, memory.high) on kernel-format 
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +33,19 @@ from testsupport.waiting import wait_for
 
 V1 = pytest.mark.cgroupv1  # real cgroup v1 hierarchy, root
 INTERVAL = 0.5
+
+
+def _kernel_tick_ns() -> int:
+    """One scheduler tick of the running kernel (CONFIG_HZ); the longest tick, 100 Hz, when it is not published."""
+    try:
+        with gzip.open("/proc/config.gz", "rt") as config:
+            hz = re.search(r"^CONFIG_HZ=(\d+)$", config.read(), re.MULTILINE)
+    except OSError:
+        hz = None
+    return 1_000_000_000 // (int(hz.group(1)) if hz else 100)
+
+
+KERNEL_TICK_NS = _kernel_tick_ns()
 
 
 def oom_score_adj(pid: int) -> int:
@@ -103,18 +118,24 @@ def test_offline_cpu_suppressed_then_restored(colocated: dict[str, Any], kube: K
         def largest_quota() -> int:  # the budget may move within the window (it follows the node's load)
             return max(reader.cpu_settings(p).quota_us or 0 for p in pods)
 
-        quota0 = largest_quota()
+        quota = largest_quota()
         on0, off0 = reader.cpu(online["pod"]).usage_ns, sum(reader.cpu(p).usage_ns for p in pods)
         periods0 = sum(reader.cpu(p).nr_periods for p in pods)
-        time.sleep(3.0)
+        end = time.monotonic() + 3.0
+        while time.monotonic() < end:  # the largest quota at any time of the window, not only at its ends
+            quota = max(quota, largest_quota())
+            time.sleep(0.01)
         on_used = reader.cpu(online["pod"]).usage_ns - on0
         off_used = sum(reader.cpu(p).usage_ns for p in pods) - off0
         periods = sum(reader.cpu(p).nr_periods for p in pods) - periods0
-        quota = max(quota0, largest_quota())
+        quota = max(quota, largest_quota())
         # (quiet: 0.99; with two busy loops and five other suites on 2 cores down to 0.8: offline pods run
         # on a CPU whose online burner other load has pushed away)
         assert on_used >= 2 * off_used, (on_used, off_used)
-        assert off_used <= periods * quota * 1000 * 1.2 + 2e6, (off_used, periods, quota)
+        # the kernel checks a group's runtime at its tick, so a group may overrun its quota by up to a tick per
+        # period (measured here: ~1 ms on average), and the window's two ends cut a period of each pod
+        allowed = periods * (quota * 1000 + KERNEL_TICK_NS) + 2 * len(pods) * quota * 1000
+        assert off_used <= allowed, (off_used, periods, quota)
         section = agent.view.node_sections["enforcement"]()
         assert section["offline_cpu_budget_cores"] == pytest.approx(0.1, abs=0.15)
         # the way back up (release on a quiet node, growth capped per interval) is decided from the node's
