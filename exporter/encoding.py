@@ -10,15 +10,17 @@ plain gauges take a fast path that writes their lines the same way; both are sha
 and byte-identical to prometheus-client's output. Other families (the stages' counters, histograms) go
 through prometheus-client's encoders. gzip uses level 1: a fifth larger than level 6 for a third
 of the CPU, on a body that crosses a node-local or cluster network once per scrape. A render keeps only the
-bodies asked for: the shared sample lines and a gzip body's uncompressed text are dropped once encoded
-(`Rendered.trim`), about 2 MiB each at 250 pods x 3 containers.
+bodies asked for: the families, the shared sample lines and a gzip body's uncompressed text are dropped once
+encoded (`Rendered.trim`; at 250 pods x 3 containers the families are ~2.7 MiB and each uncompressed body
+~2 MiB, and a render held its predecessor's families while it built its own); a variant asked for later
+collects the families of the same snapshot again.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import gzip
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from prometheus_client import exposition
 from prometheus_client.metrics_core import Metric
@@ -111,12 +113,15 @@ def encode_families(families: list[Metric], openmetrics: bool) -> bytes:
 class Rendered:
     """One render of one snapshot: its families, their sample lines, and the encodings made so far."""
 
-    __slots__ = ("_bodies", "_gauges", "_pending", "families", "mono", "seconds", "seq", "series")
+    __slots__ = ("_bodies", "_collect", "_families", "_gauges", "_pending", "mono", "seconds", "seq", "series")
 
-    def __init__(self, seq: int, mono: float | None, families: list[Metric]) -> None:
+    def __init__(self, seq: int, mono: float | None, families: list[Metric],
+                 collect: Callable[[], list[Metric]] | None = None) -> None:  # fmt: skip
+        """`collect` gives the same families again after `trim` dropped them (None: they are never dropped)."""
         self.seq = seq  # -1: rendered before the first snapshot
         self.mono = mono
-        self.families = families
+        self._families: list[Metric] | None = families
+        self._collect = collect
         self.series = count_series(families)
         self.seconds = 0.0  # collect + first encodings
         self._gauges: list[str | None] | None = None  # fast sample lines per family, shared by both formats
@@ -125,6 +130,15 @@ class Rendered:
 
     def body(self, variant: Variant) -> bytes | None:
         return self._bodies.get(variant)
+
+    @property
+    def families(self) -> list[Metric]:
+        """The families, collected again if `trim` dropped them (worker thread)."""
+        families = self._families
+        if families is None:
+            assert self._collect is not None  # dropped only when they can be had again
+            families = self._families = self._collect()
+        return families
 
     def encode(self, openmetrics: bool) -> bytes:
         """Uncompressed text or OpenMetrics of the families (worker thread; idempotent)."""
@@ -162,8 +176,11 @@ class Rendered:
         return body
 
     def trim(self) -> None:
-        """Drop the sample lines shared by the formats once the asked-for bodies exist (they are as large as
-        an uncompressed body): a variant asked for later is encoded from the families again (worker thread).
-        Colo's own families keep their lines as they are: joining them into one string per family was
-        measured to raise the agent's RSS (a few large blocks that outlive the render)."""
+        """Drop the families and the sample lines shared by the formats once the asked-for bodies exist
+        (each as large as an uncompressed body, and kept until the next render finished): a variant asked for
+        later collects the families again (worker thread). Colo's own families keep their lines as they are:
+        joining them into one string per family was measured to raise the agent's RSS (a few large blocks
+        that outlive the render)."""
         self._gauges = None
+        if self._collect is not None:
+            self._families = None

@@ -53,12 +53,13 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TypeVar
 
 from agent.snapshot import Snapshot
 from agent.view import AgentView
 from exporter.collector import ColoCollector
-from exporter.encoding import TEXT, Rendered, Variant, count_series
+from exporter.encoding import TEXT, Rendered, Variant
 
 log = logging.getLogger(__name__)
 
@@ -316,9 +317,8 @@ class RenderCache:
                 rendered = current  # at most one render per snapshot
             else:
                 start = time.perf_counter()
-                rendered = Rendered(_snap_seq(snap), None if snap is None else snap.mono, [])
-                rendered.families = self.collector.collect_snapshot(snap)
-                rendered.series = count_series(rendered.families)
+                collect = partial(self.collector.collect_snapshot, snap)
+                rendered = Rendered(_snap_seq(snap), None if snap is None else snap.mono, collect(), collect)
                 with self._cond:
                     variants = sorted(job.variants)
                 for variant in variants:

@@ -79,9 +79,11 @@ class SnapshotWindows:
 
 
 class WindowStatsCache:
-    """Computes `SnapshotWindows` at most once per snapshot and keeps the latest few."""
+    """Computes `SnapshotWindows` at most once per snapshot and keeps the latest `keep` (~0.8 MiB each at
+    250 pods). The render asks once per scrape and the JSON API seldom: by default only the latest is kept,
+    and it is let go before the next is computed, so that two never live at once."""
 
-    def __init__(self, view: AgentView, keep: int = 2) -> None:
+    def __init__(self, view: AgentView, keep: int = 1) -> None:
         self._view = view
         self._keep = keep
         self._lock = threading.Lock()  # serialises computation: a second caller waits, then hits the cache
@@ -93,11 +95,11 @@ class WindowStatsCache:
             hit = self._cache.get(snap.seq)
             if hit is not None:
                 return hit
+            while len(self._cache) >= self._keep:
+                self._cache.popitem(last=False)
             result = self._compute(snap)
             self.computations += 1
             self._cache[snap.seq] = result
-            while len(self._cache) > self._keep:
-                self._cache.popitem(last=False)
             return result
 
     def _compute(self, snap: Snapshot) -> SnapshotWindows:
