@@ -1,5 +1,6 @@
-"""The CPU budget's split kept between passes (`cpu_suppression.Demands`): the same quotas as splitting
-afresh, and computed again as soon as the offline pods or one of their requests or limits change."""
+"""What the enforcement strategies keep between passes: the CPU budget's split (`cpu_suppression.Demands`:
+the same quotas as splitting afresh, computed again as soon as the offline pods or one of their requests or
+limits change) and the batch pods' targets (kept by PodMeta, forgotten when the pod leaves)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import dataclasses
 
 import pytest
 
-from agent.config import EnforcementConfig
+from agent.actions import Recorded
+from agent.config import BatchConfig, EnforcementConfig
 from agent.snapshot import ContainerBatch, PodBatch, PodSample
+from agent.strategies.batch_limits import BatchLimits
 from agent.strategies.cpu_suppression import (
     CfsQuota,
     Demands,
@@ -20,6 +23,7 @@ from agent.strategies.cpu_suppression import (
     split_shaped,
 )
 from cgroup.kubelet_rules import BatchResources
+from tests.test_batch_limits import batch_pod, state_of
 from tests.test_registry import GI, TIER, pod, recorded, state
 
 
@@ -95,3 +99,23 @@ def test_the_strategy_splits_every_budget_as_afresh() -> None:
         memo = plan.memo
         expected, _ = split(plan.report.budget_cores, list(s.offline), config)  # type: ignore[attr-defined]
         assert plan.report.quota_cores == expected  # type: ignore[attr-defined]
+
+
+# -- batch targets kept by PodMeta (agent/strategies/batch_limits.py) ---------------------------------------
+def test_batch_targets_follow_a_new_meta_and_forget_pods_that_left() -> None:
+    strategy = BatchLimits(BatchConfig())
+
+    def quotas(pods: list[PodSample]) -> dict[str, int | None]:
+        report = strategy.plan(state_of(pods), Recorded({}, {})).report
+        return {uid: v["cpu_quota_us"] for uid, v in report.pods.items()}  # type: ignore[attr-defined]
+
+    a, b = batch_pod("a"), batch_pod("b")
+    assert quotas([a, b]) == {"a": 100_000, "b": 100_000}
+    # resized: a new PodMeta, its targets computed again
+    bigger = PodBatch((ContainerBatch("main", "c1", BatchResources(500, 2000, GI, 2 * GI)),))
+    assert quotas([a, _with_meta(b, batch=bigger)]) == {"a": 100_000, "b": 200_000}
+    # b left and c came (as many pods as before): b is forgotten, c computed
+    c = batch_pod("c")
+    assert quotas([a, c]) == {"a": 100_000, "c": 100_000}
+    assert set(strategy._targets) == {"a", "c"}
+    assert quotas([a]) == {"a": 100_000} and set(strategy._targets) == {"a"}

@@ -181,8 +181,11 @@ class BatchLimits:
         actions: list[Action] = []
         pods: dict[str, Mapping[str, int | None]] = {}
         problems: dict[str, list[str]] = {}
+        cache = self._targets
         for pod in state.snapshot.pods.values():  # every pod with batch values, whatever its class
-            t = self.targets(pod.meta)
+            meta = pod.meta
+            held = cache.get(meta.uid)  # `targets` inline: a pass asks this of every pod on the node
+            t = held[1] if held is not None and held[0] is meta else self.targets(meta)
             if t is None:
                 continue
             if t.problems:
@@ -192,8 +195,9 @@ class BatchLimits:
             pods[pod.uid] = {"cpu_quota_us": t.pod.quota_us if t.cpu else None,
                              "cpu_shares": t.pod.shares if t.cpu else None,
                              "memory_limit_bytes": t.pod.memory_limit if t.memory else None}  # fmt: skip
-        for uid in self._targets.keys() - state.snapshot.pods.keys():
-            del self._targets[uid]
+        if len(cache) != len(state.snapshot.pods):  # it holds every pod of the pass: more only when some left
+            for uid in cache.keys() - state.snapshot.pods.keys():
+                del cache[uid]
         for uid in sorted(problems.keys() - logged):
             pod = state.snapshot.pods[uid]
             log.warning("batch pod %s: not written, kubelet would reject it: %s", _pod_name(pod),
