@@ -172,7 +172,10 @@ class BatchLimits:
 
     def own_originals(self, entry: Touched, pod: PodSample, is_v2: bool) -> bool:
         """A batch pod's originals are its batch values (see `as_originals`)."""
-        return as_originals(entry, pod, self.targets(pod.meta), is_v2)
+        meta = pod.meta
+        held = self._targets.get(meta.uid)  # `targets` inline: asked of every offline pod in every pass
+        t = held[1] if held is not None and held[0] is meta else self.targets(meta)
+        return t is not None and as_originals(entry, pod, t, is_v2)
 
     def plan(self, state: NodeState, recorded: Recorded) -> Plan:
         if not self.config.enabled:
