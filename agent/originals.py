@@ -35,11 +35,12 @@ class Originals:
         self.layout, self.reader, self.ledger, self.config, self.host_root = layout, reader, ledger, config, host_root
         self.proc_root = os.path.join(host_root, "proc")
         self.own = tuple(own)
+        self.is_v2 = layout.is_v2
 
     def entry(self, pod: PodSample, snap: Snapshot) -> Touched | None:
         """The pod's ledger entry: created from what its cgroups hold at first sight, its containers kept in
         step with the snapshot (a restarted container's new cgroup gets its own values recorded)."""
-        entry = self.ledger.entries.get(pod.uid)
+        entry = self.ledger.entries.get(pod.meta.uid)
         if entry is None:
             try:
                 s = self.reader.cpu_settings(pod.cgroup)
@@ -66,16 +67,11 @@ class Originals:
             entry = Touched(pod.uid, pod.cgroup, shares, quota, period, weight=v2_weight, oom_default=oom,
                             from_spec=from_spec)  # fmt: skip
             self.ledger.record(entry)
-        known = entry.containers
-        if len(known) != len(pod.containers):
+        known, containers = entry.containers, pod.containers
+        if len(known) != len(containers) or not all([c.cgroup in known for c in containers]):
             self._containers(entry, pod)  # a container started, restarted or ended
-        else:
-            for c in pod.containers:
-                if c.cgroup not in known:
-                    self._containers(entry, pod)
-                    break
         for hook in self.own:
-            if hook(entry, pod, self.layout.is_v2):
+            if hook(entry, pod, self.is_v2):
                 self.ledger.changed()
         return entry
 

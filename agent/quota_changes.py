@@ -40,12 +40,18 @@ class RestartedContainers:
         self._seen: dict[str, tuple[int | None, int]] = {}  # container -> its pod's (quota, period) then
 
     def changes(self, containers: Mapping[str, tuple[int | None, int]], pod: CpuSettings) -> list[LimitChange]:
-        out: list[LimitChange] = []
         held = (pod.quota_us, pod.period_us)
-        if len(self._seen) > MAX_REMEMBERED:
-            self._seen.clear()
+        seen = self._seen
+        for path in containers:  # the common pass: each container seen holding a quota under this pod quota
+            if seen.get(path) != held:
+                break
+        else:
+            return []
+        out: list[LimitChange] = []
+        if len(seen) > MAX_REMEMBERED:
+            seen.clear()
         for path, (quota, period) in containers.items():
-            if self._seen.get(path) == held:
+            if seen.get(path) == held:
                 continue
             if cpus(quota, period) > cpus(pod.quota_us, pod.period_us):
                 quota, period = pod.quota_us, pod.period_us
@@ -54,7 +60,7 @@ class RestartedContainers:
             except CgroupError:
                 continue
             if cur.quota_us is not None:
-                self._seen[path] = held
+                seen[path] = held
             change = quota_change(self.writer, path, cur, quota, period, 0.0) if cur.quota_us is None else None
             if quota is not None and change is not None:
                 out.append(change)

@@ -30,19 +30,21 @@ class Baseline:
         last: Mapping[str, float] = recorded.memo or {}
         memo: dict[str, float] = {}
         actions: list[SetCpuShares | SetCpuIdle | SetOomScoreAdj] = []
+        entries, now, reapply = recorded.entries, recorded.now, self.reapply
         for p in state.offline:
-            if p.uid not in recorded.entries:
+            uid = p.meta.uid
+            if uid not in entries:
                 continue
-            at = last.get(p.uid)
-            if at is not None and recorded.now - at < self.reapply:
-                memo[p.uid] = at
+            at = last.get(uid)
+            if at is not None and now - at < reapply:
+                memo[uid] = at
                 continue
             # the first time, the period starts up to a whole period early: the next one comes at the pod's phase
-            memo[p.uid] = recorded.now if at is not None else recorded.now - self.reapply * phase(p.uid)
+            memo[uid] = now if at is not None else now - reapply * phase(uid)
             actions += [
-                SetCpuShares(p.cgroup, OFFLINE_SHARES, "baseline", p.uid, weight=OFFLINE_WEIGHT),
-                SetCpuIdle(p.cgroup, True, "baseline", p.uid),
-                SetOomScoreAdj(p.cgroup, self.score, "baseline", p.uid),
+                SetCpuShares(p.cgroup, OFFLINE_SHARES, "baseline", uid, weight=OFFLINE_WEIGHT),
+                SetCpuIdle(p.cgroup, True, "baseline", uid),
+                SetOomScoreAdj(p.cgroup, self.score, "baseline", uid),
             ]
         return Plan(tuple(actions), memo)
 

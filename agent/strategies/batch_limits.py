@@ -172,7 +172,10 @@ class BatchLimits:
 
     def own_originals(self, entry: Touched, pod: PodSample, is_v2: bool) -> bool:
         """A batch pod's originals are its batch values (see `as_originals`)."""
-        return as_originals(entry, pod, self.targets(pod.meta), is_v2)
+        meta = pod.meta
+        held = self._targets.get(meta.uid)  # `targets` inline: asked of every offline pod in every pass
+        t = held[1] if held is not None and held[0] is meta else self.targets(meta)
+        return t is not None and as_originals(entry, pod, t, is_v2)
 
     def plan(self, state: NodeState, recorded: Recorded) -> Plan:
         if not self.config.enabled:
@@ -181,8 +184,11 @@ class BatchLimits:
         actions: list[Action] = []
         pods: dict[str, Mapping[str, int | None]] = {}
         problems: dict[str, list[str]] = {}
+        cache = self._targets
         for pod in state.snapshot.pods.values():  # every pod with batch values, whatever its class
-            t = self.targets(pod.meta)
+            meta = pod.meta
+            held = cache.get(meta.uid)  # `targets` inline: a pass asks this of every pod on the node
+            t = held[1] if held is not None and held[0] is meta else self.targets(meta)
             if t is None:
                 continue
             if t.problems:
@@ -192,8 +198,9 @@ class BatchLimits:
             pods[pod.uid] = {"cpu_quota_us": t.pod.quota_us if t.cpu else None,
                              "cpu_shares": t.pod.shares if t.cpu else None,
                              "memory_limit_bytes": t.pod.memory_limit if t.memory else None}  # fmt: skip
-        for uid in self._targets.keys() - state.snapshot.pods.keys():
-            del self._targets[uid]
+        if len(cache) != len(state.snapshot.pods):  # it holds every pod of the pass: more only when some left
+            for uid in cache.keys() - state.snapshot.pods.keys():
+                del cache[uid]
         for uid in sorted(problems.keys() - logged):
             pod = state.snapshot.pods[uid]
             log.warning("batch pod %s: not written, kubelet would reject it: %s", _pod_name(pod),

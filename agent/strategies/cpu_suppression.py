@@ -32,7 +32,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
+import operator
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -40,7 +41,7 @@ from agent.actions import Action, Part, Plan, Recorded, Report, Restore, SetCpuQ
 from agent.config import EnforcementConfig
 from agent.ledger import Touched
 from agent.node_state import NodeState
-from agent.snapshot import PodSample
+from agent.snapshot import PodMeta, PodSample
 from agent.strategies.reconcile import uncap
 from cgroup import CpuSettings, parent_cgroup
 from cgroup.files import format_cpuset
@@ -68,26 +69,49 @@ def offline_budget(
     return max(min_cores, budget)
 
 
+@dataclass(frozen=True, slots=True)
+class SplitShape:
+    """The offline pods' demands as the split sorts them: what does not change while the offline pods (and
+    their requests and limits) do not, so a pass with the same pods only multiplies its budget out."""
+
+    requesting: tuple[tuple[str, float], ...]  # (uid, request cores), in the pods' order
+    besteffort: tuple[str, ...]
+    total_request: float
+    limits: tuple[tuple[str, float], ...]  # (uid, limit cores) of the pods that have one, in the pods' order
+
+
+def split_shape(pods: Sequence[OfflineCpu]) -> SplitShape:
+    requesting = tuple((p.uid, p.request_cores) for p in pods if p.request_cores > 0)
+    return SplitShape(
+        requesting,
+        tuple(p.uid for p in pods if p.request_cores <= 0),
+        sum(request for _, request in requesting),
+        tuple((p.uid, p.limit_cores) for p in pods if p.limit_cores is not None),
+    )
+
+
 def split_budget(budget: float, pods: Sequence[OfflineCpu], besteffort_share: float) -> tuple[dict[str, float], float]:
     """Per-pod cores and the best-effort pods' combined slice."""
-    besteffort = [p for p in pods if p.request_cores <= 0]
-    requesting = [p for p in pods if p.request_cores > 0]
+    return split_shaped(budget, split_shape(pods), besteffort_share)
+
+
+def split_shaped(budget: float, shape: SplitShape, besteffort_share: float) -> tuple[dict[str, float], float]:
+    """`split_budget` of pods sorted once (`split_shape`)."""
+    besteffort, requesting = shape.besteffort, shape.requesting
     if besteffort and requesting:
         be_total = budget * besteffort_share
     elif besteffort:
         be_total = budget
     else:
         be_total = 0.0
-    rest = budget - be_total
-    total_request = sum(p.request_cores for p in requesting)
-    quotas: dict[str, float] = {}
-    for p in requesting:
-        quotas[p.uid] = rest * p.request_cores / total_request
-    for p in besteffort:
-        quotas[p.uid] = be_total / len(besteffort)
-    for p in pods:
-        if p.limit_cores is not None:
-            quotas[p.uid] = min(quotas[p.uid], p.limit_cores)
+    rest, total_request = budget - be_total, shape.total_request
+    quotas = {uid: rest * request / total_request for uid, request in requesting}
+    if besteffort:
+        each = be_total / len(besteffort)
+        for uid in besteffort:
+            quotas[uid] = each
+    for uid, limit in shape.limits:
+        quotas[uid] = min(quotas[uid], limit)
     return quotas, be_total
 
 
@@ -205,6 +229,38 @@ def split(total: float, offline: Sequence[PodSample], config: EnforcementConfig)
     return split_budget(total, [cpu_demand(p) for p in offline], config.besteffort_share)
 
 
+class Demands:
+    """`cpu_demand` and `split_shape` of the offline pods, kept between passes: a pod's demand is computed
+    again only when its PodMeta is another object (the pod source keeps one per resourceVersion), the shape
+    only when the offline pods or one of their metas changed. Every pass still splits its own budget."""
+
+    __slots__ = ("_demand", "_metas", "_shape")
+
+    def __init__(self) -> None:
+        self._demand: dict[str, tuple[PodMeta, OfflineCpu]] = {}
+        self._metas: tuple[PodMeta, ...] = ()
+        self._shape = split_shape(())
+
+    def of(self, pod: PodSample) -> OfflineCpu:
+        meta = pod.meta
+        held = self._demand.get(meta.uid)
+        if held is not None and held[0] is meta:
+            return held[1]
+        demand = cpu_demand(pod)
+        self._demand[meta.uid] = (meta, demand)
+        return demand
+
+    def shape(self, offline: Sequence[PodSample]) -> SplitShape:
+        """The split's shape of these pods (in this order)."""
+        metas = tuple([p.meta for p in offline])
+        if len(metas) != len(self._metas) or not all(map(operator.is_, metas, self._metas)):
+            self._shape, self._metas = split_shape([self.of(p) for p in offline]), metas
+            if len(self._demand) > 2 * len(metas) + 64:  # pods that left: forgotten, a bound rather than a sweep
+                kept = {m.uid for m in metas}
+                self._demand = {uid: d for uid, d in self._demand.items() if uid in kept}
+        return self._shape
+
+
 def pod_targets(
     cores: float, entry: Touched, config: EnforcementConfig
 ) -> tuple[int, int, dict[str, tuple[int | None, int]]]:
@@ -214,11 +270,14 @@ def pod_targets(
     new = max(MIN_QUOTA_US, int(cores * period))
     allowed, periods, default = cpus(new, period), entry.container_periods, entry.period_us
     below: dict[str, tuple[int | None, int]] = {}
+    pod = (new, period)
     for path, own in entry.containers.items():
+        if own is None:  # unlimited is never tighter (the common container: kubelet sets the pod's limit)
+            below[path] = pod
+            continue
         own_period = periods.get(path, default)
-        # `cpus` inline (a pass does this for every container of every offline pod): unlimited is never tighter
-        tighter = own is not None and own_period > 0 and own / own_period <= allowed
-        below[path] = (own, own_period) if tighter else (new, period)
+        # `cpus` inline (a pass does this for every container of every offline pod)
+        below[path] = (own, own_period) if own_period > 0 and own / own_period <= allowed else pod
     return new, period, below
 
 
@@ -227,18 +286,20 @@ def tier_cap(
     besteffort_cores: float | None,
     config: EnforcementConfig,
     quotas: Mapping[str, float] | None = None,
+    demand: Callable[[PodSample], OfflineCpu] = cpu_demand,
 ) -> int | None:
     """The best-effort tier's quota (at `cpu_period_us`) while only offline pods live there; None (no quota,
     as kubelet leaves a tier) when an online pod is in it, no pod is, or there is no best-effort slice.
 
     The cap is the best-effort slice plus the cores of every pod in the tier that requests CPU: batch pods
     live in the best-effort tier (kubelet sees no cpu request) but get their share by batch-cpu request, so
-    a cap of the best-effort slice alone would squeeze them below what the budget gives them."""
+    a cap of the best-effort slice alone would squeeze them below what the budget gives them. `demand`: the
+    pods' CPU demands (`cpu_demand`, or the strategy's kept ones)."""
     in_tier = [p for p in state.snapshot.pods.values() if p.qos == "besteffort"]
     if besteffort_cores is None or not in_tier or any(p.meta.pod_class != "offline" for p in in_tier):
         return None
     quotas = quotas or {}
-    requesting = sum(quotas.get(p.uid, 0.0) for p in in_tier if cpu_demand(p).request_cores > 0)
+    requesting = sum(quotas.get(p.uid, 0.0) for p in in_tier if demand(p).request_cores > 0)
     cores = max(config.cpu_min_offline_cores, besteffort_cores) + requesting
     return max(MIN_QUOTA_US, int(cores * config.cpu_period_us))
 
@@ -263,6 +324,7 @@ class CfsQuota:
 
     def __init__(self, config: EnforcementConfig, besteffort_tier: str) -> None:
         self.config, self.tier = config, besteffort_tier
+        self.demands = Demands()  # what the split needs of the pods, kept while they do not change
 
     def plan(self, state: NodeState, recorded: Recorded) -> Plan:
         c = self.config
@@ -280,15 +342,15 @@ class CfsQuota:
             actions += tier_actions(self.tier, None, recorded, c.cpu_period_us)
             report = CpuReport("cfsQuota", budget, True, {}, 0.0, None)
             return Plan(tuple(actions), CpuMemo(budget, True, report, loads), report)
-        quotas, besteffort = split(budget, offline, c)
+        quotas, besteffort = split_shaped(budget, self.demands.shape(offline), c.besteffort_share)
         entries, tolerance = recorded.entries, c.cpu_change_threshold
         for p in offline:
-            uid = p.uid
+            uid = p.meta.uid
             entry = entries[uid]
             quota, period, below = pod_targets(quotas[uid], entry, c)
             # within the tolerance neither the pod's nor its containers' quota is written
             actions.append(SetCpuQuota(entry.cgroup, quota, period, "quota", uid, tolerance, below))
-        cap = tier_cap(state, besteffort, c, quotas)
+        cap = tier_cap(state, besteffort, c, quotas, self.demands.of)
         actions += tier_actions(self.tier, cap, recorded, c.cpu_period_us)
         report = CpuReport(
             "cfsQuota", budget, False, quotas, besteffort, None if cap is None else cap / c.cpu_period_us

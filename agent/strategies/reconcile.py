@@ -31,9 +31,10 @@ def plan(state: NodeState, entries: Mapping[str, Touched], tiers: Mapping[str, i
     actions: list[Action] = []
     for uid, entry in entries.items():
         if uid in offline:  # the common case, every pass: only what no strategy owns any more
-            back = held(entry, inactive) if inactive else frozenset()
-            if back:
-                actions.append(Restore(uid, back))
+            if inactive and not inactive.isdisjoint(entry.parts):
+                back = held(entry, inactive)
+                if back:
+                    actions.append(Restore(uid, back))
             continue
         parts = held(entry, None)
         back = parts if uid not in state.snapshot.pods else (parts & offline_parts) | (parts - active)
