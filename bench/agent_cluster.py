@@ -3,13 +3,13 @@ API object on the tests' fake API server (a third of them offline, so enforcemen
 started with a kubeconfig like on a node.
 
 Reports the agent's CPU (utime+stime as a share of one core) over `--seconds` at a 1 s interval with one
-/metrics scrape per 15 s, after `--warmup` seconds whose CPU is reported on its own (start-up records and
-writes every original, renders the first bodies and computes the first minute's long windows: a one-off, not
-what the agent costs on a node from then on), and its resident memory at the end. The 5-minute raw windows fill
-during the first 5 minutes, so RSS is the steady state's only from `--warmup` + `--seconds` >= 360 (about
-4 MiB more than at one minute). The figure to compare with the standalone one of `bench.agent_overhead` (the
-official client and its pod informer are what cluster mode adds). Like it, the agent runs with the
-DaemonSet's `MALLOC_*` settings (`--no-malloc-env` leaves them out).
+/metrics scrape per 15 s (asked for as Prometheus asks: OpenMetrics, gzip), after `--warmup` seconds whose CPU
+is reported on its own (start-up records and writes every original, renders the first bodies and computes the
+first minute's long windows: a one-off, not what the agent costs on a node from then on), and its resident
+memory at the end. The 5-minute raw windows fill during the first 5 minutes, so RSS is the steady state's only
+from `--warmup` + `--seconds` >= 360 (about 4 MiB more than at one minute). The figure to compare with the
+standalone one of `bench.agent_overhead` (the official client and its pod informer are what cluster mode
+adds). Like it, the agent runs with the DaemonSet's `MALLOC_*` settings (`--no-malloc-env` leaves them out).
 
 Run as root: `.venv/bin/python -m bench.agent_cluster [--pods 250] [--warmup 60] [--seconds 60]`.
 """
@@ -27,6 +27,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 
 from bench.agent_overhead import build, cpu_seconds, deployed_malloc_env, free_port, rss_mib, wait_ready
+from bench.bench_exporter import PROMETHEUS_ACCEPT
 from testsupport.cgtree import V1Tree
 from testsupport.k8sobjects import NODE, container_id_of, node, pod
 from testsupport.kubeapi.server import FakeKubeAPI
@@ -73,11 +74,14 @@ def started_agent(tree: V1Tree, api: FakeKubeAPI, malloc_env: dict[str, str]) ->
 
 
 def scrape_for(base: str, seconds: float, scrape_every: float, each: Callable[[], None] = lambda: None) -> None:
-    """One /metrics scrape per `scrape_every` seconds for `seconds`, calling `each` after every scrape."""
+    """One /metrics scrape per `scrape_every` seconds for `seconds`, calling `each` after every scrape. Each
+    asks as Prometheus does (its Accept header, gzip): the agent keeps the body of the variant asked for."""
     t0 = time.monotonic()
+    headers = {"Accept": PROMETHEUS_ACCEPT, "Accept-Encoding": "gzip"}
+    request = urllib.request.Request(base + "/metrics", headers=headers)
     while time.monotonic() - t0 < seconds:
         s0 = time.monotonic()
-        with urllib.request.urlopen(base + "/metrics", timeout=10) as r:
+        with urllib.request.urlopen(request, timeout=10) as r:
             r.read()
         each()
         time.sleep(max(0.0, scrape_every - (time.monotonic() - s0)))
