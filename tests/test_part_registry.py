@@ -98,7 +98,7 @@ class PidsLimit:
 
 @pytest.fixture
 def registered() -> Iterator[None]:
-    registry.register(SPEC)
+    registry.register(SPEC, order=1000)  # last in the restore order
     try:
         yield
     finally:
@@ -170,7 +170,7 @@ def test_a_part_no_active_strategy_owns_is_put_back_after_a_restart(tmp_path: Pa
 
 def test_a_part_is_registered_once() -> None:
     with pytest.raises(ValueError, match="registered already"):
-        registry.register(registry.PARTS["quota"])
+        registry.register(registry.PARTS["quota"], order=1000)
 
 
 def test_two_wishes_for_one_file_merge_by_the_knobs_rule() -> None:

@@ -7,6 +7,17 @@ how to read and compare it, how to write it, which level it is on and how two wi
 The executor, the ledger, the recording of originals and restore are generic over `registry.PARTS`; strategies import
 the parts they use; nothing here imports a strategy or the executor.
 
-Adding a part: one module here (its `PartSpec`, and its knob if no existing one writes its file), one line
-in `registry.py`, its strategy under agent/strategies/ (and one line in that registry), its config key.
+Importing this package imports every module in it, and each part's module registers its spec with its place
+in the restore order (registry.py), as the collectors do. Adding a part: one module here (its `PartSpec` and
+its `register(...)`, and its knob if no existing one writes its file), its strategy's module under
+agent/strategies/ (which registers itself the same way), its config key.
 """
+
+import importlib
+import pkgutil
+
+_NOT_PARTS = frozenset({"registry", "spec"})
+
+for _module in pkgutil.iter_modules(__path__):
+    if _module.name not in _NOT_PARTS:
+        importlib.import_module(f"{__name__}.{_module.name}")

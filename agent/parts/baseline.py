@@ -9,6 +9,7 @@ from typing import Any
 
 from agent.actions import SetCpuIdle, SetOomScoreAdj
 from agent.ledger import Touched
+from agent.parts.registry import register
 from agent.parts.spec import PartSpec, RecordIO, RestoreIO
 from cgroup import CgroupError, CgroupGone
 
@@ -61,3 +62,4 @@ def _restore(io: RestoreIO, entry: Touched) -> bool:
 
 
 SPEC = PartSpec(NAME, "offline", record=_record, restore=_restore)
+register(SPEC, order=10)  # first: a SCHED_IDLE group refuses weight changes

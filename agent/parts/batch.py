@@ -3,7 +3,9 @@ and never put back."""
 
 from __future__ import annotations
 
+from agent.parts.registry import register
 from agent.parts.spec import PartSpec
 
 NAME = "batch"
 SPEC = PartSpec(NAME, "own")
+register(SPEC, order=80)

@@ -6,6 +6,7 @@ from functools import partial
 from typing import Any
 
 from agent.ledger import Touched
+from agent.parts.registry import register
 from agent.parts.spec import PartSpec, RecordIO, RestoreIO
 from cgroup import CgroupError, CgroupGone
 
@@ -37,3 +38,4 @@ def _restore(io: RestoreIO, entry: Touched) -> bool:
 
 
 SPEC = PartSpec(NAME, "online", record=_record, restore=_restore)
+register(SPEC, order=50)  # before the CFS quota batch: a burst only ever goes down there

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.ledger import Touched
+from agent.parts.registry import register
 from agent.parts.spec import PartSpec, RecordIO, RestoreIO
 from cgroup import CgroupError, CgroupGone, parent_cgroup
 from cgroup.files import format_cpuset, parse_cpuset
@@ -51,3 +52,4 @@ def _restore(io: RestoreIO, entry: Touched) -> bool:
 
 
 SPEC = PartSpec(NAME, "offline", record=_record, restore=_restore)
+register(SPEC, order=30)

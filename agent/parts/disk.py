@@ -13,6 +13,7 @@ from typing import Any
 
 from agent.actions import CgroupIO, Knob, Part, Probe
 from agent.ledger import Touched
+from agent.parts.registry import register
 from agent.parts.spec import PartSpec, RecordIO, RestoreIO
 from cgroup import CgroupError, CgroupGone, CgroupWriter
 from cgroup.blkio import KEYS, NO_LIMIT, IoLimit, io_limits, set_io_limit
@@ -87,3 +88,4 @@ def _restore(io: RestoreIO, entry: Touched) -> bool:
 
 
 SPEC = PartSpec(NAME, "offline", record=_record, restore=_restore)
+register(SPEC, order=100)

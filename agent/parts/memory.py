@@ -11,6 +11,7 @@ from typing import Any
 
 from agent.actions import SetMemoryHigh, SetMemoryProtection
 from agent.ledger import Touched
+from agent.parts.registry import register
 from agent.parts.spec import PartSpec, RecordIO, RestoreIO
 from cgroup import CgroupError, CgroupGone
 
@@ -85,3 +86,5 @@ MEMORY_QOS_SPEC = PartSpec(
     record_shared=record_memory, restore_shared=lambda io, cg, record: restore_files(io, {cg: record}),
     shared_files=FILES,
 )  # fmt: skip
+register(MEMORY_HIGH_SPEC, order=40)
+register(MEMORY_QOS_SPEC, order=70)

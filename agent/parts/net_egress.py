@@ -12,6 +12,7 @@ from typing import Any
 
 from agent.actions import CgroupIO, Knob, Part, Probe
 from agent.ledger import Touched
+from agent.parts.registry import register
 from agent.parts.spec import PartSpec, RecordIO, RestoreIO
 from agent.pod_netns import NetnsError, RootQdisc, host_netns, pod_pid, root_qdiscs, set_roots
 from cgroup import CgroupError
@@ -71,3 +72,4 @@ def _restore(io: RestoreIO, entry: Touched) -> bool:
 
 
 SPEC = PartSpec(NET_EGRESS, "offline", record=_record, restore=_restore)
+register(SPEC, order=90)

@@ -10,6 +10,7 @@ from typing import Any
 
 from agent.actions import SetCpuQuota, cpus
 from agent.ledger import Touched
+from agent.parts.registry import register
 from agent.parts.spec import PartSpec, RecordIO, mark
 from cgroup import CgroupError, CpuSettings
 
@@ -56,3 +57,5 @@ QUOTA_SPEC = PartSpec(QUOTA, "offline", record=_record_quota, quota_batch=True)
 QUOTA_BURST_SPEC = PartSpec(
     QUOTA_BURST, "online", record=_record_quota_burst, quota_batch=True, first_write=never_lower
 )
+register(QUOTA_SPEC, order=20)
+register(QUOTA_BURST_SPEC, order=60)

@@ -1,40 +1,39 @@
-"""The one list of parts, in the order restore puts them back (baseline first: a SCHED_IDLE group refuses
-weight changes; bursts before the CFS quota batch: a burst only ever goes down there). One line per part."""
+"""The parts' registry: each part's module (agent/parts/<name>.py) registers its spec once, with its place in
+the order restore puts parts back, and `PARTS` is the only list of them. Importing agent.parts (this module's
+package) imports every part module, so a new part is one new module: no line here.
+
+The order matters: baseline first (a SCHED_IDLE group refuses weight changes), bursts before the CFS quota
+batch (a burst only ever goes down there); the orders in use are 10 to 100, in tens."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from agent.ledger import Touched
-from agent.parts import baseline, batch, burst, cpuset, disk, memory, net_egress, quota
 from agent.parts.spec import PartSpec, Protects
 
-PARTS: dict[str, PartSpec] = {
-    spec.name: spec
-    for spec in (
-        baseline.SPEC,
-        quota.QUOTA_SPEC,
-        cpuset.SPEC,
-        memory.MEMORY_HIGH_SPEC,
-        burst.SPEC,
-        quota.QUOTA_BURST_SPEC,
-        memory.MEMORY_QOS_SPEC,
-        batch.SPEC,
-        net_egress.SPEC,
-        disk.SPEC,
-    )
-}
+#: every registered part, in restore order (kept in that order as parts register, whatever the import order)
+PARTS: dict[str, PartSpec] = {}
+_ORDER: dict[str, int] = {}
 
 
-def register(spec: PartSpec) -> None:
-    """Add a part (last in the restore order); a second part of the same name is a mistake."""
+def register(spec: PartSpec, *, order: int) -> None:
+    """Called once per part by its module. `order` places it in the restore order; a second part of the same
+    name, or at an order taken, is a mistake."""
     if spec.name in PARTS:
         raise ValueError(f"part {spec.name!r} is registered already")
-    PARTS[spec.name] = spec
+    taken = next((name for name, at in _ORDER.items() if at == order), None)
+    if taken is not None:
+        raise ValueError(f"part {spec.name!r}: order {order} is taken by {taken!r}")
+    _ORDER[spec.name] = order
+    ordered = sorted([*PARTS.values(), spec], key=lambda s: _ORDER[s.name])
+    PARTS.clear()  # the same mapping, reordered: the executor and restore hold it by reference
+    PARTS.update((s.name, s) for s in ordered)
 
 
 def unregister(name: str) -> None:
     PARTS.pop(name, None)
+    _ORDER.pop(name, None)
 
 
 def parts_protecting(kind: Protects) -> frozenset[str]:

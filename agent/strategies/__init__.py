@@ -2,7 +2,9 @@
 same way): no I/O, no clock, so each is table-tested on its own. Strategies import the cgroup parts they
 write (agent/parts/); nothing below them imports a strategy (tests/test_layout.py).
 
-The enforcement strategies (`registry.py`: the protocol and the one list the enforcement stage runs):
+The enforcement strategies (`registry.py`: the protocol and the registry, the one list the enforcement stage
+runs; importing this package imports every module in it, and each strategy's module registers it with its
+place in the order actions are applied, so a new strategy is one new module here):
 - `baseline`: offline pods' minimum weight, SCHED_IDLE and oom_score_adj, re-applied on a period;
 - `cpu_suppression`: CPU suppression whole: the budget, its split, the release of a quiet node (hysteresis,
   confirm passes) and the two CPU policies, `CfsQuota` (pod and container quotas, the best-effort tier cap)
@@ -15,3 +17,10 @@ The enforcement strategies (`registry.py`: the protocol and the one list the enf
 
 `eviction_choice` decides which offline pods the evictor evicts.
 """
+
+import importlib
+import pkgutil
+
+for _module in pkgutil.iter_modules(__path__):
+    if _module.name != "registry":
+        importlib.import_module(f"{__name__}.{_module.name}")

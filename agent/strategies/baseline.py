@@ -12,9 +12,10 @@ import zlib
 from collections.abc import Mapping
 
 from agent.actions import Part, Plan, Recorded, SetCpuIdle, SetCpuShares, SetOomScoreAdj
-from agent.config import EnforcementConfig
+from agent.config import AgentConfig, EnforcementConfig
 from agent.node_state import NodeState
 from agent.parts.baseline import OFFLINE_SHARES, OFFLINE_WEIGHT
+from agent.strategies.registry import Facts, register
 
 
 class Baseline:
@@ -52,3 +53,10 @@ class Baseline:
 def phase(uid: str) -> float:
     """A pod's phase of the re-application period, 0 (inclusive) to 1 (exclusive)."""
     return (zlib.crc32(uid.encode()) & 0xFFFF) / 0x10000
+
+
+def _build(config: AgentConfig, facts: Facts) -> Baseline:
+    return Baseline(config.enforcement)
+
+
+register(Baseline.name, _build, order=10)

@@ -34,11 +34,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.actions import Action, Part, Plan, Recorded, Report, SetCpuQuota, SetCpuShares, SetMemoryLimit
-from agent.config import BatchConfig
+from agent.config import AgentConfig, BatchConfig
 from agent.ledger import Touched
 from agent.node_state import NodeState
 from agent.parts.quota import QUOTA
 from agent.snapshot import PodBatch, PodMeta, PodSample
+from agent.strategies.registry import Facts, register
 from cgroup.kubelet_rules import QUOTA_PERIOD_US, CgroupValues, WeightFormula, container_values, pod_values
 
 log = logging.getLogger("agent.enforcer")
@@ -212,3 +213,10 @@ def problems_of(meta: PodMeta) -> list[str]:
     """Why a pod's batch values are not written (the /api/v1/pods field); [] when they are or it has none."""
     t = targets(meta)
     return [] if t is None else list(t.problems)
+
+
+def _build(config: AgentConfig, facts: Facts) -> BatchLimits | None:
+    return BatchLimits(config.batch, config.enforcement.cpu_period_us) if config.batch.enabled else None
+
+
+register(BatchLimits.name, _build, order=50)  # after cfs_quota: it sees the quota

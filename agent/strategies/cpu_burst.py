@@ -27,11 +27,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agent.actions import Action, Part, Plan, Recorded, Report, Restore, SetCpuBurst
-from agent.config import CpuBurstConfig
+from agent.config import AgentConfig, CpuBurstConfig
 from agent.node_state import NodeState
 from agent.parts.burst import NAME as BURST
 from agent.snapshot import PodSample
 from agent.strategies.online import SpecCache, online_pod
+from agent.strategies.registry import Facts, register
 from contract.annotations import ENABLE_QUOTA_BURST
 from contract.annotations import ENABLE_QUOTA_BURST as ENABLE_ANNOTATION
 from contract.annotations import QUOTA_BURST_TIME as BURST_TIME_ANNOTATION
@@ -204,3 +205,11 @@ class CpuBurst:
                 actions.append(Restore(uid, PARTS))
         checked = recorded.now if full else memo.checked_at
         return Plan(tuple(actions), BurstMemo(targets, checked), report)
+
+
+def _build(config: AgentConfig, facts: Facts) -> CpuBurst:
+    """Always active: it plans its restores when off, and a pod may opt in to the burst alone."""
+    return CpuBurst(config.qos.cpu_burst, facts.burst_supported)
+
+
+register(CpuBurst.name, _build, order=60)

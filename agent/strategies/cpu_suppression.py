@@ -38,11 +38,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agent.actions import Action, Part, Plan, Recorded, Report, Restore, SetCpuQuota, SetCpuset, cpus
-from agent.config import EnforcementConfig
+from agent.config import AgentConfig, EnforcementConfig
 from agent.ledger import Touched
 from agent.node_state import NodeState
 from agent.snapshot import PodMeta, PodSample
 from agent.strategies.reconcile import uncap
+from agent.strategies.registry import Facts, register
 from cgroup import CpuSettings, parent_cgroup
 from cgroup.files import format_cpuset
 
@@ -388,3 +389,16 @@ class Cpuset:
                 actions.append(SetCpuset(p.cgroup, cpus, "cpuset", p.uid, containers))
         report = CpuReport("cpuset", budget, released, cpuset=None if chosen is None else format_cpuset(chosen))
         return Plan(tuple(actions), CpuMemo(budget, released, report, loads), report)
+
+
+def _cfs_quota(config: AgentConfig, facts: Facts) -> CfsQuota | None:
+    e = config.enforcement
+    return CfsQuota(e, facts.besteffort_tier) if e.cpu_policy == "cfsQuota" else None
+
+
+def _cpuset(config: AgentConfig, facts: Facts) -> Cpuset | None:
+    return Cpuset(config.enforcement) if config.enforcement.cpu_policy == "cpuset" else None
+
+
+register(CfsQuota.name, _cfs_quota, order=20)
+register(Cpuset.name, _cpuset, order=30)

@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.actions import Action, Part, Plan, Recorded, Report, Restore
-from agent.config import DiskQosConfig
+from agent.config import AgentConfig, DiskQosConfig
 from agent.node_state import NodeState
 from agent.parts.disk import NAME, SetIoLimits
 from agent.snapshot import DiskSample, PodSample
 from agent.strategies.cpu_suppression import OfflineCpu, cpu_demand, release, split_budget
+from agent.strategies.registry import Facts, register
 from cgroup.blkio import KEYS, IoLimit
 
 SKIPPED = ("loop", "ram", "zram")  # device name prefixes left alone unless named in include_devices
@@ -171,3 +172,12 @@ class DiskQos:
 
 def _fields(limit: IoLimit) -> dict[str, int | None]:
     return dict(zip(KEYS, limit.values(), strict=True))
+
+
+def _build(config: AgentConfig, facts: Facts) -> DiskQos:
+    """Always active: switched off, it puts back what it wrote."""
+    e = config.enforcement
+    return DiskQos(e.disk, e.besteffort_share, facts.is_v2)
+
+
+register(DiskQos.name, _build, order=90)

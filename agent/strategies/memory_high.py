@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.actions import Part, Plan, Recorded, Report, SetMemoryHigh
-from agent.config import EnforcementConfig
+from agent.config import AgentConfig, EnforcementConfig
 from agent.node_state import NodeState, Usage
 from agent.snapshot import PodSample
+from agent.strategies.registry import Facts, register
 
 
 def plan(memory: Usage, offline: Sequence[PodSample], high_percent: float, min_bytes: int) -> dict[str, int]:
@@ -45,3 +46,10 @@ class MemoryHigh:
         shares = plan(state.memory, offline, state.memory_high_percent, self.min_bytes)
         actions = tuple(SetMemoryHigh(p.cgroup, shares[p.uid], "memory_high", p.uid) for p in offline)
         return Plan(actions, report=MemoryHighReport(shares))
+
+
+def _build(config: AgentConfig, facts: Facts) -> MemoryHigh | None:
+    return MemoryHigh(config.enforcement) if facts.is_v2 and config.enforcement.memory_high else None
+
+
+register(MemoryHigh.name, _build, order=40)

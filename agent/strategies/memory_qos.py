@@ -28,11 +28,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.actions import SHARED, Action, Part, Plan, Recorded, Report, Restore, SetMemoryHigh, SetMemoryProtection
-from agent.config import MemoryQosConfig
+from agent.config import AgentConfig, MemoryQosConfig
 from agent.node_state import NodeState
 from agent.parts.memory import MEMORY_QOS
 from agent.snapshot import PodSample
 from agent.strategies.online import SpecCache, online_pod
+from agent.strategies.registry import Facts, register
 from cgroup import parent_cgroup
 
 PAGE = 4096
@@ -227,3 +228,11 @@ def _back(cg: str, uid: str, record: dict[str, int | None], kind: str, high: int
         elif name in ("min", "low") and name != kind:
             out.append(SetMemoryProtection(cg, "min" if name == "min" else "low", before or 0, "memory_qos", uid))
     return out
+
+
+def _build(config: AgentConfig, facts: Facts) -> MemoryQos:
+    """Always active: it plans its restores when off."""
+    return MemoryQos(config.qos.memory, facts.is_v2, facts.kubepods)
+
+
+register(MemoryQos.name, _build, order=80)

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.actions import Part, Plan, Recorded, Report
-from agent.config import NetworkQosConfig
+from agent.config import AgentConfig, NetworkQosConfig
 from agent.node_state import NodeState
 from agent.parts.net_egress import NET_EGRESS, SetEgressRate
 from agent.snapshot import InterfaceSample, PodSample
+from agent.strategies.registry import Facts, register
 
 
 def uplink_tx(interfaces: Sequence[InterfaceSample], uplinks: Sequence[str]) -> float | None:
@@ -110,3 +111,10 @@ class NetEgress:
             if changed or seq % c.verify_every == turn(p.uid, c.verify_every):
                 actions.append(SetEgressRate(p.cgroup, rates[p.uid], NET_EGRESS, p.uid))
         return Plan(tuple(actions), NetEgressMemo(tight, rates), NetEgressReport(rates, tight, online, host))
+
+
+def _build(config: AgentConfig, facts: Facts) -> NetEgress | None:
+    return NetEgress(config.network_qos) if config.network_qos.enabled else None
+
+
+register(NetEgress.name, _build, order=100)

@@ -27,12 +27,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agent.actions import Action, Part, Plan, Recorded, Report, Restore, SetCpuQuota
-from agent.config import QuotaBurstConfig
+from agent.config import AgentConfig, QuotaBurstConfig
 from agent.ledger import Touched
 from agent.node_state import NodeState
 from agent.parts.quota import QUOTA_BURST
 from agent.snapshot import PodSample
 from agent.strategies.online import PERIOD_US, SpecCache, cores, online_pod
+from agent.strategies.registry import Facts, register
 
 MIN_QUOTA_US = 1000
 COOLING_FRACTION = 0.9  # of the safe level: above it quota stops growing (koordlet's cooling band)
@@ -344,3 +345,11 @@ class QuotaBurst:
         self._asked = asked
         report = QuotaBurstReport(self.config.enabled, qp.node, round(qp.headroom_cores, 3), report_pods)
         return Plan(tuple(actions), QuotaMemo(quotas, qp.quiet), report)
+
+
+def _build(config: AgentConfig, facts: Facts) -> QuotaBurst:
+    """Always active: it plans its restores when off."""
+    return QuotaBurst(config.qos.quota_burst)
+
+
+register(QuotaBurst.name, _build, order=70)

@@ -1,16 +1,20 @@
-"""The strategy protocol and the one list of strategies the enforcement stage runs.
+"""The strategy protocol and the strategies' registry, the one list the enforcement stage runs.
 
 A strategy is a small class built once with its configuration (no I/O, ever): `plan(state, recorded)`
 returns the cgroup actions it wants this pass, what to remember for the next one (its memo) and what it
 reports (merged into the `enforcement` section of /api/v1/node). `parts` are what it may write: a part
 the ledger holds that no active strategy owns is restored (agent/strategies/reconcile.py).
 
-Adding a strategy: one file under agent/strategies/, one line in `strategies` below.
+Each strategy's module registers it once, as the collectors do (agent/collectors/registry.py): its name, a
+factory `(config, facts) -> Strategy | None` (None: not active with this configuration and these facts) and
+its `order`, the order actions are applied in (batch_limits after cfs_quota: it sees the quota; the orders in
+use are 10 to 100, in tens). Importing agent.strategies (this module's package) imports every module in it,
+so adding a strategy is one file under agent/strategies/: no line here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -20,15 +24,6 @@ from agent.ledger import Touched
 from agent.node_state import NodeState
 from agent.originals import OwnOriginals
 from agent.snapshot import PodSample
-from agent.strategies.baseline import Baseline
-from agent.strategies.batch_limits import BatchLimits
-from agent.strategies.cpu_burst import CpuBurst
-from agent.strategies.cpu_suppression import CfsQuota, Cpuset
-from agent.strategies.disk_qos import DiskQos
-from agent.strategies.memory_high import MemoryHigh
-from agent.strategies.memory_qos import MemoryQos
-from agent.strategies.net_egress import NetEgress
-from agent.strategies.quota_burst import QuotaBurst
 
 
 class Strategy(Protocol):
@@ -62,20 +57,40 @@ class Facts:
     kubepods: str = "/kubepods"  # the cgroup above every pod (memory QoS protects up to it)
 
 
+#: (the agent's configuration, what the cgroup layer knows at start) -> the strategy, None when not active
+Factory = Callable[[AgentConfig, Facts], Strategy | None]
+
+
+@dataclass(frozen=True, slots=True)
+class StrategySpec:
+    name: str  # the strategy's own `name`
+    order: int  # its place in the order actions are applied
+    factory: Factory
+
+
+_SPECS: dict[str, StrategySpec] = {}
+
+
+def register(name: str, factory: Factory, *, order: int) -> None:
+    """Called once per strategy by its module; a second strategy of the same name, or at an order taken, is a
+    mistake."""
+    if name in _SPECS:
+        raise ValueError(f"strategy {name!r} registered twice")
+    if any(s.order == order for s in _SPECS.values()):
+        raise ValueError(f"strategy {name!r}: order {order} is taken")
+    _SPECS[name] = StrategySpec(name, order, factory)
+
+
+def unregister(name: str) -> None:
+    _SPECS.pop(name, None)
+
+
+def specs() -> tuple[StrategySpec, ...]:
+    """Every registered strategy in order (importing agent.strategies registers them all)."""
+    return tuple(sorted(_SPECS.values(), key=lambda s: s.order))
+
+
 def strategies(config: AgentConfig, facts: Facts) -> list[Strategy]:
-    """The active strategies, in the order their actions are applied; one line each."""
-    e, q = config.enforcement, config.qos
-    registered: list[Strategy | None] = [
-        Baseline(e),
-        CfsQuota(e, facts.besteffort_tier) if e.cpu_policy == "cfsQuota" else None,
-        Cpuset(e) if e.cpu_policy == "cpuset" else None,
-        MemoryHigh(e) if facts.is_v2 and e.memory_high else None,
-        BatchLimits(config.batch, e.cpu_period_us) if config.batch.enabled else None,  # after cfs_quota: see it
-        # online QoS: always registered (each plans its restores when off; a pod may opt in to the burst alone)
-        CpuBurst(q.cpu_burst, facts.burst_supported),
-        QuotaBurst(q.quota_burst),
-        MemoryQos(q.memory, facts.is_v2, facts.kubepods),
-        DiskQos(e.disk, e.besteffort_share, facts.is_v2),  # always: switched off, it puts back what it wrote
-        NetEgress(config.network_qos) if config.network_qos.enabled else None,
-    ]
-    return [s for s in registered if s is not None]
+    """The active strategies, in the order their actions are applied."""
+    built = (spec.factory(config, facts) for spec in specs())
+    return [s for s in built if s is not None]
