@@ -38,6 +38,10 @@ MIRROR_ANNOTATION = "kubernetes.io/config.mirror"  # the UID kubelet named a sta
 KEPT_ANNOTATIONS = (QOS_LEVEL, MIRROR_ANNOTATION, *AGENT_POD_ANNOTATIONS)
 KEPT_RESOURCES = ("cpu", "memory", BATCH_CPU, BATCH_MEMORY)
 _IDENTITY = ("name", "namespace", "resourceVersion", "uid")
+#: Pods per list request of the agent's pod informer: a (re)list holds one page of whole pods at most before
+#: the transform cuts them down (5-30 KB of JSON, up to 150 KB parsed, each), and memory freed that way is
+#: not all given back to the system: 50 whole pods are a few MiB where a page of 500 would be tens.
+POD_LIST_PAGE_SIZE = 50
 
 
 def _mapping(value: object) -> Mapping[str, Any]:

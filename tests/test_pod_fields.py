@@ -22,6 +22,8 @@ from contract.annotations import ENABLE_QUOTA_BURST, KOORD_QOS_CLASS, QOS_LEVEL,
 from contract.classify import Classifier, has_batch_resources
 from kube import Informer, Kube
 from kube.resources import pod_batch_requests, pod_limits, pod_requests
+from testsupport.cgtree import V1Tree
+from testsupport.k8sobjects import NODE
 from testsupport.kubeapi.server import FakeKubeAPI
 from testsupport.realistic_pod import realistic_pod
 from testsupport.v2tree import V2Cgroup, V2Tree
@@ -225,7 +227,7 @@ def informer(kube: Kube) -> Iterator[Callable[[], Informer]]:
 
     def make() -> Informer:
         inf = Informer(kube, "pods", field_selector="spec.nodeName=colo-node-1", transform=pod_transform(LABEL_KEYS),
-                       backoff_initial=0.05, backoff_max=0.2, watch_timeout=30)  # fmt: skip
+                       page_size=2, backoff_initial=0.05, backoff_max=0.2, watch_timeout=30)  # fmt: skip
         inf.start()
         started.append(inf)
         assert inf.synced.wait(5.0)
@@ -239,20 +241,58 @@ def informer(kube: Kube) -> Iterator[Callable[[], Informer]]:
 def test_the_informer_caches_slim_pods_under_their_keys(
     kube_api: FakeKubeAPI, informer: Callable[[], Informer]
 ) -> None:
-    """Through the fake API server: the pods listed and then watched are cached slim, keyed as whole ones
-    were, and a pod with odd fields is still there (the transform did not raise)."""
+    """Through the fake API server: the pods listed (in pages) and then watched are cached slim, keyed as
+    whole ones were, and a pod with odd fields is still there (the transform did not raise)."""
     kube_api.put("pods", realistic_pod("a-1", "uid-a", labels={QUOTA_LABEL: "q"}))
     odd = realistic_pod("odd-1", "uid-odd")
     odd["spec"]["containers"][0]["resources"] = "lots"
     odd["status"]["containerStatuses"] = {"app": "running"}
     kube_api.put("pods", odd)
+    kube_api.put("pods", realistic_pod("c-1", "uid-c", annotations={"kubernetes.io/config.mirror": "m"}))
     inf = informer()
+    assert [r.query.get("limit") for r in kube_api.requests_for("GET", "^/api/v1/pods$", watch=False)] == ["2", "2"]
     kube_api.put("pods", realistic_pod("b-1", "uid-b", annotations={QOS_LEVEL: "-1"}))
     deadline = time.monotonic() + 5.0
     while inf.get("shop/b-1") is None and time.monotonic() < deadline:
         time.sleep(0.01)
-    cached = {k: inf.get(f"shop/{k}") for k in ("a-1", "odd-1", "b-1")}
+    cached = {k: inf.get(f"shop/{k}") for k in ("a-1", "odd-1", "b-1", "c-1")}
     assert all(v is not None for v in cached.values())
     assert cached["a-1"] == slim_pod(kube_api.get("pods", "shop", "a-1"), LABEL_KEYS)
     assert cached["b-1"] is not None and "managedFields" not in cached["b-1"]["metadata"]
     assert pod_meta(cached["b-1"], Classifier()).pod_class == "offline"
+    assert cached["c-1"] is not None and cgroup_uid(cached["c-1"]) == "m"
+
+
+@pytest.mark.cgroupv1
+def test_the_cluster_agent_caches_slim_pods_listed_in_small_pages(kube: Kube, kube_api: FakeKubeAPI,
+                                                                  v1tree_cgroupfs: V1Tree, tmp_path: Path) -> None:  # fmt: skip
+    """As colo-agent builds it: the pod informer keeps slim pods with the configured aggregate label keys,
+    and a (re)list holds one small page of whole pods before the transform cuts them down."""
+    from agent.cluster import ClusterLink
+    from agent.config import AgentConfig
+    from agent.main import build_agent
+    from agent.pod_fields import POD_LIST_PAGE_SIZE
+    from kube.client import LIST_PAGE_SIZE
+
+    cfg = AgentConfig.model_validate({
+        "cgroup_root": v1tree_cgroupfs.cgroup_root, "cgroup_driver": "cgroupfs", "state_file": "",
+        "node_name": NODE, "enforcement": {"ledger_file": str(tmp_path / "ledger.json")},
+        "aggregate_label_keys": ["team"],
+    })  # fmt: skip
+    whole = realistic_pod(labels={"team": "web", QUOTA_LABEL: "shop"})
+    kube_api.put("pods", whole)
+    agent = build_agent(cfg, kube=kube, layout=v1tree_cgroupfs.layout, backoff_initial=0.05, backoff_max=0.5)
+    (link,) = agent.services
+    assert isinstance(link, ClusterLink)
+    try:
+        link.pods.start()
+        assert link.pods.synced.wait(5.0)
+        cached = link.pods.get(f"{whole['metadata']['namespace']}/{whole['metadata']['name']}")
+        assert cached == slim_pod(kube_api.get("pods", "shop", whole["metadata"]["name"]), ("team",))
+        assert cached is not None and cached["metadata"]["labels"] == {"team": "web"}
+        lists = kube_api.requests_for("GET", "^/api/v1/pods$", watch=False)
+        assert [r.query.get("limit") for r in lists] == [str(POD_LIST_PAGE_SIZE)]
+        assert POD_LIST_PAGE_SIZE < LIST_PAGE_SIZE
+    finally:
+        link.pods.stop()
+        agent.stop()
