@@ -18,6 +18,7 @@ from agent.eviction import Evictor
 from agent.kubepods import KubePodSource
 from agent.node_state import StateBuilder
 from agent.oversubscription import OversubscriptionOwner
+from agent.pod_fields import POD_LIST_PAGE_SIZE, pod_transform
 from agent.publisher import AnnotationOwner, ApiHealth, NodePublisher
 from agent.runtime import Host
 from agent.snapshot import Snapshot
@@ -64,7 +65,9 @@ class ClusterLink:
     ) -> None:
         node = host.node_name
         self.kube, self.node_name = kube, node
+        # the cache keeps only the fields the agent reads of a pod (agent/pod_fields.py)
         self.pods = Informer(kube, "pods", field_selector=f"spec.nodeName={node}",
+                             transform=pod_transform(cfg.aggregate_label_keys), page_size=POD_LIST_PAGE_SIZE,
                              backoff_initial=backoff_initial, backoff_max=backoff_max)  # fmt: skip
         self.node = Informer(kube, "nodes", field_selector=f"metadata.name={node}",
                              backoff_initial=backoff_initial, backoff_max=backoff_max)  # fmt: skip

@@ -11,7 +11,10 @@ from `--warmup` + `--seconds` >= 360 (about 4 MiB more than at one minute). The 
 standalone one of `bench.agent_overhead` (the official client and its pod informer are what cluster mode
 adds). Like it, the agent runs with the DaemonSet's `MALLOC_*` settings (`--no-malloc-env` leaves them out).
 
-Run as root: `.venv/bin/python -m bench.agent_cluster [--pods 250] [--warmup 60] [--seconds 60]`.
+`--realistic-pods` registers whole Pods as a real API server lists them (testsupport/realistic_pod.py, about
+18 KB of JSON each) instead of the small test objects (under 1 KB): what the pod informer holds then.
+
+Run as root: `.venv/bin/python -m bench.agent_cluster [--pods 250] [--warmup 60] [--seconds 60] [--realistic-pods]`.
 """
 
 from __future__ import annotations
@@ -25,16 +28,30 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from bench.agent_overhead import build, cpu_seconds, deployed_malloc_env, free_port, rss_mib, wait_ready
 from bench.bench_exporter import PROMETHEUS_ACCEPT
 from testsupport.cgtree import V1Tree
 from testsupport.k8sobjects import NODE, container_id_of, node, pod
 from testsupport.kubeapi.server import FakeKubeAPI
+from testsupport.realistic_pod import realistic_pod
 
 
-def register_pods(api: FakeKubeAPI, tree: V1Tree) -> int:
-    """One API object per pod cgroup of the tree, matched through the containers' IDs; every third offline."""
+def _realistic(name: str, uid: str, qos: str, ids: list[str], offline: bool) -> dict[str, Any]:
+    """A Pod as an API server lists it (about 18 KB of JSON: testsupport/realistic_pod.py) whose app
+    containers run under the tree's container IDs."""
+    obj = realistic_pod(name, uid, namespace="default", qos=qos, priority=-10 if offline else 0)
+    statuses = obj["status"]["containerStatuses"]
+    for status, cid in zip(statuses, ids, strict=False):
+        status["containerID"] = f"containerd://{cid}"
+    obj["status"]["containerStatuses"] = statuses[: len(ids)]
+    return obj
+
+
+def register_pods(api: FakeKubeAPI, tree: V1Tree, realistic: bool = False) -> int:
+    """One API object per pod cgroup of the tree, matched through the containers' IDs; every third offline.
+    `realistic`: each a whole Pod as a real API server lists it instead of the small test object."""
     from cgroup import discover_pods
 
     qos_names = {"guaranteed": "Guaranteed", "burstable": "Burstable", "besteffort": "BestEffort"}
@@ -42,6 +59,9 @@ def register_pods(api: FakeKubeAPI, tree: V1Tree) -> int:
     for i, p in enumerate(found):
         ids = [container_id_of(c.path) for c in p.containers]
         offline = i % 3 == 2
+        if realistic:
+            api.put("pods", _realistic(f"bench-{i}", p.uid, qos_names[p.qos], ids, offline))
+            continue
         api.put(
             "pods",
             pod(f"bench-{i}", p.uid, qos=qos_names[p.qos], container_ids=ids,
@@ -122,6 +142,11 @@ def main() -> None:
                     help="seconds after ready left out of the CPU figure (start-up: every original recorded "
                          "and written, the first renders, the first minute's long windows); shown apart")  # fmt: skip
     ap.add_argument("--scrape-every", type=float, default=15.0)
+    ap.add_argument(
+        "--realistic-pods",
+        action="store_true",
+        help="whole Pods as an API server lists them (about 18 KB of JSON each), not small test objects",
+    )
     ap.add_argument("--no-malloc-env", action="store_true", help="run the agent without the DaemonSet's MALLOC_*")
     args = ap.parse_args()
     malloc_env = {} if args.no_malloc_env else deployed_malloc_env()
@@ -129,12 +154,12 @@ def main() -> None:
     api = FakeKubeAPI().start()
     try:
         api.put("nodes", node())
-        n = register_pods(api, tree)
+        n = register_pods(api, tree, args.realistic_pods)
         r = cluster_agent(tree, api, args.seconds, args.scrape_every, malloc_env, args.warmup)
         settings = " ".join(f"{k}={v}" for k, v in malloc_env.items()) or "no MALLOC_* settings"
         print(
-            f"colo-agent in a cluster ({n} pods x 3 containers on the API server), {args.seconds:.0f} s at 1 s"
-            f" after {args.warmup:.0f} s of warm-up ({settings}):"
+            f"colo-agent in a cluster ({n} {'realistic ' if args.realistic_pods else ''}pods x 3 containers on the"
+            f" API server), {args.seconds:.0f} s at 1 s after {args.warmup:.0f} s of warm-up ({settings}):"
         )
         if args.warmup > 0:
             print(f"  warm-up: CPU {100 * r['warmup_cpu_share']:.2f}% of one core")

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kube.client import Kube
+from kube.client import LIST_PAGE_SIZE, Kube
 from kube.errors import ApiError
 from kube.failures import FailureLog
 from kube.kinds import Kind
@@ -61,7 +61,9 @@ class Informer:
     ``metadata.name``, ``metadata.namespace`` and ``metadata.resourceVersion`` (the cache is keyed and
     diffed on them). Returning None leaves the object out, as a selector would: it is not cached, a cached
     version is dropped with a DELETED event, and a later version may bring it back as ADDED. A transform
-    that raises is logged and counts as None. Without ``transform`` whole objects are kept.
+    that raises is logged and counts as None. Without ``transform`` whole objects are kept. ``page_size``:
+    objects per list request (see ``Kube.list``); with a transform, a page's whole objects are what a
+    (re)list holds at most before they are cut down.
     """
 
     def __init__(
@@ -74,6 +76,7 @@ class Informer:
         label_selector: str | None = None,
         on_event: EventHandler | None = None,
         transform: Transform | None = None,
+        page_size: int = LIST_PAGE_SIZE,
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
         watch_timeout: int = 300,
@@ -86,6 +89,7 @@ class Informer:
         self.label_selector = label_selector
         self.on_event = on_event
         self.transform = transform
+        self.page_size = page_size
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self.watch_timeout = watch_timeout
@@ -216,6 +220,7 @@ class Informer:
             namespace=self.namespace,
             field_selector=self.field_selector,
             label_selector=self.label_selector,
+            page_size=self.page_size,
             transform=self._keep if self.transform is not None else None,
         )
         self.lists += 1
