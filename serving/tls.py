@@ -1,10 +1,14 @@
 """HTTPS from certificate files that change under us (a mounted Secret, cert-manager renewals).
 
-One SSLContext serves every connection; reloading calls `load_cert_chain` on it again, which new
-handshakes pick up while open connections keep theirs. A reload that fails (a half-written file) keeps
-the previous certificate and is retried at the next check. When the files are not there at start (an
-optional Secret volume whose Secret does not exist yet), a self-signed certificate made in memory is served
-until they appear (serving/selfsigned.py).
+The server is given one SSLContext (`context`); each reload loads the files into a fresh context and, only
+once both loaded, makes it the one new handshakes use: `context`'s SNI callback, which OpenSSL calls for every
+ClientHello (with or without a server name), moves the connection onto the latest loaded context. Loading the
+files into the served context itself would, between the certificate and its key, hand a handshake a
+certificate with the previous key (the client sees the connection closed), and a key that then fails to
+load would leave that mismatch in place. Open connections keep the context they started with. A reload that
+fails (a half-written file) keeps the previous certificate and is retried at the next check. When the files
+are not there at start (an optional Secret volume whose Secret does not exist yet), a self-signed certificate
+made in memory is served until they appear (serving/selfsigned.py).
 """
 
 from __future__ import annotations
@@ -23,6 +27,12 @@ def _stamp(path: str) -> tuple[int, int, int]:
     return st.st_mtime_ns, st.st_size, st.st_ino
 
 
+def _server_context() -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    return context
+
+
 class CertReloader:
     """An SSLContext for a server, kept in step with `cert_file` and `key_file`."""
 
@@ -38,8 +48,9 @@ class CertReloader:
         self.cert_file = cert_file
         self.key_file = key_file
         self.interval = interval
-        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.context.minimum_version = ssl.TLSVersion.TLSv1_2
+        self.context = _server_context()  # the one the server holds
+        self._current = self.context  # the latest loaded: every handshake is moved onto it
+        self.context.sni_callback = self._serve_current
         self._stamps: tuple[tuple[int, int, int], ...] | None = None
         self.reloads = 0
         self._stop = threading.Event()
@@ -70,10 +81,20 @@ class CertReloader:
         stamps = (_stamp(self.cert_file), _stamp(self.key_file))
         if stamps == self._stamps:
             return False
-        self.context.load_cert_chain(self.cert_file, self.key_file)
+        if self._stamps is None and not self.self_signed:
+            self.context.load_cert_chain(self.cert_file, self.key_file)  # start-up: before any handshake
+        else:
+            loaded = _server_context()
+            loaded.load_cert_chain(self.cert_file, self.key_file)
+            self._current = loaded  # one reference swapped: a handshake sees the old pair or the new one
         self._stamps = stamps
         self.reloads += 1
         return True
+
+    def _serve_current(self, conn: ssl.SSLObject | ssl.SSLSocket, _name: str | None, ctx: ssl.SSLContext) -> None:
+        current = self._current
+        if current is not ctx:
+            conn.context = current
 
     def check(self) -> None:
         """One watcher step: reload if changed; a failure is logged and the old certificate kept."""
