@@ -26,6 +26,7 @@ from tests.controller_fleet import (  # noqa: F401
 from testsupport.agentfleet import AgentFleet, agent_payload
 from testsupport.kubeapi.fixtures import kube, kube_api  # noqa: F401
 from testsupport.kubeapi.server import FakeKubeAPI
+from testsupport.waiting import wait_for
 
 MI = 1 << 20
 
@@ -207,6 +208,9 @@ def test_silent_agents_nodes_are_floored_and_released(
     assert len(events(kube_api, "BatchCapacityFloored")) == 2
 
     kube_api.delete("pods", "batch", "run")  # a batch pod left: the floor follows the allocated amount down
+    pods = c.cluster.pods
+    assert pods is not None
+    wait_for(lambda: pods.get("batch/run") is None, what="the deletion in the controller's pod informer")
     run_cycle(c)
     assert kube_api.get("nodes", None, "failing")["status"]["allocatable"][BATCH_CPU] == "100"
 
