@@ -228,11 +228,11 @@ def test_split_and_tier_cap_use_batch_cpu() -> None:
         cpu_suppression.cpu_demand(small).request_cores == 0.5 and cpu_suppression.cpu_demand(small).limit_cores == 0.6
     )
     assert cpu_suppression.cpu_demand(big).limit_cores is None
-    quotas, besteffort = cpu_suppression.split(2.0, [small, big, be], cfg)
+    quotas, besteffort = cpu_suppression.Demands().split(2.0, [small, big, be], cfg.besteffort_share)
     # 10% to the best-effort pod; the rest by batch-cpu request, never above the batch-cpu limit
     assert besteffort == pytest.approx(0.2)
     assert quotas == pytest.approx({"s": 0.45, "g": 1.35, "e": 0.2})
-    quotas, _ = cpu_suppression.split(4.0, [small, big, be], cfg)
+    quotas, _ = cpu_suppression.Demands().split(4.0, [small, big, be], cfg.besteffort_share)
     assert quotas["s"] == pytest.approx(0.6)
     # the tier holds all three: its cap is the best-effort slice plus the batch pods' quotas, not the slice
     state = state_of([small, big, be])

@@ -17,7 +17,6 @@ from agent.strategies.cpu_suppression import (
     Demands,
     OfflineCpu,
     cpu_demand,
-    split,
     split_budget,
     split_shape,
     split_shaped,
@@ -97,7 +96,8 @@ def test_the_strategy_splits_every_budget_as_afresh() -> None:
         s = state(pods, node_cpu=node_cpu)
         plan = strategy.plan(s, recorded(pods, memo))
         memo = plan.memo
-        expected, _ = split(plan.report.budget_cores, list(s.offline), config)  # type: ignore[attr-defined]
+        demands = [cpu_demand(p) for p in s.offline]
+        expected, _ = split_budget(plan.report.budget_cores, demands, config.besteffort_share)  # type: ignore[attr-defined]
         assert plan.report.quota_cores == expected  # type: ignore[attr-defined]
 
 

@@ -79,7 +79,7 @@ def test_cpu_quota_budget_split_and_unknown() -> None:
     assert cpu_suppression.budget(state, None, cfg) == pytest.approx(8 * 0.65 - 3.0 - 0.3)
     assert cpu_suppression.budget(state, 0.5, cfg) == pytest.approx(0.5 + 0.8)  # growth capped at 0.8 per pass
     assert cpu_suppression.budget(_cpu_state(None, [online, batch]), 0.5, cfg) is None  # unknown: no budget at all
-    quotas, besteffort = cpu_suppression.split(1.0, [batch, be], cfg)
+    quotas, besteffort = cpu_suppression.Demands().split(1.0, [batch, be], cfg.besteffort_share)
     assert quotas == pytest.approx({"batch": 0.9, "be": 0.1}) and besteffort == pytest.approx(0.1)
 
 

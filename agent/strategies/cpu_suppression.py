@@ -225,11 +225,6 @@ def cpu_demand(pod: PodSample) -> OfflineCpu:
     return OfflineCpu(pod.uid, request / 1000, None if limit is None else limit / 1000)
 
 
-def split(total: float, offline: Sequence[PodSample], config: EnforcementConfig) -> tuple[dict[str, float], float]:
-    """Cores per offline pod (by CPU request, never above its limit) and the best-effort pods' slice."""
-    return split_budget(total, [cpu_demand(p) for p in offline], config.besteffort_share)
-
-
 class Demands:
     """`cpu_demand` and `split_shape` of the offline pods, kept between passes: a pod's demand is computed
     again only when its PodMeta is another object (the pod source keeps one per resourceVersion), the shape
@@ -250,6 +245,12 @@ class Demands:
         demand = cpu_demand(pod)
         self._demand[meta.uid] = (meta, demand)
         return demand
+
+    def split(
+        self, total: float, offline: Sequence[PodSample], besteffort_share: float
+    ) -> tuple[dict[str, float], float]:
+        """Cores per offline pod (by CPU request, never above its limit) and the best-effort pods' slice."""
+        return split_shaped(total, self.shape(offline), besteffort_share)
 
     def shape(self, offline: Sequence[PodSample]) -> SplitShape:
         """The split's shape of these pods (in this order)."""
@@ -343,7 +344,7 @@ class CfsQuota:
             actions += tier_actions(self.tier, None, recorded, c.cpu_period_us)
             report = CpuReport("cfsQuota", budget, True, {}, 0.0, None)
             return Plan(tuple(actions), CpuMemo(budget, True, report, loads), report)
-        quotas, besteffort = split_shaped(budget, self.demands.shape(offline), c.besteffort_share)
+        quotas, besteffort = self.demands.split(budget, offline, c.besteffort_share)
         entries, tolerance = recorded.entries, c.cpu_change_threshold
         for p in offline:
             uid = p.meta.uid
