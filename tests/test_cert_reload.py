@@ -4,11 +4,13 @@ certificate with the old key), and a pair that fails to load leaves the previous
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import ssl
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -56,39 +58,49 @@ def _install(live: Path, cert: Path, key: Path) -> None:
     (live / "tls.key.tmp").rename(live / "tls.key")
 
 
-def test_handshakes_never_fail_while_the_certificate_is_reloaded(tmp_path: Path) -> None:
-    pairs = [make_cert(tmp_path / "made", name) for name in ("first", "second")]
-    live = tmp_path / "live"
+@contextlib.contextmanager
+def _served(live: Path, cert: Path, key: Path) -> Iterator[tuple[CertReloader, int, threading.Event]]:
+    """`cert`/`key` installed in `live` and served over loopback from a CertReloader of those files: (the
+    reloader, the port, the event that stops the server); the server is stopped on the way out."""
     live.mkdir()
-    _install(live, *pairs[0])
+    _install(live, cert, key)
     reloader = CertReloader(str(live / "tls.crt"), str(live / "tls.key"))
     listener = socket.create_server(("127.0.0.1", 0))
-    port = listener.getsockname()[1]
     stop = threading.Event()
     server = threading.Thread(target=_serve, args=(listener, reloader.context, stop), daemon=True)
     server.start()
-    seen: set[bytes] = set()
-    failures: list[BaseException] = []
-
-    def clients() -> None:
-        while not stop.is_set():
-            try:
-                seen.add(_handshake(port))
-            except (OSError, ssl.SSLError) as exc:
-                failures.append(exc)
-
-    client = threading.Thread(target=clients, daemon=True)
-    client.start()
     try:
-        for i in range(200):
-            _install(live, *pairs[(i + 1) % 2])
-            assert reloader.reload()
-            time.sleep(0.001)  # the handshakes' threads get the interpreter between reloads
+        yield reloader, listener.getsockname()[1], stop
     finally:
         stop.set()
-        client.join(10)
         server.join(10)
         listener.close()
+
+
+def test_handshakes_never_fail_while_the_certificate_is_reloaded(tmp_path: Path) -> None:
+    pairs = [make_cert(tmp_path / "made", name) for name in ("first", "second")]
+    live = tmp_path / "live"
+    seen: set[bytes] = set()
+    failures: list[BaseException] = []
+    with _served(live, *pairs[0]) as (reloader, port, stop):
+
+        def clients() -> None:
+            while not stop.is_set():
+                try:
+                    seen.add(_handshake(port))
+                except (OSError, ssl.SSLError) as exc:
+                    failures.append(exc)
+
+        client = threading.Thread(target=clients, daemon=True)
+        client.start()
+        try:
+            for i in range(200):
+                _install(live, *pairs[(i + 1) % 2])
+                assert reloader.reload()
+                time.sleep(0.001)  # the handshakes' threads get the interpreter between reloads
+        finally:
+            stop.set()
+            client.join(10)
     assert not failures, failures[:3]
     names = {x509.load_der_x509_certificate(der).subject.rfc4514_string() for der in seen}
     assert names == {"CN=first", "CN=second"}
@@ -97,20 +109,8 @@ def test_handshakes_never_fail_while_the_certificate_is_reloaded(tmp_path: Path)
 def test_a_pair_that_fails_to_load_leaves_the_previous_one_served(tmp_path: Path) -> None:
     first, second = make_cert(tmp_path / "made", "first"), make_cert(tmp_path / "made", "second")
     live = tmp_path / "live"
-    live.mkdir()
-    _install(live, *first)
-    reloader = CertReloader(str(live / "tls.crt"), str(live / "tls.key"))
-    listener = socket.create_server(("127.0.0.1", 0))
-    port = listener.getsockname()[1]
-    stop = threading.Event()
-    server = threading.Thread(target=_serve, args=(listener, reloader.context, stop), daemon=True)
-    server.start()
-    try:
+    with _served(live, *first) as (reloader, port, _):
         shutil.copyfile(second[0], live / "tls.crt")  # the new certificate, the old key: a mismatch
         reloader.check()  # logged, not raised
         subject = x509.load_der_x509_certificate(_handshake(port)).subject.rfc4514_string()
-    finally:
-        stop.set()
-        server.join(10)
-        listener.close()
     assert subject == "CN=first"
