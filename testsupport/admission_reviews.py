@@ -14,6 +14,8 @@ import json
 import uuid
 from typing import Any
 
+from testsupport.k8sobjects import kube_api_access_volume
+
 Obj = dict[str, Any]
 
 
@@ -48,28 +50,7 @@ def pod(
     priority_class: str | None = None,
 ) -> Obj:
     spec: Obj = {
-        "volumes": [
-            {
-                "name": "kube-api-access-x7k2p",
-                "projected": {
-                    "sources": [
-                        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-                        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-                        {
-                            "downwardAPI": {
-                                "items": [
-                                    {
-                                        "path": "namespace",
-                                        "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
-                                    }
-                                ]
-                            }
-                        },
-                    ],
-                    "defaultMode": 420,
-                },
-            }
-        ],
+        "volumes": [kube_api_access_volume()],
         "containers": containers
         if containers is not None
         else [container("executor", {"limits": {"cpu": "2", "memory": "4Gi"}, "requests": {"cpu": "1500m",

@@ -75,6 +75,22 @@ def pod(
     }
 
 
+def kube_api_access_volume() -> dict[str, Any]:
+    """The projected service-account volume the API server adds to every pod (token, CA, namespace)."""
+    return {
+        "name": "kube-api-access-x7k2p",
+        "projected": {
+            "defaultMode": 420,
+            "sources": [
+                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                {"downwardAPI": {"items": [{"path": "namespace",
+                                            "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+            ],
+        },
+    }  # fmt: skip
+
+
 def container_id_of(cgroup_path: str) -> str:
     """The container ID a V1Tree container cgroup was named after."""
     leaf = cgroup_path.rsplit("/", 1)[1]

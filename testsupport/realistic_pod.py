@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from testsupport.k8sobjects import NODE
+from testsupport.k8sobjects import NODE, kube_api_access_volume
 
 
 def _probe(path: str, port: int) -> dict[str, Any]:
@@ -179,26 +179,7 @@ def realistic_pod(
         "volumes": [
             {"name": "config", "configMap": {"name": "web-config", "defaultMode": 420}},
             {"name": "data", "emptyDir": {"sizeLimit": "1Gi"}},
-            {
-                "name": "kube-api-access-x7k2p",
-                "projected": {
-                    "defaultMode": 420,
-                    "sources": [
-                        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-                        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-                        {
-                            "downwardAPI": {
-                                "items": [
-                                    {
-                                        "path": "namespace",
-                                        "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
-                                    }
-                                ]
-                            }
-                        },
-                    ],
-                },
-            },
+            kube_api_access_volume(),
         ],
         "initContainers": init,
         "containers": containers,
