@@ -9,16 +9,18 @@
 The predictor (`oversubscription.predictor`) says what the peaks are:
 
 ``node_peak`` (the default)
-    online peak = `peak_window` of the node's online usage (the sum over online pods, one series fed by the
-    sampler), or its current 5-minute average if higher, plus, for every online pod younger than
-    `min_history_seconds`, what it requested and does not use yet (it has not shown what it needs);
+    online peak = `peak_window` of the node's online usage (the kubepods root's minus the offline pods',
+    agent/node_state.py; one series fed by the sampler), or its current 5-minute average if higher, plus,
+    for every online pod younger than `min_history_seconds`, what it requested and does not use yet (it has
+    not shown what it needs);
     system peak = the same window of the node's usage outside pods; reclaimable = max(0, Σ online
     requests − online peak). Peaks of different pods rarely coincide: the node's peak is what online pods
     take together, and a sum of per-pod peaks overstates it.
 ``pod_peaks`` (the rule before issue 20, kept to compare)
-    online peak = Σ_online peak(pod), each pod's `peak_window` with its current 5-minute average; a pod with
-    less history than `min_history_seconds` counts max(request, usage); system = the instantaneous usage
-    outside pods; reclaimable = Σ_online max(0, request − peak), and both models publish
+    online peak = Σ_online peak(pod), each pod's `peak_window` with its current 5-minute average (an online
+    pod's series holds its readings, one per turn: 5 s rates, agent/collectors/pods.py); a pod with less
+    history than `min_history_seconds` counts max(request, usage); system = the instantaneous usage outside
+    pods; reclaimable = Σ_online max(0, request − peak), and both models publish
     max(0, min(reclaimable, headroom)).
 
 Without `min_history_seconds` of node history the node predictor falls back to Σ max(request, usage) of the
@@ -45,7 +47,8 @@ PREDICTORS: tuple[Predictor, ...] = ("node_peak", "pod_peaks")
 
 
 def online_key(resource: Resource) -> SeriesKey:
-    """The window series of the node's online usage (Σ online pods; cores or bytes), fed every pass."""
+    """The window series of the node's online usage (`NodeState`'s: all pods' − offline pods'; cores or bytes),
+    fed every pass."""
     return ("online", "", resource)
 
 

@@ -83,6 +83,7 @@ def build_agent(
     With `kube` the agent runs in a cluster (pods from the API server, capacity, eviction, enforcement);
     without, standalone (pods from the cgroup tree). Nothing is replaced or added after this returns."""
     from agent.collectors.containers import CONTAINER_EVERY
+    from agent.collectors.pods import ONLINE_POD_EVERY
     from agent.runtime import Agent, Host, load_windows_for
     from agent.sampler import CgroupPodSource, PodSource, Sampler
     from agent.view import AgentView
@@ -118,6 +119,11 @@ def build_agent(
         container_stat_every=config.container_memory_detail_every,
         # containers are read every pass only while quota burst decides on them each second
         container_every=1 if kube is not None and config.qos.quota_burst.enabled else CONTAINER_EVERY,
+        # online pods are read every pass only while a 1 s decision reads them one by one: quota burst (their
+        # throttling) and the disk QoS (their I/O); otherwise the kubepods root gives their sum each pass, and
+        # their own readings come no further apart than the windows' max gap (no hole in their windows)
+        online_every=1 if kube is not None and (config.qos.quota_burst.enabled or config.enforcement.disk.enabled)
+        else max(1, min(ONLINE_POD_EVERY, int(windows.max_gap / config.interval))),
         collectors=config.collectors.enabled(),
         # memory QoS (v2, in a cluster) is what reads pods' memory limits from the sample
         pod_memory_limits=kube is not None and host.layout.is_v2 and config.qos.memory.enabled,

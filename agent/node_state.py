@@ -1,7 +1,13 @@
 """The node as the decisions of one pass see it: every derived quantity computed once, in one place.
 
-    system usage = the node's usage − Σ pods' usage (floored at 0)
-    allocatable  = the Node's status.allocatable, else the machine's capacity (standalone, or no Node yet)
+    pods' usage   = the kubepods root's (all pods' cgroups together, read each pass), else Σ pods' usage
+    online usage  = pods' usage − Σ offline pods' usage (floored at 0), else Σ online pods' usage
+    system usage  = the node's usage − pods' usage (floored at 0)
+    allocatable   = the Node's status.allocatable, else the machine's capacity (standalone, or no Node yet)
+
+The root's figures stand for the online pods because an online pod's own readings are taken every few
+passes (agent/collectors/pods.py): their sum would lag, the root's does not; they also count what a pod
+not (yet) known to the agent uses as online, not as system.
 
 Capacity, eviction and enforcement all read one `NodeState` built from one snapshot, so no two of them can
 disagree on what "online usage" or "allocatable" meant in a pass. Pods of unknown class count as online:
@@ -96,28 +102,31 @@ class NodeState:
 
 def node_state(snap: Snapshot, allocatable: tuple[float | None, float | None]) -> NodeState:
     """The pass's state from its snapshot and the Node's allocatable (cores, bytes; None when absent)."""
-    pods = snap.pods.values()
     on: list[PodSample] = []
     off: list[PodSample] = []
-    for p in pods:  # one look at each pod's class (a pass builds this for hundreds of pods every second)
+    for p in snap.pods.values():  # one look at each pod's class (a pass builds this for hundreds of pods every second)
         (off if p.meta.pod_class == "offline" else on).append(p)
     alloc_cpu, alloc_mem = allocatable
-    node = snap.node
+    node, total = snap.node, snap.pods_total
     # each sum over a list, in the pods' order (as `pod_usage` would give it): no call per pod and resource
-    cpu = Usage(
-        alloc_cpu or node.cpu_capacity_cores,  # a missing (or zero) allocatable: the machine's capacity stands in
-        node.cpu_cores,
-        sum([p.cpu_cores or 0.0 for p in pods]),
-        sum([p.cpu_cores or 0.0 for p in on]),
-        sum([p.cpu_cores or 0.0 for p in off]),
-    )
-    memory = Usage(
-        float(alloc_mem or node.memory_total_bytes),
-        float(node.memory_used_bytes),
-        sum([float(p.memory_working_set_bytes) for p in pods]),
-        sum([float(p.memory_working_set_bytes) for p in on]),
-        sum([float(p.memory_working_set_bytes) for p in off]),
-    )
+    off_cpu = sum([p.cpu_cores or 0.0 for p in off])
+    off_mem = sum([float(p.memory_working_set_bytes) for p in off])
+    if total is not None and total.cpu_cores is not None:
+        pods_cpu = max(total.cpu_cores, off_cpu)
+        on_cpu = pods_cpu - off_cpu
+    else:  # no root, or its rate not known yet
+        on_cpu = sum([p.cpu_cores or 0.0 for p in on])
+        pods_cpu = on_cpu + off_cpu
+    if total is not None:
+        pods_mem = max(float(total.memory_working_set_bytes), off_mem)
+        on_mem = pods_mem - off_mem
+    else:
+        on_mem = sum([float(p.memory_working_set_bytes) for p in on])
+        pods_mem = on_mem + off_mem
+    # a missing (or zero) allocatable: the machine's capacity stands in
+    cpu = Usage(alloc_cpu or node.cpu_capacity_cores, node.cpu_cores, pods_cpu, on_cpu, off_cpu)
+    memory = Usage(float(alloc_mem or node.memory_total_bytes), float(node.memory_used_bytes), pods_mem, on_mem,
+                   off_mem)  # fmt: skip
     return NodeState(snap, cpu, memory, tuple(on), tuple(off), bool(alloc_cpu) and bool(alloc_mem))
 
 

@@ -12,9 +12,10 @@ from agent.collectors import always_on, enabled_from, specs
 from agent.collectors.context import CollectorDeps, PassContext
 from agent.collectors.pods import PodsCollector
 from agent.collectors.registry import Collector
+from agent.node_state import node_state
 from agent.pass_clock import PassClock
 from agent.pod_source import CgroupPodSource, PodSource
-from agent.snapshot import NodeSample, PodSample, Snapshot
+from agent.snapshot import PodSample, Snapshot
 from agent.windows import SeriesKey, WindowStore
 from cgroup import CgroupReader, Layout, PathModel
 
@@ -41,13 +42,22 @@ class Sampler:
         container_stat_every: int = 1,
         collectors: frozenset[str] | None = None,
         pod_memory_limits: bool = True,
+        online_every: int = 1,
     ) -> None:
         self.layout, self.model, self.source, self.windows = layout, model, source, windows
         self.reader = reader or CgroupReader(layout)
         self.clock, self.wall_clock = clock, wall_clock
         self.seq = 0
         self.deps = CollectorDeps(
-            layout, model, source, self.reader, host_root, container_every, container_stat_every, pod_memory_limits
+            layout,
+            model,
+            source,
+            self.reader,
+            host_root,
+            container_every,
+            container_stat_every,
+            pod_memory_limits,
+            online_every,
         )
         self.psi_resources = self.deps.psi_resources
         enabled = (enabled_from({}) if collectors is None else collectors) | always_on()  # None: the defaults
@@ -62,6 +72,7 @@ class Sampler:
         self._built = tuple(built.values())
         self._ctx = PassContext(PassClock(s.name for s in chosen))
         self._previous: set[str] = set()  # cgroups read by the last pass
+        self._fed: dict[str, PodSample] = {}  # the pod samples the windows got, by UID
 
     def sample(self) -> Snapshot:
         """One full pass. A vanished pod is skipped and forgotten; no error but the node's stops the pass."""
@@ -77,41 +88,41 @@ class Sampler:
             parts[fills] = collector.collect(ctx)
             started = ctx.clock.add(name, started)
         ctx.clock.exclude("pods", self._pod_scope)  # read within the pods' visits, charged to themselves
-        node: NodeSample = parts["node"]
         pods: dict[str, PodSample] = parts["pods"]
-        self._feed_windows(now, node, pods)
         self._forget_vanished(previous - ctx.seen, pods)
         self._previous = ctx.seen
         self.seq += 1
-        return Snapshot(seq=self.seq, mono=now, wall=wall, duration_seconds=self.clock() - start,
-                        collectors=ctx.clock.runs(), **parts)  # fmt: skip
+        snap = Snapshot(seq=self.seq, mono=now, wall=wall, duration_seconds=self.clock() - start,
+                        collectors=ctx.clock.runs(), pods_total=ctx.pods_total, **parts)  # fmt: skip
+        self._feed_windows(snap)
+        return snap
 
-    def _feed_windows(self, now: float, node: NodeSample, pods: dict[str, PodSample]) -> None:
-        """Node usage as ratios; pods in cores and working-set bytes."""
+    def _feed_windows(self, snap: Snapshot) -> None:
+        """Node usage as ratios; each pod read in this pass in cores and working-set bytes (a standing sample
+        is not fed again: an online pod's series get its readings, one per turn); the capacity predictor's
+        node series (agent.capacity: online usage and usage outside pods) as the pass's decisions see them."""
+        node = snap.node
         batch: list[tuple[SeriesKey, float]] = [(("node", "", "memory"), node.memory_usage_ratio)]
         ratio = node.cpu_usage_ratio
         if ratio is not None:
             batch.append((("node", "", "cpu"), ratio))
-        online_cpu = online_mem = pods_cpu = pods_mem = 0.0
         append = batch.append
-        for uid, p in pods.items():
-            cpu, mem = p.cpu_cores, float(p.memory_working_set_bytes)
-            online = p.meta.pod_class != "offline"  # unknown counts as online, as everywhere (agent.node_state)
-            if cpu is not None:
-                append((("pod", uid, "cpu"), cpu))
-                pods_cpu += cpu
-                if online:
-                    online_cpu += cpu
-            append((("pod", uid, "memory"), mem))
-            pods_mem += mem
-            if online:
-                online_mem += mem
-        # the capacity predictor's node series (agent.capacity): online usage and usage outside pods
-        batch += [(online_key("cpu"), online_cpu), (online_key("memory"), online_mem),
-                  (system_key("memory"), max(0.0, node.memory_used_bytes - pods_mem))]  # fmt: skip
-        if node.cpu_cores is not None:
-            batch.append((system_key("cpu"), max(0.0, node.cpu_cores - pods_cpu)))
-        self.windows.add_many(now, batch)  # one acquisition of the store's lock for the whole tick
+        last, fed = self._fed, {}
+        for uid, p in snap.pods.items():
+            fed[uid] = p
+            if last.get(uid) is p:
+                continue  # an online pod between its turns: its windows hold its reading already
+            if p.cpu_cores is not None:
+                append((("pod", uid, "cpu"), p.cpu_cores))
+            append((("pod", uid, "memory"), float(p.memory_working_set_bytes)))
+        self._fed = fed
+        state = node_state(snap, (None, None))
+        cpu, memory = state.cpu, state.memory
+        batch += [(online_key("cpu"), cpu.online), (online_key("memory"), memory.online),
+                  (system_key("memory"), memory.system or 0.0)]  # fmt: skip
+        if cpu.system is not None:
+            batch.append((system_key("cpu"), cpu.system))
+        self.windows.add_many(snap.mono, batch)  # one acquisition of the store's lock for the whole tick
 
     def _forget_vanished(self, gone: set[str], pods: dict[str, PodSample]) -> None:
         """Vanished cgroups leave the rate memories, the collectors and the open descriptors; vanished pods the

@@ -202,6 +202,16 @@ class NodeSample:
 
 
 @dataclass(frozen=True, slots=True)
+class PodsTotal:
+    """Every pod's cgroups together, read from the kubepods root each pass (its counters are hierarchical):
+    the online pods' usage is this minus the offline pods', fresh each second while online pods' own
+    readings are taken every few passes (agent/collectors/pods.py)."""
+
+    cpu_cores: float | None  # None on the first pass or after a counter reset
+    memory_working_set_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
 class InterfaceSample:
     name: str
     physical: bool
@@ -221,6 +231,7 @@ class Snapshot:
     duration_seconds: float  # how long the pass took
     collectors: tuple[CollectorRun, ...] = ()  # each collector's success and duration in this pass
     disks: tuple[DiskSample, ...] = ()  # the block devices (disk_devices collector; () when it is off)
+    pods_total: PodsTotal | None = None  # the kubepods root; None when it cannot be read (then Σ pods stands)
 
     def network_total(self) -> tuple[float | None, float | None]:
         """rx/tx bytes per second summed over physical interfaces."""

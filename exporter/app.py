@@ -222,8 +222,9 @@ def create_app(
     pods_description = (
         f"A list of pods. `windows` is keyed by window name ({', '.join(WINDOW_NAMES)}), each "
         'holding `cpu_cores` and `memory_working_set_bytes` as {"value": number or null, "coverage": 0..1}. '
-        "Units: *_cores in cores, *_bytes in bytes, *_ratio and coverage 0..1; the full table is at "
-        "/api/v1/units."
+        "An online pod's figures are its last reading, taken every few seconds on its turn (offline pods' "
+        "every second). Units: *_cores in cores, *_bytes in bytes, *_ratio and coverage 0..1; the full table "
+        "is at /api/v1/units."
     )
     endpoints = (
         Endpoint("/metrics", metrics, "Prometheus metrics (cached render)", json=False),

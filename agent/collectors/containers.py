@@ -2,7 +2,9 @@
 visit.
 
 Each container is read on its own turn (spread by a hash of its cgroup path): every `container_every` passes,
-so that no pass reads them all; in between its last sample stands, its rates spanning the passes since. The
+so that no pass reads them all; in between its last sample stands, its rates spanning the passes since. A
+container of a pod visited only on the pod's own turns (an online pod: agent/collectors/pods.py) is read at
+the first visit once it is due. The
 agent reads them every pass only when a 1 s decision needs them (quota burst); otherwise only /metrics does,
 once per scrape. memory.stat, the costliest file, is read every `container_stat_every` passes at most; in
 between the working set is the fresh usage minus the last inactive file pages (what cAdvisor does at its
@@ -42,7 +44,8 @@ class _Container:
     """A container's slot between its turns: its counter files, its turn, its last memory.stat figures and
     its last sample."""
 
-    __slots__ = ("anon", "at", "file", "files", "inactive", "periods", "sample", "throttled", "turn", "usage_ns")
+    __slots__ = ("anon", "at", "file", "files", "inactive", "periods", "read", "sample", "stated", "throttled", "turn",
+                 "usage_ns")  # fmt: skip
 
     def __init__(self, files: CounterFiles, turn: int) -> None:
         self.files, self.turn = files, turn
@@ -50,6 +53,7 @@ class _Container:
         self.at = -1.0  # the last reading of the CPU counters (monotonic), for the rates; < 0: none yet
         self.usage_ns = self.periods = self.throttled = 0
         self.sample: ContainerSample | None = None
+        self.read = self.stated = 0  # the passes of its last reading and of its last memory.stat
 
 
 class _PodContainers:
@@ -88,7 +92,7 @@ class ContainersCollector:
                 kept = self._kept[path] = _Container(self.reader.counters(path), zlib.crc32(path.encode()))
             due = min(due, seq + 1 + (-(seq + 1 + kept.turn)) % every)  # the next pass on its turn
             sample = kept.sample
-            if sample is None or (seq + kept.turn) % every == 0:
+            if sample is None or (seq + kept.turn) % every == 0 or seq - kept.read >= every:
                 try:
                     sample = self._read(c, kept, seq, now)
                 except CgroupGone:
@@ -112,8 +116,10 @@ class ContainersCollector:
             else cpu_rate(kept.at, kept.usage_ns, kept.periods, kept.throttled, now, usage_ns, periods, throttled)
         )
         kept.at, kept.usage_ns, kept.periods, kept.throttled = now, usage_ns, periods, throttled
+        kept.read = seq
         usage = files.memory_usage()
-        if kept.sample is None or (seq + kept.turn) % self.stat_every == 0:
+        if kept.sample is None or (seq + kept.turn) % self.stat_every == 0 or seq - kept.stated >= self.stat_every:
+            kept.stated = seq
             kept.inactive, kept.anon, kept.file = files.memory_stat()
         kept.sample = ContainerSample(c.id, path, cores, max(0, usage - kept.inactive), kept.anon, usage, ratio)
         return kept.sample

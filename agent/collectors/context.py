@@ -9,7 +9,7 @@ from agent.pass_clock import PassClock
 from agent.pod_source import PodSource
 from agent.procfs import HostProc
 from agent.rates import CounterRates, CpuRates
-from agent.snapshot import PodMeta
+from agent.snapshot import PodMeta, PodsTotal
 from cgroup import CgroupReader, Layout, PathModel, PodCgroup
 from cgroup.reader import PSI_RESOURCES
 
@@ -27,6 +27,7 @@ class CollectorDeps:
     container_every: int = 1  # passes between two readings of one container (each on its own turn)
     container_stat_every: int = 1  # passes between two memory.stat readings of one container
     pod_memory_limits: bool = True  # only memory QoS reads them: not read while nothing does
+    online_every: int = 1  # passes between two readings of one online pod (each on its own turn)
     proc: HostProc = field(init=False)
     cpu_rates: CpuRates = field(default_factory=CpuRates)
     counters: CounterRates = field(default_factory=CounterRates)
@@ -41,7 +42,7 @@ class CollectorDeps:
 @dataclass(slots=True)
 class PassContext:
     """The pass being taken: its monotonic time and number, its clock, the cgroups read so far (so that the
-    ones not read again are forgotten), and for pod collectors the pod being visited."""
+    ones not read again are forgotten), for pod collectors the pod being visited, and the pods' total."""
 
     clock: PassClock
     now: float = 0.0
@@ -49,6 +50,7 @@ class PassContext:
     seen: set[str] = field(default_factory=set)
     meta: PodMeta | None = None
     pod: PodCgroup | None = None
+    pods_total: PodsTotal | None = None  # the kubepods root, read by the pods collector
 
     def failed(self, name: str) -> None:
         self.clock.failed(name)
