@@ -3,6 +3,7 @@ snapshot, the windows fed, and what vanished forgotten."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
@@ -92,10 +93,10 @@ class Sampler:
         self._forget_vanished(previous - ctx.seen, pods)
         self._previous = ctx.seen
         self.seq += 1
-        snap = Snapshot(seq=self.seq, mono=now, wall=wall, duration_seconds=self.clock() - start,
-                        collectors=ctx.clock.runs(), pods_total=ctx.pods_total, **parts)  # fmt: skip
-        self._feed_windows(snap)
-        return snap
+        snap = Snapshot(seq=self.seq, mono=now, wall=wall, duration_seconds=0.0, collectors=ctx.clock.runs(),
+                        pods_total=ctx.pods_total, **parts)  # fmt: skip
+        self._feed_windows(snap)  # from the snapshot: the online series as the decisions will see it
+        return dataclasses.replace(snap, duration_seconds=self.clock() - start)  # the feed is part of the pass
 
     def _feed_windows(self, snap: Snapshot) -> None:
         """Node usage as ratios; each pod read in this pass in cores and working-set bytes (a standing sample

@@ -55,8 +55,8 @@ class _Pod:
     counter and its time for the rate; the detail of its last turn), and its last visit (the sample, and the
     pod's cgroups and metadata it was taken for) that stands between an online pod's turns."""
 
-    __slots__ = ("anon", "at", "detailed", "file", "files", "inactive", "limit", "pod", "sample", "throttled",
-                 "throttling", "turn", "turn_cpu", "usage_ns", "visited")  # fmt: skip
+    __slots__ = ("anon", "at", "detailed", "file", "files", "inactive", "limit", "paths", "pod", "sample",
+                 "throttled", "throttling", "turn", "turn_cpu", "usage_ns", "visited")  # fmt: skip
 
     def __init__(self, files: CounterFiles, turn: int) -> None:
         self.files, self.turn = files, turn
@@ -69,6 +69,7 @@ class _Pod:
         self.detailed = self.throttling = self.visited = 0  # the passes of the last detail, CFS reading, visit
         self.pod: PodCgroup | None = None
         self.sample: PodSample | None = None
+        self.paths: tuple[str, ...] = ()  # the sample's cgroups: the pod's and its containers'
 
 
 class _Root:
@@ -116,8 +117,7 @@ class PodsCollector:
                     and (seq + st.turn) % every
                 ):
                     pods[meta.uid] = held
-                    seen.add(pod.path)
-                    seen.update([c.cgroup for c in held.containers])
+                    seen.update(st.paths)
                     continue
             try:
                 pods[meta.uid] = visit(ctx, meta, pod, parts)
@@ -170,7 +170,7 @@ class PodsCollector:
             turn, d_every, t_every = seq + st.turn, self.detail_every, self.throttling_every
             detail = turn % d_every == 0 or seq - st.detailed >= d_every
             throttling = turn % t_every == 0 or seq - st.throttling >= t_every
-        st.visited = seq
+        st.visited, st.sample = seq, None  # a visit that fails leaves nothing to stand in for the pod
         if detail:
             st.detailed = seq
         files, now = st.files, ctx.now
@@ -208,6 +208,8 @@ class PodsCollector:
                     raise
                 started = add(name, started)
         st.pod, st.sample = pod, sample
+        if self.online_every > 1:  # for the passes it stands
+            st.paths = (path, *[c.cgroup for c in sample.containers])
         return sample
 
     def _memory_limit(self, path: str) -> int | None:
