@@ -8,6 +8,7 @@ and call `stop()` instead.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Collection, Iterator
 from typing import Any
@@ -19,20 +20,50 @@ from serving.protocol import bounded_protocol
 from serving.settings import ServingSettings
 from serving.tls import CertReloader
 
+#: Seconds between two wake-ups of an idle server: the Date header's resolution. uvicorn's own loop wakes every
+#: 0.1 s to poll `should_exit`, which costs an idle agent about 0.2% of a core (measured: 0.23% against 0.03%
+#: with one wake-up a second); here setting `should_exit` wakes the loop instead.
+TICK_SECONDS = 1.0
+
 
 class Server(uvicorn.Server):
-    """uvicorn.Server without signal handling of its own; knows its TLS reloader and bound port."""
+    """uvicorn.Server without signal handling of its own, whose idle loop wakes once a second (and at once when
+    `should_exit` is set, from any thread or a signal handler); knows its TLS reloader and bound port."""
 
     def __init__(self, config: uvicorn.Config, *, tls: CertReloader | None = None) -> None:
+        self._exit = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
         super().__init__(config)
         self.tls = tls
+
+    @property
+    def should_exit(self) -> bool:
+        return self._exit
+
+    @should_exit.setter
+    def should_exit(self, value: bool) -> None:
+        self._exit = value
+        loop, wake = self._loop, self._wake
+        if value and loop is not None and wake is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nothing to wake
+                loop.call_soon_threadsafe(wake.set)
+
+    async def main_loop(self) -> None:
+        """uvicorn's `main_loop`, ticking every TICK_SECONDS instead of every 0.1 s."""
+        self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()
+        counter = 0
+        while not await self.on_tick(counter):
+            counter = (counter + 10) % 864000  # on_tick refreshes the Date header when counter % 10 == 0
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), TICK_SECONDS)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
 
     def stop(self) -> None:
-        """Ask the server to exit (thread- and signal-safe: uvicorn polls the flag)."""
+        """Ask the server to exit (thread- and signal-safe: the loop is woken)."""
         self.should_exit = True
 
     def close(self) -> None:
