@@ -104,7 +104,7 @@ def node_state(snap: Snapshot, allocatable: tuple[float | None, float | None]) -
     """The pass's state from its snapshot and the Node's allocatable (cores, bytes; None when absent)."""
     on: list[PodSample] = []
     off: list[PodSample] = []
-    for p in snap.pods.values():  # one look at each pod's class (a pass builds this for hundreds of pods every second)
+    for p in snap.pods.values():  # one look at each pod's class (hundreds of pods, every second)
         (off if p.meta.pod_class == "offline" else on).append(p)
     alloc_cpu, alloc_mem = allocatable
     node, total = snap.node, snap.pods_total

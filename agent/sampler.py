@@ -49,17 +49,8 @@ class Sampler:
         self.reader = reader or CgroupReader(layout)
         self.clock, self.wall_clock = clock, wall_clock
         self.seq = 0
-        self.deps = CollectorDeps(
-            layout,
-            model,
-            source,
-            self.reader,
-            host_root,
-            container_every,
-            container_stat_every,
-            pod_memory_limits,
-            online_every,
-        )
+        self.deps = CollectorDeps(layout, model, source, self.reader, host_root, container_every,
+                                  container_stat_every, pod_memory_limits, online_every)  # fmt: skip
         self.psi_resources = self.deps.psi_resources
         enabled = (enabled_from({}) if collectors is None else collectors) | always_on()  # None: the defaults
         self.collectors = enabled

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from types import SimpleNamespace
 
 from agent.sampler import Sampler
-from agent.snapshot import PodSample, Snapshot
+from agent.snapshot import Snapshot
 from agent.view import AgentView
 from agent.windows import SeriesKey, WindowStore
 from bench.bench_exporter import Synthetic
@@ -37,12 +37,12 @@ SCRAPE_EVERY = 15  # ticks (seconds) between scrapes
 
 
 def feeder(store: WindowStore) -> Callable[[Snapshot], None]:
-    """The sampler's own `_feed_windows` over `store` (it reads only `self.windows`)."""
-    host = SimpleNamespace(windows=store)
+    """The sampler's own `_feed_windows` over `store` (it reads only `self.windows` and `self._fed`, the samples
+    it fed last; every synthetic sample is new, so every pod is fed every tick, as with quota burst on)."""
+    host = SimpleNamespace(windows=store, _fed={})
 
     def feed(snap: Snapshot) -> None:
-        pods: dict[str, PodSample] = dict(snap.pods)
-        Sampler._feed_windows(host, snap.mono, snap.node, pods)  # type: ignore[arg-type]
+        Sampler._feed_windows(host, snap)  # type: ignore[arg-type]
 
     return feed
 

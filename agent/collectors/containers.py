@@ -4,11 +4,10 @@ visit.
 Each container is read on its own turn (spread by a hash of its cgroup path): every `container_every` passes,
 so that no pass reads them all; in between its last sample stands, its rates spanning the passes since. A
 container of a pod visited only on the pod's own turns (an online pod: agent/collectors/pods.py) is read at
-the first visit once it is due. The
-agent reads them every pass only when a 1 s decision needs them (quota burst); otherwise only /metrics does,
-once per scrape. memory.stat, the costliest file, is read every `container_stat_every` passes at most; in
-between the working set is the fresh usage minus the last inactive file pages (what cAdvisor does at its
-housekeeping interval anyway).
+the first visit once it is due. The agent reads them every pass only when a 1 s decision needs them (quota
+burst); otherwise only /metrics does, once per scrape. memory.stat, the costliest file, is read every
+`container_stat_every` passes at most; in between the working set is the fresh usage minus the last inactive
+file pages (what cAdvisor does at its housekeeping interval anyway).
 
 A pod whose containers are all between turns costs one lookup: the collector keeps, per pod, the samples it
 returned and the pass at which the next of its containers is due, and returns the same tuple until then.

@@ -7,7 +7,7 @@ decide pod by pod) and the root, whose counters are hierarchical, so that online
 is fresh each second (agent/node_state.py). An online pod's own readings are taken on its turn, every
 `online_every` passes (spread by a hash of its cgroup path): `ONLINE_POD_EVERY` unless a 1 s decision reads
 online pods one by one (quota burst, disk QoS: agent/main.py). In between its last sample stands — its CPU
-rate then spans the passes since, its windows hold the value — and so do its pod collectors' parts; a pod
+rate then spans the passes since, its windows get nothing new — and so do its pod collectors' parts; a pod
 whose metadata or containers changed is visited at once. Without a readable root every pod is read every pass.
 
 memory.stat (the costliest file: the kernel flushes per-CPU counters to print it) and the memory limit (it
