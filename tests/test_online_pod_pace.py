@@ -8,6 +8,8 @@ import itertools
 import logging
 import time
 import zlib
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +18,8 @@ from agent.sampler import Sampler
 from agent.snapshot import NodeSample, PodMeta, PodSample, PodsTotal, Snapshot
 from agent.windows import WindowStore
 from cgroup import PathModel
+from kube import Kube
+from tests.agentbuild import build_agent
 from testsupport.cgtree import V1Tree
 from testsupport.classed_pods import ClassedPodSource
 
@@ -168,3 +172,20 @@ def test_an_online_pods_windows_are_covered_by_its_readings(v1tree_cgroupfs: V1T
         assert one_minute.value is not None and one_minute.coverage >= 0.9
     finally:
         sampler.close()
+
+
+@pytest.mark.cgroupv1
+@pytest.mark.parametrize(
+    ("qos", "enforcement", "every"),
+    [({}, {}, 5), ({"quota_burst": {"enabled": True}}, {}, 1), ({}, {"disk": {"enabled": True}}, 1)],
+)
+def test_online_pods_are_read_every_pass_while_a_decision_reads_them_one_by_one(
+    v1tree_cgroupfs: V1Tree, kube: Kube, tmp_path: Path, qos: dict[str, Any], enforcement: dict[str, Any], every: int
+) -> None:
+    tree = v1tree_cgroupfs
+    agent, _ = build_agent(tree.layout, tree.model, kube, str(tmp_path / "ledger.json"), interval=1.0, qos=qos,
+                           **enforcement)  # fmt: skip
+    try:
+        assert agent.sampler.deps.online_every == every
+    finally:
+        agent.sampler.close()
