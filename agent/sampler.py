@@ -20,7 +20,7 @@ from agent.snapshot import PodSample, Snapshot
 from agent.windows import SeriesKey, WindowStore
 from cgroup import CgroupReader, Layout, PathModel
 
-__all__ = ["CgroupPodSource", "PodSource", "Sampler"]
+__all__ = ["CgroupPodSource", "PodSource", "Sampler", "feed_windows"]
 
 RETAIN_PASSES = 60
 
@@ -86,35 +86,8 @@ class Sampler:
         self.seq += 1
         snap = Snapshot(seq=self.seq, mono=now, wall=wall, duration_seconds=0.0, collectors=ctx.clock.runs(),
                         pods_total=ctx.pods_total, **parts)  # fmt: skip
-        self._feed_windows(snap)  # from the snapshot: the online series as the decisions will see it
+        self._fed = feed_windows(self.windows, snap, self._fed)  # the online series as the decisions see it
         return dataclasses.replace(snap, duration_seconds=self.clock() - start)  # the feed is part of the pass
-
-    def _feed_windows(self, snap: Snapshot) -> None:
-        """Node usage as ratios; each pod read in this pass in cores and working-set bytes (a standing sample
-        is not fed again: an online pod's series get its readings, one per turn); the capacity predictor's
-        node series (agent.capacity: online usage and usage outside pods) as the pass's decisions see them."""
-        node = snap.node
-        batch: list[tuple[SeriesKey, float]] = [(("node", "", "memory"), node.memory_usage_ratio)]
-        ratio = node.cpu_usage_ratio
-        if ratio is not None:
-            batch.append((("node", "", "cpu"), ratio))
-        append = batch.append
-        last, fed = self._fed, {}
-        for uid, p in snap.pods.items():
-            fed[uid] = p
-            if last.get(uid) is p:
-                continue  # an online pod between its turns: its windows hold its reading already
-            if p.cpu_cores is not None:
-                append((("pod", uid, "cpu"), p.cpu_cores))
-            append((("pod", uid, "memory"), float(p.memory_working_set_bytes)))
-        self._fed = fed
-        state = node_state(snap, (None, None))
-        cpu, memory = state.cpu, state.memory
-        batch += [(online_key("cpu"), cpu.online), (online_key("memory"), memory.online),
-                  (system_key("memory"), memory.system or 0.0)]  # fmt: skip
-        if cpu.system is not None:
-            batch.append((system_key("cpu"), cpu.system))
-        self.windows.add_many(snap.mono, batch)  # one acquisition of the store's lock for the whole tick
 
     def _forget_vanished(self, gone: set[str], pods: dict[str, PodSample]) -> None:
         """Vanished cgroups leave the rate memories, the collectors and the open descriptors; vanished pods the
@@ -133,3 +106,32 @@ class Sampler:
         for collector in self._built:
             collector.close()
         self.reader.files.close()
+
+
+def feed_windows(windows: WindowStore, snap: Snapshot, fed: dict[str, PodSample]) -> dict[str, PodSample]:
+    """Feed one pass: node usage as ratios; each pod read in this pass in cores and working-set bytes (a sample
+    in `fed`, the one fed last, stands and is not fed again: an online pod's series get its readings, one per
+    turn); the capacity predictor's node series (agent.capacity: online usage and usage outside pods) as the
+    pass's decisions see them. Returns the samples fed, by UID, for the next pass."""
+    node = snap.node
+    batch: list[tuple[SeriesKey, float]] = [(("node", "", "memory"), node.memory_usage_ratio)]
+    ratio = node.cpu_usage_ratio
+    if ratio is not None:
+        batch.append((("node", "", "cpu"), ratio))
+    append = batch.append
+    now_fed: dict[str, PodSample] = {}
+    for uid, p in snap.pods.items():
+        now_fed[uid] = p
+        if fed.get(uid) is p:
+            continue  # an online pod between its turns: its windows hold its reading already
+        if p.cpu_cores is not None:
+            append((("pod", uid, "cpu"), p.cpu_cores))
+        append((("pod", uid, "memory"), float(p.memory_working_set_bytes)))
+    state = node_state(snap, (None, None))
+    cpu, memory = state.cpu, state.memory
+    batch += [(online_key("cpu"), cpu.online), (online_key("memory"), memory.online),
+              (system_key("memory"), memory.system or 0.0)]  # fmt: skip
+    if cpu.system is not None:
+        batch.append((system_key("cpu"), cpu.system))
+    windows.add_many(snap.mono, batch)  # one acquisition of the store's lock for the whole tick
+    return now_fed

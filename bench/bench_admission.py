@@ -20,6 +20,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import uvicorn
@@ -35,7 +36,7 @@ from testsupport.admission_reviews import container, pod, review
 
 
 def settings(cert: str = "", key: str = "", listen: str = "127.0.0.1:0") -> AdmissionSettings:
-    profiles = [
+    profiles: list[dict[str, Any]] = [
         {"name": f"team-{i}", "namespaceSelector": {"matchLabels": {"team": f"t{i}"}}, "qos_level": "BE"}
         for i in range(19)
     ]

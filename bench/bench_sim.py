@@ -13,12 +13,13 @@ Run: `.venv/bin/python -m bench.bench_sim [--repeat 3] [--trace PATH] [--pods 25
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import time
 from collections.abc import Callable
 
-from agent.capacity import CapacityParams, PodAges, compute_state, online_key, system_key
+from agent.capacity import PREDICTORS, CapacityParams, PodAges, compute_state, online_key, system_key
 from agent.node_state import node_state
 from agent.snapshot import NodeSample, PodMeta, PodSample, Snapshot
 from agent.windows import SeriesKey, WindowStore
@@ -91,10 +92,10 @@ def capacity_stage(pods: int, repeat: int) -> None:
     store, snap = pass_state(pods)
     state = node_state(snap, (float(pods), float(4 * pods * GI)))
     ages = PodAges()
-    for predictor in ("node_peak", "pod_peaks"):
-        params = CapacityParams(predictor=predictor)  # type: ignore[arg-type]
-        print(f"capacity stage, {pods} pods, {predictor:9s}: "
-              f"{timed(lambda p=params: compute_state(state, store, p, ages), repeat)}")  # fmt: skip
+    for predictor in PREDICTORS:
+        params = CapacityParams(predictor=predictor)
+        stage = functools.partial(compute_state, state, store, params, ages)
+        print(f"capacity stage, {pods} pods, {predictor:9s}: {timed(stage, repeat)}")
 
 
 def main() -> None:

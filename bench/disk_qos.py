@@ -22,7 +22,7 @@ from collections.abc import Callable
 from agent.config import AgentConfig, EnforcementConfig
 from agent.enforcer import Enforcer, detect_facts
 from agent.sampler import CgroupPodSource, Sampler
-from agent.snapshot import ContainerSample, DiskRates, DiskSample, NodeSample, PodMeta, PodSample, Snapshot
+from agent.snapshot import ContainerSample, DiskRates, DiskSample, NodeSample, PodClass, PodMeta, PodSample, Snapshot
 from agent.strategies.registry import strategies
 from agent.windows import WindowStore
 from bench.agent_overhead import percentile
@@ -38,7 +38,7 @@ def pods_of(tree: DiskTree, n: int) -> list[PodSample]:
     out = []
     for i in range(n):
         uid, path, containers = tree.pod(tiers[i % 3], containers=3)  # type: ignore[arg-type]
-        cls = "offline" if i % 2 else "online"
+        cls: PodClass = "offline" if i % 2 else "online"
         meta = PodMeta(uid, "default", f"pod-{i}", cls, cpu_request_cores=0.1, cpu_limit_cores=0.5)
         ctrs = tuple(ContainerSample(c.rsplit("/", 1)[1], c, 0.01, 0, 0, 0, 0.0) for c in containers)
         out.append(PodSample(meta, tiers[i % 3], path, 0.03, 64 << 20, 0, 0, 0, 0.0, ctrs))

@@ -16,7 +16,7 @@ import time
 
 from agent.config import EnforcementConfig
 from agent.enforcer import Enforcer
-from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
+from agent.snapshot import ContainerSample, NodeSample, PodClass, PodMeta, PodSample, Snapshot
 from bench.agent_overhead import percentile
 from cgroup import CgroupReader
 from testsupport.cgtree import V1Tree
@@ -30,7 +30,7 @@ def pods_of(tree: V1Tree, n: int) -> list[PodSample]:
     out = []
     for i in range(n):
         uid, path, containers = tree.pod(tiers[i % 3], containers=3)  # type: ignore[arg-type]
-        cls = "offline" if i % 3 == 1 else "online"
+        cls: PodClass = "offline" if i % 3 == 1 else "online"
         meta = PodMeta(uid, "default", f"pod-{i}", cls, cpu_request_cores=0.1, cpu_limit_cores=0.5)
         ctrs = tuple(ContainerSample(c.rsplit("/", 1)[1], c, 0.01, 0, 0, 0, 0.0) for c in containers)
         out.append(PodSample(meta, tiers[i % 3], path, 0.03, 64 << 20, 0, 0, 0, 0.0, ctrs))

@@ -14,11 +14,12 @@ Run as root: `.venv/bin/python -m bench.net_egress [--runs 5] [--pods 250] [--pa
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from agent.config import EnforcementConfig, NetworkQosConfig
 from agent.enforcer import Enforcer
@@ -50,6 +51,10 @@ def _snap(seq: int, pods: list[PodSample]) -> Snapshot:
     return Snapshot(seq, float(seq), 0.0, NodeSample(2.0, 0.1, 8 * GI, GI, 0), {}, {p.uid: p for p in pods}, (), 0.0)
 
 
+def _next_pass(enf: Enforcer, seq: Iterator[int], pods: list[PodSample]) -> None:
+    enf.on_snapshot(_snap(next(seq), pods))
+
+
 def _enforcer(tree: V1Tree, ledger: str, qos: NetworkQosConfig | None) -> Enforcer:
     from testsupport.strategies import default_strategies
 
@@ -61,7 +66,8 @@ def _enforcer(tree: V1Tree, ledger: str, qos: NetworkQosConfig | None) -> Enforc
 
 def throughput(runs: int) -> tuple[list[float], list[float]]:
     """(offline rate / limit, online rate / limit) of each run, at the receiving end."""
-    held, free = [], []
+    held: list[float] = []
+    free: list[float] = []
     tree = V1Tree("cgroupfs")
     try:
         with namespaces() as nets, tempfile.TemporaryDirectory() as tmp:
@@ -144,7 +150,7 @@ def pass_cost(pods: int, passes: int) -> dict[str, list[float]]:
                 enf.on_snapshot(_snap(next(seq), samples))
                 out[f"{name} first pass"] = [(time.thread_time() - start) * 1e3]
                 out[f"{name} first pass wall"] = [(time.perf_counter() - wall) * 1e3]
-                out[name] = cpu_ms(lambda enf=enf, seq=seq: enf.on_snapshot(_snap(next(seq), samples)), passes)
+                out[name] = cpu_ms(functools.partial(_next_pass, enf, seq, samples), passes)
                 walls = []
                 for _ in range(passes):
                     w = time.perf_counter()

@@ -22,10 +22,9 @@ import random
 import statistics
 import time
 from collections.abc import Callable
-from types import SimpleNamespace
 
-from agent.sampler import Sampler
-from agent.snapshot import Snapshot
+from agent.sampler import feed_windows
+from agent.snapshot import PodSample, Snapshot
 from agent.view import AgentView
 from agent.windows import SeriesKey, WindowStore
 from bench.bench_exporter import Synthetic
@@ -37,12 +36,13 @@ SCRAPE_EVERY = 15  # ticks (seconds) between scrapes
 
 
 def feeder(store: WindowStore) -> Callable[[Snapshot], None]:
-    """The sampler's own `_feed_windows` over `store` (it reads only `self.windows` and `self._fed`, the samples
-    it fed last; every synthetic sample is new, so every pod is fed every tick, as with quota burst on)."""
-    host = SimpleNamespace(windows=store, _fed={})
+    """The sampler's own feed (`agent.sampler.feed_windows`) over `store`; every synthetic sample is new, so
+    every pod is fed every tick, as with quota burst on."""
+    fed: dict[str, PodSample] = {}
 
     def feed(snap: Snapshot) -> None:
-        Sampler._feed_windows(host, snap)  # type: ignore[arg-type]
+        nonlocal fed
+        fed = feed_windows(store, snap, fed)
 
     return feed
 
