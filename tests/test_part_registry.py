@@ -169,7 +169,7 @@ def test_a_part_no_active_strategy_owns_is_put_back_after_a_restart(tmp_path: Pa
 
 
 def test_a_part_is_registered_once() -> None:
-    with pytest.raises(ValueError, match="registered already"):
+    with pytest.raises(ValueError, match="registered twice"):
         registry.register(registry.PARTS["quota"], order=1000)
 
 

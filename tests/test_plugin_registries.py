@@ -154,7 +154,7 @@ def test_a_part_takes_its_place_in_the_restore_order_whenever_it_registers() -> 
         assert parts.PARTS is mapping  # the executor and restore hold it by reference
         with pytest.raises(ValueError, match="order 15 is taken by 'early'"):
             parts.register(PartSpec("late", "offline"), order=15)
-        with pytest.raises(ValueError, match="registered already"):
+        with pytest.raises(ValueError, match="registered twice"):
             parts.register(PartSpec("early", "online"), order=16)
     finally:
         parts.unregister("early")

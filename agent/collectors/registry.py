@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from pydantic import BaseModel, Field, create_model
 
 from common.families import Family
+from common.plugins import check_new
 
 if TYPE_CHECKING:
     from agent.collectors.context import CollectorDeps, PassContext
@@ -77,10 +78,7 @@ def register(
 ) -> None:
     """Called once by each collector's module. `order` places it in the pass and in /metrics (a pod collector
     among the pod collectors); `what` it reads documents its switch."""
-    if name in _SPECS:
-        raise ValueError(f"collector {name!r} registered twice")
-    if any(s.order == order for s in _SPECS.values()):
-        raise ValueError(f"collector {name!r}: order {order} is taken")
+    check_new("collector", name, order, {s.name: s.order for s in _SPECS.values()})
     _SPECS[name] = CollectorSpec(name, default or always_on, always_on, scope, fills, order, factory, what)
 
 

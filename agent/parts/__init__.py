@@ -13,11 +13,6 @@ its `register(...)`, and its knob if no existing one writes its file), its strat
 agent/strategies/ (which registers itself the same way), its config key.
 """
 
-import importlib
-import pkgutil
+from common.plugins import import_modules
 
-_NOT_PARTS = frozenset({"registry", "spec"})
-
-for _module in pkgutil.iter_modules(__path__):
-    if _module.name not in _NOT_PARTS:
-        importlib.import_module(f"{__name__}.{_module.name}")
+import_modules(__name__, __path__, skip=("registry", "spec"))

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 from agent.ledger import Touched
 from agent.parts.spec import PartSpec, Protects
+from common.plugins import check_new
 
 #: every registered part, in restore order (kept in that order as parts register, whatever the import order)
 PARTS: dict[str, PartSpec] = {}
@@ -20,11 +21,7 @@ _ORDER: dict[str, int] = {}
 def register(spec: PartSpec, *, order: int) -> None:
     """Called once per part by its module. `order` places it in the restore order; a second part of the same
     name, or at an order taken, is a mistake."""
-    if spec.name in PARTS:
-        raise ValueError(f"part {spec.name!r} is registered already")
-    taken = next((name for name, at in _ORDER.items() if at == order), None)
-    if taken is not None:
-        raise ValueError(f"part {spec.name!r}: order {order} is taken by {taken!r}")
+    check_new("part", spec.name, order, _ORDER)
     _ORDER[spec.name] = order
     ordered = sorted([*PARTS.values(), spec], key=lambda s: _ORDER[s.name])
     PARTS.clear()  # the same mapping, reordered: the executor and restore hold it by reference

@@ -18,9 +18,6 @@ place in the order actions are applied, so a new strategy is one new module here
 `eviction_choice` decides which offline pods the evictor evicts.
 """
 
-import importlib
-import pkgutil
+from common.plugins import import_modules
 
-for _module in pkgutil.iter_modules(__path__):
-    if _module.name != "registry":
-        importlib.import_module(f"{__name__}.{_module.name}")
+import_modules(__name__, __path__, skip=("registry",))

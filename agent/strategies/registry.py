@@ -24,6 +24,7 @@ from agent.ledger import Touched
 from agent.node_state import NodeState
 from agent.originals import OwnOriginals
 from agent.snapshot import PodSample
+from common.plugins import check_new
 
 
 class Strategy(Protocol):
@@ -74,10 +75,7 @@ _SPECS: dict[str, StrategySpec] = {}
 def register(name: str, factory: Factory, *, order: int) -> None:
     """Called once per strategy by its module; a second strategy of the same name, or at an order taken, is a
     mistake."""
-    if name in _SPECS:
-        raise ValueError(f"strategy {name!r} registered twice")
-    if any(s.order == order for s in _SPECS.values()):
-        raise ValueError(f"strategy {name!r}: order {order} is taken")
+    check_new("strategy", name, order, {s.name: s.order for s in _SPECS.values()})
     _SPECS[name] = StrategySpec(name, order, factory)
 
 
