@@ -71,7 +71,7 @@ class Sampler:
         start = now = self.clock()
         wall = self.wall_clock()
         ctx = self._ctx
-        ctx.now, ctx.seq = now, self.seq
+        ctx.now, ctx.seq, ctx.kubepods = now, self.seq, None
         ctx.clock.reset()
         previous, ctx.seen = self._previous, set()
         parts: dict[str, Any] = {"tiers": {}, "interfaces": ()}

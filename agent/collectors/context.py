@@ -50,6 +50,7 @@ class PassContext:
     seen: set[str] = field(default_factory=set)
     meta: PodMeta | None = None
     pod: PodCgroup | None = None
+    kubepods: tuple[int, int] | None = None  # the root's CPU usage (ns) and working set, if the tiers read it
     pods_total: PodsTotal | None = None  # the kubepods root, read by the pods collector
 
     def failed(self, name: str) -> None:

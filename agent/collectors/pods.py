@@ -135,14 +135,19 @@ class PodsCollector:
         return pods
 
     def _total(self, ctx: PassContext) -> PodsTotal | None:
-        """All pods' usage from the kubepods root, its memory.stat at the pods' detail pace; None (and every
-        pod read every pass) while it cannot be read."""
+        """All pods' usage from the kubepods root — as the tiers collector read it in this pass, else read here,
+        its memory.stat at the pods' detail pace; None (and every pod read every pass) while it cannot be
+        read."""
         root, now = self._root, ctx.now
         try:
-            files = root.files = root.files or self.reader.counters(root.path)
-            usage_ns, usage = files.cpu_usage_ns(), files.memory_usage()
-            if root.at is None or ctx.seq % self.detail_every == 0:
-                root.inactive = files.memory_stat()[0]
+            if ctx.kubepods is not None:
+                usage_ns, working_set = ctx.kubepods
+            else:
+                files = root.files = root.files or self.reader.counters(root.path)
+                usage_ns, usage = files.cpu_usage_ns(), files.memory_usage()
+                if root.at is None or ctx.seq % self.detail_every == 0:
+                    root.inactive = files.memory_stat()[0]
+                working_set = max(0, usage - root.inactive)
         except CgroupError as exc:
             if root.readable:
                 log.debug("pods' root %s: %s; every pod is read every pass", root.path, exc)  # startup warned
@@ -155,7 +160,7 @@ class PodsCollector:
         at, before = root.at, root.usage_ns
         root.at, root.usage_ns = now, usage_ns
         ns_per_second = None if at is None else counter_rate(before, at, usage_ns, now)
-        return PodsTotal(None if ns_per_second is None else ns_per_second / 1e9, max(0, usage - root.inactive))
+        return PodsTotal(None if ns_per_second is None else ns_per_second / 1e9, working_set)
 
     def _pod(
         self, ctx: PassContext, meta: PodMeta, pod: PodCgroup, parts: tuple[tuple[str, str, Collector], ...]

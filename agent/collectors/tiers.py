@@ -27,6 +27,8 @@ class TiersCollector(KeepsNothing):
                 cpu = self.reader.cpu(path)
                 cores, _ = self.cpu_rates.rate(path, ctx.now, cpu.usage_ns, cpu.nr_periods, cpu.nr_throttled)
                 read[qos] = (cores, self.reader.memory(path).working_set_bytes)
+                if qos == "guaranteed":  # kubepods itself: the pods collector's root, not read twice
+                    ctx.kubepods = (cpu.usage_ns, read[qos][1])
             except CgroupError:
                 continue  # no kubelet on this machine, or the tier is not there yet
             ctx.seen.add(path)
