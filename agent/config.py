@@ -57,15 +57,42 @@ else:
     CollectorsConfig = switches_model(CollectorSwitches)
 
 
+class LearnedMarginConfig(Strict):
+    """The learned lending margin: shrunk when online usage enters lent capacity, grown back slowly (AIMD)."""
+
+    #: The factor is multiplied by this when online usage enters capacity that was lent.
+    decrease: float = Field(default=0.5, gt=0, lt=1)
+    #: ... at most once in this many seconds (a 1 s agent and a 300 s replay cut alike).
+    hold_seconds: float = Field(default=300.0, ge=0)
+    #: It grows back by this much an hour.
+    increase_per_hour: float = Field(default=0.05, gt=0, le=1)
+    #: It never goes below this; 1 switches the learned margin off.
+    floor: float = Field(default=0.2, gt=0, le=1)
+
+
 class OversubscriptionConfig(Strict):
     """How oversubscribable capacity is computed (agent/capacity/lendable.py) and published (agent/capacity/owner.py,
     agent/capacity/publish_rules.py, docs/publishing.md)."""
 
     #: Publish capacity on every node, not only on nodes labelled volcano.sh/oversubscription=true.
     enabled_on_all_nodes: bool = False
-    #: node_peak: the peak of the node's online usage (one series, Σ online pods); pod_peaks: Σ each online
-    #: pod's own peak, the rule before colo-sim measured both (docs/simulation.md).
-    predictor: Literal["node_peak", "pod_peaks"] = "node_peak"
+    #: The capacity predictor of both resources, one of the registered ones (agent/capacity/predictors/):
+    #: node_peak, the peak of the node's online usage (one series, Σ online pods); pod_peaks, Σ each online
+    #: pod's own peak (the rule before issue 20); nsigma, the hour's mean + N·σ of the node's online usage;
+    #: rc_like, Σ each online pod's p99 of the hour; max, the larger of nsigma and rc_like (docs/simulation.md).
+    predictor: str = "node_peak"
+    #: The predictor of CPU alone (empty: `predictor`).
+    cpu_predictor: str | None = None
+    #: The predictor of memory alone (empty: `predictor`).
+    memory_predictor: str | None = None
+    #: nsigma: N, the deviations above the hour's mean (5: Bashir et al.'s configuration).
+    nsigma: float = Field(default=5.0, ge=0)
+    #: Seconds of history after which the predictor is fully trusted; before, a node lends between the peers'
+    #: rule (`cold_reclaim_ratio`) and the predictor's number in proportion to its history (0: trusted at once).
+    trust_seconds: float = Field(default=3600.0, ge=0)
+    #: The cold-start rule: without history a node lends at most allocatable × this − usage, the safer of the
+    #: peers' defaults (koordinator's CPU threshold 60 %, below Volcano's 60 % of what is free).
+    cold_reclaim_ratio: float = Field(default=0.6, ge=0, le=1)
     #: The window peaks are taken over (max_avg_1d: the highest 5-minute average of the last day), or the
     #: current 5-minute average if higher.
     peak_window: str = "max_avg_1d"
@@ -108,6 +135,17 @@ class OversubscriptionConfig(Strict):
     #: Publish kubernetes.io/batch-* in node status; false (or the label removed) holds them at what the
     #: node's batch pods request until none do, then removes them.
     extended_resources: bool = True
+    #: The learned lending margin (agent/capacity/margin.py), per resource.
+    learned_margin: LearnedMarginConfig = Field(default_factory=lambda: LearnedMarginConfig())
+
+    @field_validator("predictor", "cpu_predictor", "memory_predictor")
+    @classmethod
+    def _registered(cls, value: str | None) -> str | None:
+        from agent.capacity.predictors import registry  # the registry, not a copy of its names
+
+        if value is not None and value not in registry.names():
+            raise ValueError(f"unknown predictor {value!r}; registered: {', '.join(registry.names())}")
+        return value
 
 
 class EvictionConfig(Strict):

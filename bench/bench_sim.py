@@ -19,7 +19,8 @@ import statistics
 import time
 from collections.abc import Callable
 
-from agent.capacity.lendable import PREDICTORS, CapacityParams, PodAges, compute_state
+from agent.capacity.lendable import CapacityParams, PodAges, compute_state
+from agent.capacity.predictors import registry
 from agent.node_state import node_state
 from agent.snapshot import NodeSample, PodMeta, PodSample, Snapshot
 from agent.windows.store import SeriesKey, WindowStore, online_key, system_key
@@ -92,7 +93,7 @@ def capacity_stage(pods: int, repeat: int) -> None:
     store, snap = pass_state(pods)
     state = node_state(snap, (float(pods), float(4 * pods * GI)))
     ages = PodAges()
-    for predictor in PREDICTORS:
+    for predictor in registry.names():
         params = CapacityParams(predictor=predictor)
         stage = functools.partial(compute_state, state, store, params, ages)
         print(f"capacity stage, {pods} pods, {predictor:9s}: {timed(stage, repeat)}")

@@ -9,16 +9,14 @@ from agent.capacity.lendable import (
     CapacityParams,
     OnlinePod,
     PodAges,
-    online_key,
     params_from,
     resource_capacity,
-    system_key,
 )
 from agent.config import OversubscriptionConfig
-from agent.windows.store import WindowStore
+from agent.windows.store import WindowStore, online_key, system_key
 
 NOW = 100_000.0
-P = CapacityParams(peak_window="max_avg_1h", min_history_seconds=300.0, cpu_reclaim_ratio=0.9)
+P = CapacityParams(peak_window="max_avg_1h", min_history_seconds=300.0, cpu_reclaim_ratio=0.9, trust_seconds=0.0)
 
 
 def fed(online: list[float], system: float = 0.0, seconds: int = 3600) -> WindowStore:

@@ -6,44 +6,45 @@
                                                              allocatable, so only what online pods requested
                                                              and do not use)
 
-The predictor (`oversubscription.predictor`) says what the peaks are:
+The online peak is the configured predictor's (`oversubscription.predictor`, or `cpu_predictor` /
+`memory_predictor` for one resource), called by name from the registry in `agent.capacity.predictors`: no
+predictor is a special case here. For a node-level predictor, every online pod younger than
+`min_history_seconds` adds what it requested and does not use yet, in proportion to the time it has left to
+show what it needs: (1 − age / min_history_seconds) × max(0, request − usage). A per-pod predictor weighs each
+pod's own history itself. The system peak is the peak window of the node's usage outside pods (or the instant,
+if higher); reclaimable = max(0, Σ online requests − online peak) unless the predictor has its own rule.
 
-``node_peak`` (the default)
-    online peak = `peak_window` of the node's online usage (the kubepods root's minus the offline pods',
-    agent/node_state.py; one series fed by the sampler), or its current 5-minute average if higher, plus,
-    for every online pod younger than `min_history_seconds`, what it requested and does not use yet (it has
-    not shown what it needs);
-    system peak = the same window of the node's usage outside pods; reclaimable = max(0, Σ online
-    requests − online peak). Peaks of different pods rarely coincide: the node's peak is what online pods
-    take together, and a sum of per-pod peaks overstates it.
-``pod_peaks`` (the rule before issue 20, kept to compare)
-    online peak = Σ_online peak(pod), each pod's `peak_window` with its current 5-minute average (an online
-    pod's series holds its readings, one per turn: 5 s rates, agent/sense/collectors/pods.py); a pod with less
-    history than `min_history_seconds` counts max(request, usage); system = the instantaneous usage outside
-    pods; reclaimable = Σ_online max(0, request − peak), and both models publish
-    max(0, min(reclaimable, headroom)).
+Cold start: a predictor's peak is trusted in proportion to the history behind it, trust = min(1, history /
+`trust_seconds`). Where the predictor would lend more than the safer of the peers' rules at their defaults
+(koordinator's allocatable × 0.6 − usage, which Volcano's 0.6 × (allocatable − usage) never goes below), each
+model lends cold + trust × (predicted − cold), with cold = max(0, allocatable × `cold_reclaim_ratio` − system −
+online usage now): a node whose windows are young or lost lends as the peers do, and more as the evidence
+grows. Windows restored from the state file carry their history: a restart is not a cold start, and the
+pods' ages are seeded from their own series' history (`PodAges.from_windows`).
 
-Without `min_history_seconds` of node history the node predictor falls back to Σ max(request, usage) of the
-online pods. Pods of unknown class count as online: never give away what might belong to a
-latency-sensitive pod. `resource_capacity` is the one implementation: the agent calls it through
-`compute_state` on each pass, and colo-sim calls it on replayed traces.
+Then the learned margin (`agent.capacity.margin`) scales both numbers. Pods of unknown class count as online:
+never give away what might belong to a latency-sensitive pod. `resource_capacity` is the one implementation:
+the agent calls it through `compute_state` on each pass, and colo-sim calls it on replayed traces.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
 
+import agent.capacity.predictors  # noqa: F401  (registers every predictor)
+from agent.capacity.margin import LearnedMargin, MarginParams, online_now
+from agent.capacity.predictors import registry
+from agent.capacity.predictors.registry import Reading, history, window_peak
 from agent.node_state import NodeState, Resource, node_state, pod_request, pod_usage
 from agent.snapshot import Snapshot
-from agent.windows.store import WINDOW_SPANS, SeriesKey, WindowStore, online_key, system_key
+from agent.windows.store import WindowStore, system_key
 
 if TYPE_CHECKING:
     from agent.config import OversubscriptionConfig
 
-Predictor = Literal["node_peak", "pod_peaks"]
-PREDICTORS: tuple[Predictor, ...] = ("node_peak", "pod_peaks")
+RESOURCES: tuple[Resource, Resource] = ("cpu", "memory")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +59,9 @@ class ResourceCapacity:
     online_request: float
     oversubscription: float  # the annotation model's number (volcano.sh/oversubscription-*)
     batch: float  # the batch-resource model's number (kubernetes.io/batch-*), before batch pods' own use
+    predictor: str = "node_peak"
+    trust: float = 1.0  # the cold-start rule's weight of the predictor (0..1)
+    margin: float = 1.0  # the learned margin's factor (0..1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,16 +70,39 @@ class CapacityParams:
     min_history_seconds: float = 300.0
     cpu_reclaim_ratio: float = 0.95
     memory_reclaim_ratio: float = 0.7
-    predictor: Predictor = "node_peak"
+    predictor: str = "node_peak"
+    cpu_predictor: str | None = None  # None: `predictor`
+    memory_predictor: str | None = None
+    nsigma: float = 5.0
+    trust_seconds: float = 3600.0
+    cold_reclaim_ratio: float = 0.6
+    margin: MarginParams | None = field(default_factory=MarginParams)  # None: no learned margin
 
-    def ratio(self, resource: Resource) -> float:
+    def ratio(self, resource: str) -> float:
         return self.cpu_reclaim_ratio if resource == "cpu" else self.memory_reclaim_ratio
+
+    def predictor_for(self, resource: str) -> str:
+        chosen = self.cpu_predictor if resource == "cpu" else self.memory_predictor
+        return self.predictor if chosen is None else chosen
 
 
 def params_from(config: OversubscriptionConfig) -> CapacityParams:
     """The capacity parameters of an agent configuration's oversubscription section."""
-    return CapacityParams(config.peak_window, config.min_history_seconds, config.cpu_reclaim_ratio,
-                          config.memory_reclaim_ratio, config.predictor)  # fmt: skip
+    m = config.learned_margin
+    margin = MarginParams(m.decrease, m.increase_per_hour, m.floor, m.hold_seconds) if m.floor < 1 else None
+    return CapacityParams(
+        config.peak_window,
+        config.min_history_seconds,
+        config.cpu_reclaim_ratio,
+        config.memory_reclaim_ratio,
+        config.predictor,
+        config.cpu_predictor,
+        config.memory_predictor,
+        config.nsigma,
+        config.trust_seconds,
+        config.cold_reclaim_ratio,
+        margin,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,13 +115,21 @@ class OnlinePod:
 
 
 class PodAges:
-    """When each online pod was first seen in an unbroken run of passes (the node predictor's young-pod
-    rule); a pod missing from a pass starts again when it comes back. Not thread-safe: one pass at a time."""
+    """When each online pod was first seen in an unbroken run of passes (the young-pod rule); a pod missing from
+    a pass starts again when it comes back. Not thread-safe: one pass at a time."""
 
     __slots__ = ("_first",)
 
-    def __init__(self) -> None:
-        self._first: dict[str, float] = {}
+    def __init__(self, seen: Mapping[str, float] | None = None) -> None:
+        self._first: dict[str, float] = dict(seen or {})
+
+    @classmethod
+    def from_windows(cls, windows: WindowStore, now: float) -> PodAges:
+        """Ages as the pods' own series tell them (memory's is fed for every pod each pass): after a restart
+        with restored windows, a pod that ran before it is not young. The caller holds the windows lock."""
+        seen = {key[1]: now - history(windows, key, now, "max_avg_1d")
+                for key in windows if key[0] == "pod" and key[2] == "memory"}  # fmt: skip
+        return cls(seen)
 
     def observe(self, now: float, uids: Iterable[str]) -> None:
         first = self._first
@@ -104,25 +139,17 @@ class PodAges:
         return now - self._first.get(uid, now)
 
 
-def _window(windows: WindowStore, key: SeriesKey, now: float, params: CapacityParams) -> tuple[float | None, float]:
-    """max(peak window, current 5-minute average) of `key` and the seconds of history behind it."""
-    wv = windows.value(key, params.peak_window, now)
-    avg5 = windows.value(key, "avg_5m", now)
-    history = max(wv.coverage * WINDOW_SPANS[params.peak_window], avg5.coverage * WINDOW_SPANS["avg_5m"])
-    values = [v for v in (wv.value, avg5.value) if v is not None]
-    return (max(values) if values else None), history
+def young_weight(age: float, params: CapacityParams) -> float:
+    """How much of a young pod's unused request a node-level predictor adds: 1 when just seen, 0 from
+    `min_history_seconds` on."""
+    span = params.min_history_seconds
+    return max(0.0, 1.0 - age / span) if span > 0 else 0.0
 
 
-def pod_peak(pod: OnlinePod, windows: WindowStore, resource: Resource, now: float, params: CapacityParams) -> float:
-    """The `pod_peaks` predictor's peak of one pod (cores or bytes).
-
-    The configured window is taken together with the current 5-minute average, which the max-of-averages
-    windows only see at the next minute boundary: a pod that grows right now takes capacity back at once.
-    """
-    peak, history = _window(windows, ("pod", pod.uid, resource), now, params)
-    if peak is None or history < params.min_history_seconds:
-        return max(pod.request, pod.usage)
-    return peak
+def cold_blend(predicted: float, cold: float, trust: float) -> float:
+    """What is lent while the predictor is trusted by `trust` (0..1): never more than the peers' rule would
+    lend without evidence, the predictor's number with full evidence."""
+    return predicted if predicted <= cold else cold + trust * (predicted - cold)
 
 
 def resource_capacity(
@@ -134,48 +161,67 @@ def resource_capacity(
     pods: Sequence[OnlinePod],
     ages: PodAges,
     params: CapacityParams,
+    margin: LearnedMargin | None = None,
 ) -> ResourceCapacity:
     """One resource's capacity at `now` from the windows and the pass's online pods (`ages` observed for
-    this pass). The caller holds the windows lock."""
+    this pass; `margin` updated by this pass). The caller holds the windows lock."""
+    spec = registry.spec(params.predictor_for(resource))
+    prediction = spec.predict(Reading(windows, now, resource, pods, params))
     request_sum = sum(p.request for p in pods)
-    if params.predictor == "pod_peaks":
-        peaks = [pod_peak(p, windows, resource, now, params) for p in pods]
-        peak_sum = sum(peaks)
-        reclaimable = sum(max(0.0, p.request - peak) for p, peak in zip(pods, peaks, strict=True))
-        headroom = allocatable * params.ratio(resource) - system_now - peak_sum
-        lend = max(0.0, min(reclaimable, headroom))
-        return ResourceCapacity(allocatable, reclaimable, headroom, system_now, peak_sum, request_sum, lend, lend)
-    node, history = _window(windows, online_key(resource), now, params)
-    if node is None or history < params.min_history_seconds:
-        peak_sum = sum(max(p.request, p.usage) for p in pods)
-    else:
-        young = params.min_history_seconds
-        peak_sum = node + sum(max(0.0, p.request - p.usage) for p in pods if ages.age(p.uid, now) < young)
-    system, _ = _window(windows, system_key(resource), now, params)
+    peak = prediction.peak
+    if not spec.per_pod:
+        peak += sum(young_weight(ages.age(p.uid, now), params) * max(0.0, p.request - p.usage) for p in pods)
+    system, _ = window_peak(windows, system_key(resource), now, params.peak_window)
     system = system_now if system is None else max(system, system_now)
-    reclaimable = max(0.0, request_sum - peak_sum)
-    headroom = allocatable * params.ratio(resource) - system - peak_sum
-    return ResourceCapacity(allocatable, reclaimable, headroom, system, peak_sum, request_sum,
-                            max(0.0, min(reclaimable, headroom)), max(0.0, headroom))  # fmt: skip
+    reclaimable = max(0.0, request_sum - peak) if prediction.reclaimable is None else prediction.reclaimable
+    headroom = allocatable * params.ratio(resource) - system - peak
+    annotation = max(0.0, min(reclaimable, headroom))
+    batch = annotation if spec.requested_only else max(0.0, headroom)
+    usage = sum(p.usage for p in pods)
+    trust = min(1.0, prediction.history / params.trust_seconds) if params.trust_seconds > 0 else 1.0
+    cold = max(0.0, allocatable * params.cold_reclaim_ratio - system_now - usage)
+    batch, annotation = cold_blend(batch, cold, trust), cold_blend(annotation, cold, trust)
+    factor = 1.0
+    if margin is not None:
+        factor = margin.update(now, online_now(windows, resource, now, usage), system_now, allocatable)
+        batch, annotation = batch * factor, annotation * factor
+        margin.lent = batch
+    return ResourceCapacity(allocatable, reclaimable, headroom, system, peak, request_sum, annotation, batch,
+                            spec.name, trust, factor)  # fmt: skip
 
 
 def online_pods(state: NodeState, resource: Resource) -> list[OnlinePod]:
     return [OnlinePod(p.uid, pod_request(p, resource), pod_usage(p, resource)) for p in state.online]
 
 
+def margins(params: CapacityParams, windows: WindowStore) -> dict[str, LearnedMargin] | None:
+    """Each resource's learned margin as the windows' notes kept it (None: no learned margin configured)."""
+    if params.margin is None:
+        return None
+    return {r: LearnedMargin.restored(r, params.margin, windows) for r in RESOURCES}
+
+
 def compute_state(
-    state: NodeState, windows: WindowStore, params: CapacityParams, ages: PodAges | None = None
+    state: NodeState,
+    windows: WindowStore,
+    params: CapacityParams,
+    ages: PodAges | None = None,
+    learned: Mapping[str, LearnedMargin] | None = None,
 ) -> tuple[ResourceCapacity, ResourceCapacity]:
     """(cpu, memory) capacity of one pass; the caller holds the windows lock. `ages` is the caller's record
-    of its online pods across passes (None: a fresh one, so every pod counts as young)."""
+    of its online pods across passes (None: a fresh one, so every pod counts as young), `learned` its learned
+    margins (None: none; each is noted in the windows' store after the pass)."""
     now = state.snapshot.mono
     ages = PodAges() if ages is None else ages
     ages.observe(now, (p.uid for p in state.online))
     out = []
-    for resource in ("cpu", "memory"):
+    for resource in RESOURCES:
         usage = state.usage(resource)
+        margin = None if learned is None else learned[resource]
         out.append(resource_capacity(windows, now, resource, usage.allocatable, usage.system or 0.0,
-                                     online_pods(state, resource), ages, params))  # fmt: skip
+                                     online_pods(state, resource), ages, params, margin))  # fmt: skip
+        if margin is not None:
+            margin.keep(windows)
     return out[0], out[1]
 
 

@@ -28,6 +28,7 @@ subtracts the requests of the batch pods already bound; batch memory above its r
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -111,6 +112,12 @@ CAPACITY: dict[tuple[str, str], Family] = {
     for res, unit in (("cpu", "cores"), ("memory", "bytes"))
     for field_name in CAPACITY_FIELDS
 }
+#: The learned lending margin's factor, per resource (agent/capacity/margin.py).
+MARGIN: dict[str, Family] = {
+    res: Family(f"colo_capacity_margin_factor_{res}", f"Learned lending margin of {res}: the share of its lendable "
+                "capacity the node lends (1: no recent would-be violation)")
+    for res in ("cpu", "memory")
+}  # fmt: skip
 BATCH_PODS = Family("colo_node_batch_pods", "Pods on the node with kubernetes.io/batch-* requests")
 _BATCH_HELP = {
     "allocated": "Σ batch requests of the node's pods that have not finished",
@@ -185,7 +192,11 @@ class OversubscriptionOwner:
         self.high_watermarks = high_watermarks  # eviction's, in percent: pressure is near them
         self.batch_requests = batch_requests  # None: the pod list is not known yet
         self.params = lendable.params_from(config)
-        self._ages = lendable.PodAges()  # the online pods seen pass after pass (the predictor's young pods)
+        # the online pods seen pass after pass (the young-pod rule) and the learned margins, both as the windows
+        # restored from the state file remember them: a restart is not a cold start
+        with view.windows_lock:
+            self._ages = lendable.PodAges.from_windows(view.windows, time.monotonic())
+            self._margins = lendable.margins(self.params, view.windows)
         self.band = Band(config.update_fraction, config.update_interval_seconds)
         self.last: dict[str, Any] = {"enabled": None, "reason": "no node object yet"}
         self._started: float | None = None  # the publisher's clock at the first round
@@ -215,7 +226,7 @@ class OversubscriptionOwner:
                 w.clear()
             return
         with self.view.windows_lock:
-            cpu, mem = lendable.compute_state(state, self.view.windows, self.params, self._ages)
+            cpu, mem = lendable.compute_state(state, self.view.windows, self.params, self._ages, self._margins)
         use = batch_floor.batch_use(state.offline)
         # each model by its own rule (agent/capacity/lendable.py): batch-* lend the headroom, the annotations only what
         # online pods requested and do not use
@@ -399,6 +410,9 @@ class OversubscriptionOwner:
                     fam = CAPACITY[res, field_name].metric()
                     fam.add_metric([], float(d[field_name]))
                     out.append(fam)
+                fam = MARGIN[res].metric()
+                fam.add_metric([], float(d["margin"]))
+                out.append(fam)
         batch = last.get("batch")
         if isinstance(batch, dict):
             pods = BATCH_PODS.metric()

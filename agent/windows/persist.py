@@ -14,7 +14,8 @@ File format (version 1, little-endian)::
     b"COLOWIN\\0" | u32 version | u32 header length | header (JSON) | records | u32 CRC-32 of all before
 
 The JSON header names the format, the node, ``saved_wall``, the grid phase relative to the save
-(``phase - mono_now``), ``max_gap``, the ring sizes, and per series ``[scope, id, resource, n_raw]``. Each
+(``phase - mono_now``), ``max_gap``, the ring sizes, and per series ``[scope, id, resource, n_raw]``, and
+``notes`` (the store's small named figures, e.g. the learned lending margins; absent in older files). Each
 record is ``<dddqq`` (d0, age of the latest sample, age of the latest gap sample, current bucket, current
 day slot) followed by float64 arrays: n_raw times (ages), n_raw values, then the minute ring (sum, count,
 coverage, 5-minute average; 64 each) and the day ring (max average, coverage; 289 each). About 11.5 KB
@@ -120,6 +121,7 @@ def save_windows(store: WindowStore, path: str, *, node: str, mono_now: float, w
             "minute_slots": MINUTE_SLOTS,
             "day_slots": DAY_SLOTS,
             "series": series,
+            "notes": {k: v for k, v in store.notes.items() if math.isfinite(v)},
         },
         separators=(",", ":"),
     ).encode()
@@ -236,6 +238,12 @@ def _decode(
     base = mono_now - elapsed  # the current monotonic time of the save
     phase = (phase_rel + base) % PHASE_PERIOD
     store = WindowStore(phase=phase, max_gap=saved_gap if max_gap is None else max_gap)
+    notes = head.get("notes", {})  # absent in files written before the notes: none
+    if not isinstance(notes, dict) or not all(
+        isinstance(k, str) and isinstance(v, int | float) and math.isfinite(v) for k, v in notes.items()
+    ):
+        raise StateError("bad notes in the header")
+    store.notes.update({k: float(v) for k, v in notes.items()})
     buf = memoryview(data)
     end = len(data) - _CRC.size
     states: list[tuple[SeriesKey, SeriesState]] = []

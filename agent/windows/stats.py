@@ -247,6 +247,18 @@ class SeriesWindows(SeriesFeed):
             return WindowValue(sum(self._v[lo:n]) / (n - lo), self._coverage(lo, n, span))
         return self._raw_row(now)[RAW_WINDOWS.index(name)]
 
+    def minute_means(self, now: float) -> list[float]:
+        """The means of the last hour's minutes that have samples, oldest first (the 1-hour percentiles' inputs;
+        the `nsigma` predictor's mean and deviation): no state of its own."""
+        if self._last_t == _NEG_INF:
+            return []
+        now = max(now, self._last_t)
+        kn = self._k_now(now)
+        kc = self._kc
+        lo, hi = max(kn - HOUR_BUCKETS + 1, kc - MINUTE_SLOTS + 1), min(kn, kc)
+        counts = _ring_slice(self._mcnt, lo, hi)
+        return list(map(truediv, compress(_ring_slice(self._msum, lo, hi), counts), compress(counts, counts)))
+
     def has_data(self, now: float) -> bool:
         """Whether any window at `now` still sees data (else the series can be forgotten)."""
         if self._last_t == _NEG_INF:

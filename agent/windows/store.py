@@ -68,7 +68,7 @@ class WindowStore:
     `lock` is that lock (reentrant): a reader that wants several calls to see the same tick holds it around
     them, and the agent's view hands out this very lock, so the store has one lock, not two."""
 
-    __slots__ = ("_lock", "_max_gap", "_phase", "_series", "rejected")
+    __slots__ = ("_lock", "_max_gap", "_phase", "_series", "notes", "rejected")
 
     def __init__(self, *, phase: float = 0.0, max_gap: float = DEFAULT_MAX_GAP) -> None:
         SeriesWindows(phase=phase, max_gap=max_gap)  # validates both
@@ -77,6 +77,9 @@ class WindowStore:
         self._series: dict[SeriesKey, SeriesWindows] = {}
         self._lock = threading.RLock()
         self.rejected = 0  # first samples of unknown series that were rejected
+        #: small named figures kept with the windows across restarts (the learned lending margins,
+        #: agent.capacity.margin); finite floats only, saved in the state file's header
+        self.notes: dict[str, float] = {}
 
     @property
     def lock(self) -> threading.RLock:
@@ -142,6 +145,12 @@ class WindowStore:
                     raise KeyError(f"unknown window {name!r}")
                 return EMPTY
             return sw.value(name, now)
+
+    def minute_means(self, key: SeriesKey, now: float) -> list[float]:
+        """The last hour's per-minute means of `key` (`SeriesWindows.minute_means`); empty without the series."""
+        with self._lock:
+            sw = self._series.get(key)
+            return [] if sw is None else sw.minute_means(now)
 
     def put(self, key: SeriesKey, series: SeriesWindows) -> None:
         """Insert or replace a series (it must use this store's grid phase)."""

@@ -1,8 +1,10 @@
-"""Colo's own capacity, computed by the agent's code (`agent.capacity.lendable.resource_capacity`) on the replayed node:
-the window store is fed what the agent's sampler feeds it (the node's online usage, per pod too for the
-`pod_peaks` predictor), one sample per trace step, and each step is one agent pass. Two policies come out of
-one replay: `colo`, the number published as `kubernetes.io/batch-*` (the batch-resource model), and
-`colo-annotation`, the one written in Volcano's `volcano.sh/oversubscription-*` annotations.
+"""Colo's own capacity, computed by the agent's code (`agent.capacity.lendable.resource_capacity`) on the replayed
+node: the window store is fed what the agent's sampler feeds it (the node's online usage, and each pod's own
+usage when the configured predictor reads per-pod series), one sample per trace step, and each step is one
+agent pass, with the agent's young-pod ages, cold-start rule and learned margins. Two policies come out of one
+replay: `colo`, the number published as `kubernetes.io/batch-*` (the batch-resource model), and
+`colo-annotation`, the one written in Volcano's `volcano.sh/oversubscription-*` annotations. The paper's
+predictors (`nsigma`, `percentile`, `max`) are the same replay with their predictor (`paper`).
 
 The parameters are the agent's (`agent.config.OversubscriptionConfig`, its defaults unless colo-sim is given
 an agent configuration). A trace has no usage outside pods: system usage is 0 and its series is not fed.
@@ -10,23 +12,41 @@ an agent configuration). A trace has no usage outside pods: system usage is 0 an
 
 from __future__ import annotations
 
-from agent.capacity.lendable import CapacityParams, OnlinePod, PodAges, resource_capacity
+from agent.capacity.lendable import RESOURCES, CapacityParams, OnlinePod, PodAges, margins, resource_capacity
+from agent.capacity.predictors import registry
+from agent.node_state import Resource
 from agent.windows.grid import RAW_SPAN
 from agent.windows.store import WindowStore, online_key
 from colo_sim.policies import Lending
 from colo_sim.timeline import NodeTrace, Timeline
 
+#: Each resource with its columns in a `PodStep` (request, usage).
+_COLUMNS: tuple[tuple[Resource, int, int], ...] = (("cpu", 1, 2), ("memory", 3, 4))
 
-def run(node: NodeTrace, timeline: Timeline, params: CapacityParams) -> dict[str, Lending]:
+
+def paper(predictor: str) -> CapacityParams:
+    """A paper predictor as Bashir et al. lend by it: max(0, allocatable − peak), no margin, trusted at once."""
+    return CapacityParams(cpu_reclaim_ratio=1.0, memory_reclaim_ratio=1.0, predictor=predictor,
+                          trust_seconds=0.0, margin=None)  # fmt: skip
+
+
+def run(
+    node: NodeTrace,
+    timeline: Timeline,
+    params: CapacityParams,
+    names: tuple[str, str | None] = ("colo", "colo-annotation"),
+) -> dict[str, Lending]:
+    """{names[0]: the batch-resource model's number per step, names[1]: the annotation model's (if named)}."""
     store = WindowStore(max_gap=min(timeline.step, RAW_SPAN))
     ages = PodAges()
-    per_pod = params.predictor == "pod_peaks"
+    learned = margins(params, store)
+    per_pod = any(registry.spec(params.predictor_for(r)).per_pod for r in RESOURCES)
     uids = node.pods
     batch: tuple[list[float], list[float]] = ([], [])
     annotation: tuple[list[float], list[float]] = ([], [])
     use_cpu, _ = node.sums("cpu")
     use_mem, _ = node.sums("memory")
-    alloc_cpu, alloc_mem = node.cpu_cores, node.memory_bytes
+    alloc = {"cpu": node.cpu_cores, "memory": node.memory_bytes}
     for k, step in enumerate(node.present):
         now = timeline.time(k)
         feed = [(online_key("cpu"), use_cpu[k]), (online_key("memory"), use_mem[k])]
@@ -36,12 +56,18 @@ def run(node: NodeTrace, timeline: Timeline, params: CapacityParams) -> dict[str
                 feed.append((("pod", uids[p[0]], "memory"), p[4]))
         store.add_many(now, feed)
         ages.observe(now, (uids[p[0]] for p in step))
-        cpu = resource_capacity(store, now, "cpu", alloc_cpu, 0.0,
-                                [OnlinePod(uids[p[0]], p[1], p[2]) for p in step], ages, params)  # fmt: skip
-        mem = resource_capacity(store, now, "memory", alloc_mem, 0.0,
-                                [OnlinePod(uids[p[0]], p[3], p[4]) for p in step], ages, params)  # fmt: skip
-        batch[0].append(cpu.batch)
-        batch[1].append(mem.batch)
-        annotation[0].append(cpu.oversubscription)
-        annotation[1].append(mem.oversubscription)
-    return {"colo": batch, "colo-annotation": annotation}
+        for j, (resource, ri, ui) in enumerate(_COLUMNS):
+            pods = [OnlinePod(uids[p[0]], p[ri], p[ui]) for p in step]
+            cap = resource_capacity(store, now, resource, alloc[resource], 0.0, pods, ages, params,
+                                    None if learned is None else learned[resource])  # fmt: skip
+            batch[j].append(cap.batch)
+            annotation[j].append(cap.oversubscription)
+    out = {names[0]: batch}
+    if names[1] is not None:
+        out[names[1]] = annotation
+    return out
+
+
+def run_paper(node: NodeTrace, timeline: Timeline, policy: str, predictor: str) -> dict[str, Lending]:
+    """One of the paper's predictors replayed through the agent's code, as policy `policy`."""
+    return run(node, timeline, paper(predictor), (policy, None))

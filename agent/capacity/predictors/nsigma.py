@@ -1,0 +1,29 @@
+"""`nsigma`: Bashir et al.'s N-sigma predictor ("Take it to the limit: peak prediction-driven resource
+overcommitment in datacenters", EuroSys 2021): mean + N·σ (`nsigma`, 5 as in the paper's configuration) of the
+node's online usage over the last hour, taken over the hour's per-minute means the windows keep (at colo-sim's
+300 s steps: the hour's 5-minute samples, as the paper's 5-minute samples), or the current 5-minute average if
+higher. The paper's simulator takes the node's usage as a share of its requests over 2 hours; here the usage
+itself over the hour the windows keep. Fewer than two minutes of history: Σ max(request, usage)."""
+
+from __future__ import annotations
+
+import math
+
+from agent.capacity.predictors.registry import Prediction, Reading, history, register, requested
+from agent.windows.store import online_key
+
+
+def predict(r: Reading) -> Prediction:
+    key = online_key(r.resource)
+    means = r.windows.minute_means(key, r.now)
+    seen = history(r.windows, key, r.now, "max_avg_1h")
+    if len(means) < 2 or seen < r.params.min_history_seconds:
+        return Prediction(requested(r.pods), seen)
+    mean = math.fsum(means) / len(means)
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in means) / (len(means) - 1))
+    avg5 = r.windows.value(key, "avg_5m", r.now).value
+    peak = mean + r.params.nsigma * sd
+    return Prediction(peak if avg5 is None else max(peak, avg5), seen)
+
+
+register("nsigma", predict, order=30)
