@@ -1,0 +1,201 @@
+"""The capacity predictors' registry (issue 32): each predictor as a pure function of known series, a predictor
+declared inside the test and used end to end (the agent's configuration and colo-sim), the cold-start rule, and
+the learned margin across a restart (the windows saved and loaded as the agent does)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent.capacity.lendable import CapacityParams, OnlinePod, PodAges, margins, resource_capacity
+from agent.capacity.margin import LearnedMargin, MarginParams
+from agent.capacity.predictors import registry
+from agent.capacity.predictors.registry import Prediction, Reading
+from agent.config import OversubscriptionConfig
+from agent.windows.grid import quantile
+from agent.windows.persist import load_windows, save_windows
+from agent.windows.store import WindowStore, online_key
+from colo_sim.packing import NodeSize
+from colo_sim.policies import colo
+from colo_sim.timeline import build
+from colo_sim.trace import Sample
+
+NOW = 360_000.0  # on the minute grid (phase 0)
+PARAMS = CapacityParams(peak_window="max_avg_1h", trust_seconds=0.0, margin=None)
+
+
+def fed_minutes(store: WindowStore, key: tuple[str, str, str], minutes: list[float], end: float = NOW) -> None:
+    """1 Hz samples, one value per minute, the last minute ending at `end`."""
+    for m, value in enumerate(minutes):
+        for s in range(60):
+            store.add(key, end - 60 * (len(minutes) - m) + s + 1, value)
+
+
+def reading(store: WindowStore, pods: list[OnlinePod], params: CapacityParams = PARAMS) -> Reading:
+    return Reading(store, NOW, "cpu", pods, params)
+
+
+def test_node_peak_is_the_hours_highest_five_minute_average() -> None:
+    store = WindowStore()
+    fed_minutes(store, online_key("cpu"), [1.0] * 20 + [4.0] * 5 + [1.0] * 35)
+    got = registry.spec("node_peak").predict(reading(store, [OnlinePod("a", 8.0, 1.0)]))
+    assert got.peak == pytest.approx(4.0) and got.history == pytest.approx(3600.0)
+
+
+def test_nsigma_is_the_hours_mean_plus_n_deviations_of_the_minute_means() -> None:
+    minutes = [float(1 + m % 3) for m in range(60)]  # 1, 2, 3, 1, 2, 3, ...
+    store = WindowStore()
+    fed_minutes(store, online_key("cpu"), minutes)
+    mean = sum(minutes) / 60
+    sd = math.sqrt(sum((x - mean) ** 2 for x in minutes) / 59)
+    got = registry.spec("nsigma").predict(reading(store, []))
+    assert got.peak == pytest.approx(mean + 5 * sd)
+    three = registry.spec("nsigma").predict(reading(store, [], CapacityParams(nsigma=3.0)))
+    assert three.peak == pytest.approx(mean + 3 * sd)
+
+
+def test_rc_like_sums_each_pods_p99_and_counts_a_pod_without_history_by_its_request() -> None:
+    store = WindowStore()
+    a = [float(m) for m in range(60)]
+    b = [0.5] * 60
+    fed_minutes(store, ("pod", "a", "cpu"), a)
+    fed_minutes(store, ("pod", "b", "cpu"), b)
+    pods = [OnlinePod("a", 100.0, 1.0), OnlinePod("b", 2.0, 0.5), OnlinePod("new", 3.0, 0.1)]
+    got = registry.spec("rc_like").predict(reading(store, pods))
+    assert got.peak == pytest.approx(quantile(sorted(a), 0.99) + 0.5 + 3.0)
+    both = registry.spec("max").predict(reading(store, pods))
+    assert both.peak == pytest.approx(max(got.peak, registry.spec("nsigma").predict(reading(store, pods)).peak))
+
+
+def test_pod_peaks_lends_only_requested_but_unused() -> None:
+    store = WindowStore()
+    fed_minutes(store, ("pod", "a", "cpu"), [2.0] * 60)
+    pods = [OnlinePod("a", 3.0, 2.0)]
+    got = registry.spec("pod_peaks").predict(reading(store, pods))
+    assert (got.peak, got.reclaimable) == (pytest.approx(2.0), pytest.approx(1.0))
+    cap = resource_capacity(store, NOW, "cpu", 16.0, 0.0, pods, PodAges(), CapacityParams(predictor="pod_peaks",
+                            peak_window="max_avg_1h", trust_seconds=0.0, margin=None))  # fmt: skip
+    assert cap.batch == cap.oversubscription == pytest.approx(1.0)
+
+
+# -- a predictor declared here, used end to end ---------------------------------------------------------
+
+
+def half_of_requests(r: Reading) -> Prediction:
+    """The test's predictor: the online pods take half of what they requested."""
+    return Prediction(0.5 * sum(p.request for p in r.pods), math.inf)
+
+
+@pytest.fixture
+def declared() -> Iterator[str]:
+    registry.register("half_of_requests", half_of_requests, order=990)
+    yield "half_of_requests"
+    registry.unregister("half_of_requests")
+
+
+def test_a_predictor_declared_in_the_test_is_configured_and_replayed(declared: str) -> None:
+    config = OversubscriptionConfig.model_validate({"cpu_predictor": declared})
+    assert config.cpu_predictor == declared
+    with pytest.raises(ValueError, match="unknown predictor 'nope'"):
+        OversubscriptionConfig.model_validate({"memory_predictor": "nope"})
+    samples = [Sample("n1", f"vm{i}", 1_000_000.0 + 300 * k, 4.0, 1.0, 4e9, 1e9) for k in range(24) for i in range(2)]
+    samples.sort(key=lambda s: (s.pod, s.unix_s))
+    tl = build(samples, NodeSize(16.0, 64e9), 1.0)
+    params = CapacityParams(cpu_predictor=declared, cpu_reclaim_ratio=1.0, trust_seconds=0.0, margin=None)
+    lent = colo.run(tl.nodes[0], tl, params)["colo"][0]
+    assert lent[5:] == pytest.approx([16.0 - 0.5 * 8.0] * 19)  # allocatable − half of the 8 requested cores
+
+
+# -- the cold start and a restart -------------------------------------------------------------------------
+
+
+def node_with_history(seconds: int, usage: float = 1.0) -> WindowStore:
+    store = WindowStore()
+    for i in range(seconds):
+        t = NOW - seconds + 1 + i
+        store.add_many(t, [(online_key("cpu"), usage), (("pod", "a", "memory"), 1e9)])
+    return store
+
+
+def cap_at(store: WindowStore, ages: PodAges, params: CapacityParams) -> float:
+    pods = [OnlinePod("a", 4.0, 1.0)]
+    ages.observe(NOW, ["a"])
+    return resource_capacity(store, NOW, "cpu", 16.0, 0.0, pods, ages, params).batch
+
+
+def test_a_young_node_lends_no_more_than_the_peers_rule_and_more_as_history_grows() -> None:
+    params = CapacityParams(peak_window="max_avg_1h", trust_seconds=3600.0, margin=None)
+    peers = 16.0 * 0.6 - 1.0  # koordinator's rule at its default, the safer peer's
+    predicted = 16.0 * 0.95 - 1.0  # the node_peak predictor's, with full trust
+    aged = PodAges({"a": NOW - 7200})
+    five = cap_at(node_with_history(300), aged, params)
+    half = cap_at(node_with_history(1800), aged, params)
+    full = cap_at(node_with_history(3600), aged, params)
+    assert five == pytest.approx(peers + 300 / 3600 * (predicted - peers), rel=1e-3)
+    assert five < half < full and half == pytest.approx(peers + 0.5 * (predicted - peers), rel=1e-3)
+    assert full == pytest.approx(predicted, rel=1e-3)
+    assert cap_at(WindowStore(), aged, params) <= peers  # windows lost: the peers' rule at most
+
+
+def test_a_pod_just_started_on_an_old_node_counts_its_unused_request_less_and_less() -> None:
+    params = CapacityParams(peak_window="max_avg_1h", min_history_seconds=300.0, trust_seconds=0.0, margin=None)
+    store = node_with_history(3600)
+    pods = [OnlinePod("a", 4.0, 1.0)]
+    lent = [resource_capacity(store, NOW, "cpu", 16.0, 0.0, pods, PodAges({"a": NOW - age}), params).batch
+            for age in (0.0, 150.0, 300.0)]  # fmt: skip
+    assert lent == pytest.approx([16 * 0.95 - 1.0 - 3.0, 16 * 0.95 - 1.0 - 1.5, 16 * 0.95 - 1.0])
+
+
+def test_a_restart_with_restored_windows_is_not_a_cold_start(tmp_path: Path) -> None:
+    params = CapacityParams(peak_window="max_avg_1h", trust_seconds=3600.0)
+    store = node_with_history(3600)
+    before = cap_at(store, PodAges({"a": NOW - 3600}), params)
+    path = str(tmp_path / "state")
+    save_windows(store, path, node="n1", mono_now=NOW, wall_now=1e9)
+    # the agent starts again 10 s later on a fresh monotonic clock: windows and the pods' ages come back
+    mono = 50.0
+    restored = load_windows(path, node="n1", mono_now=mono, wall_now=1e9 + 10)
+    ages = PodAges.from_windows(restored, mono)
+    assert ages.age("a", mono) == pytest.approx(3600.0, abs=10)
+    pods = [OnlinePod("a", 4.0, 1.0)]
+    ages.observe(mono, ["a"])
+    after = resource_capacity(restored, mono, "cpu", 16.0, 0.0, pods, ages, params).batch
+    assert after == pytest.approx(before, rel=1e-2)
+    cold = resource_capacity(WindowStore(), mono, "cpu", 16.0, 0.0, pods, PodAges(), params).batch
+    assert cold < 0.8 * after  # without the state file, it is one
+
+
+# -- the learned margin -----------------------------------------------------------------------------------
+
+
+def test_the_margin_shrinks_fast_grows_slowly_and_stays_within_bounds() -> None:
+    m = LearnedMargin("cpu", MarginParams(decrease=0.5, increase_per_hour=0.1, floor=0.2, hold_seconds=300.0))
+    m.lent = 6.0
+    assert m.update(0.0, online=12.0, system=0.0, allocatable=16.0) == 0.5  # 12 > 16 − 6: online entered it
+    assert m.update(1.0, online=12.0, system=0.0, allocatable=16.0) == 0.5  # held: one cut per 300 s
+    assert m.update(301.0, online=12.0, system=0.0, allocatable=16.0) == 0.25
+    assert m.update(700.0, online=12.0, system=0.0, allocatable=16.0) == 0.2  # the floor
+    assert m.update(700.0 + 3600, online=1.0, system=0.0, allocatable=16.0) == pytest.approx(0.3)
+    m.factor = 0.99
+    assert m.update(700.0 + 7200, online=1.0, system=0.0, allocatable=16.0) == 1.0
+
+
+def test_the_learned_margin_is_kept_across_a_restart_and_scales_what_is_lent(tmp_path: Path) -> None:
+    params = CapacityParams(peak_window="max_avg_1h", trust_seconds=0.0)
+    store = node_with_history(3600, usage=10.0)
+    learned = margins(params, store)
+    assert learned is not None
+    learned["cpu"].lent = 8.0  # the previous pass lent 8 of 16 cores; online now uses 10
+    pods = [OnlinePod("a", 4.0, 10.0)]
+    cap = resource_capacity(store, NOW, "cpu", 16.0, 0.0, pods, PodAges({"a": 0.0}), params, learned["cpu"])
+    assert cap.margin == 0.5 and cap.batch == pytest.approx(0.5 * (16 * 0.95 - 10.0))
+    learned["cpu"].keep(store)
+    path = str(tmp_path / "state")
+    save_windows(store, path, node="n1", mono_now=NOW, wall_now=1e9)
+    restored = load_windows(path, node="n1", mono_now=5.0, wall_now=1e9 + 5)
+    again = margins(params, restored)
+    assert again is not None and again["cpu"].factor == 0.5 and again["memory"].factor == 1.0
+    assert margins(CapacityParams(margin=None), restored) is None
