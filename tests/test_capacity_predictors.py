@@ -199,3 +199,43 @@ def test_the_learned_margin_is_kept_across_a_restart_and_scales_what_is_lent(tmp
     again = margins(params, restored)
     assert again is not None and again["cpu"].factor == 0.5 and again["memory"].factor == 1.0
     assert margins(CapacityParams(margin=None), restored) is None
+
+
+# -- the time-of-day profile --------------------------------------------------------------------------------
+
+
+def daily(days: int, busy_hour: int, end: float) -> WindowStore:
+    """The node's online cpu, one sample a minute for `days` days up to `end` (times from a midnight): 8 cores
+    in the hour `busy_hour` of each day, 1 core otherwise."""
+    store = WindowStore(max_gap=60.0)
+    start = end - days * 86400.0
+    for m in range(days * 1440):
+        t = start + 60.0 * m
+        store.add(online_key("cpu"), t, 8.0 if int(t // 3600) % 24 == busy_hour else 1.0)
+    return store
+
+
+def test_time_of_day_takes_the_same_hours_of_the_last_days() -> None:
+    end = 3 * 86400.0 + 13 * 3600.0  # now is 13 h; 10 h to 11 h was busy on each of the last three days
+    store = daily(3, 10, end)
+    r = Reading(store, end, "cpu", [], CapacityParams(profile_margin=0.1))
+    quiet = registry.spec("time_of_day").predict(r)
+    assert quiet.peak == pytest.approx(1.0 * 1.1)  # hours 13 and 14 of the last days: 1 core, + 10 %
+    assert registry.spec("node_peak").predict(r).peak == pytest.approx(8.0)  # the day's peak
+    nine = end - 4 * 3600.0  # at 9 h the busy hour is next
+    before = Reading(daily(3, 10, nine), nine, "cpu", [], CapacityParams(profile_margin=0.1))
+    assert registry.spec("time_of_day").predict(before).peak == pytest.approx(8.0 * 1.1)
+    assert store.day_profile(online_key("cpu"), end, 7)[1] == 3  # three days seen
+    assert store.day_profile(("pod", "x", "cpu"), end, 7) == (None, 0)  # pods keep no hourly maxima
+
+
+def test_the_hourly_maxima_survive_a_restart(tmp_path: Path) -> None:
+    for end in (3 * 86400.0 + 9 * 3600.0, 3 * 86400.0 + 13 * 3600.0):  # before the busy hour, and after it
+        store = daily(3, 10, end)
+        path = str(tmp_path / "state")
+        save_windows(store, path, node="n1", mono_now=end, wall_now=2e9)
+        # a minute later on a fresh monotonic clock: the grid moves by whole 5-minute slots and the hours by
+        # whole hours, so within the hour the profile is the same
+        restored = load_windows(path, node="n1", mono_now=100.0, wall_now=2e9 + 60)
+        was = store.day_profile(online_key("cpu"), end + 60, 7)
+        assert restored.day_profile(online_key("cpu"), 100.0, 7) == was and was[1] == 3

@@ -74,6 +74,8 @@ class CapacityParams:
     cpu_predictor: str | None = None  # None: `predictor`
     memory_predictor: str | None = None
     nsigma: float = 5.0
+    profile_days: int = 7
+    profile_margin: float = 0.1
     trust_seconds: float = 3600.0
     cold_reclaim_ratio: float = 0.6
     margin: MarginParams | None = field(default_factory=MarginParams)  # None: no learned margin
@@ -99,6 +101,8 @@ def params_from(config: OversubscriptionConfig) -> CapacityParams:
         config.cpu_predictor,
         config.memory_predictor,
         config.nsigma,
+        config.profile_days,
+        config.profile_margin,
         config.trust_seconds,
         config.cold_reclaim_ratio,
         margin,

@@ -20,6 +20,8 @@ from agent.windows.grid import (
     BUCKET_SECONDS,
     DAY_SLOTS,
     DEFAULT_MAX_GAP,
+    HOUR_BUCKETS,
+    HOUR_SLOTS,
     MINUTE_SLOTS,
     PHASE_PERIOD,
     RAW_SPAN,
@@ -42,9 +44,11 @@ class SeriesFeed:
         "_dhead",
         "_dmax",
         "_gap",
+        "_hhead",
         "_hlo",
         "_hmax",
         "_hmax_k",
+        "_hours",
         "_j",
         "_kc",
         "_kcf",
@@ -61,7 +65,7 @@ class SeriesFeed:
         "rejected",
     )
 
-    def __init__(self, *, phase: float = 0.0, max_gap: float = DEFAULT_MAX_GAP) -> None:
+    def __init__(self, *, phase: float = 0.0, max_gap: float = DEFAULT_MAX_GAP, hours: bool = False) -> None:
         if not 0.0 < max_gap <= RAW_SPAN:  # up to one 5-minute average: a replayed trace's step (colo-sim)
             raise ValueError(f"max_gap must be in (0, {RAW_SPAN}], got {max_gap}")
         if not math.isfinite(phase):
@@ -92,6 +96,10 @@ class SeriesFeed:
         self._hmax = _NEG_INF
         self._hmax_k = _FAR_PAST - 1  # no argmax yet: the first query rescans
         self._hlo = _FAR_PAST  # every finalized average is pushed, so the cache covers all of them
+        # hourly maxima of the 5-minute averages (only for series that keep them: `hours`), index h % HOUR_SLOTS
+        # for the hour h = k // 60 of boundary k, valid for h in (hhead - HOUR_SLOTS, hhead]
+        self._hours: array[float] | None = _neg_infs(HOUR_SLOTS) if hours else None
+        self._hhead = 0
         self.rejected = 0
 
     # ------------------------------------------------------------------ feeding
@@ -131,6 +139,7 @@ class SeriesFeed:
             k = math.ceil(x)
             if last == _NEG_INF:
                 self._dhead = k // SLOT_BUCKETS
+                self._hhead = k // HOUR_BUCKETS
             else:
                 self._advance(k)
             self._set_kc(k)
@@ -167,6 +176,8 @@ class SeriesFeed:
             if k > oldest:
                 mev[k % MINUTE_SLOTS] = v
             self._day_put(k, 0.0, v)
+            if self._hours is not None:
+                self._hour_put(k, v)
             if v >= self._hmax:
                 self._hmax = v
                 self._hmax_k = k
@@ -175,6 +186,21 @@ class SeriesFeed:
         self._kc = k
         self._kcf = float(k)
         self._j = k % MINUTE_SLOTS
+
+    def _hour_put(self, k: int, ev: float) -> None:
+        hours = self._hours
+        assert hours is not None
+        h = k // HOUR_BUCKETS
+        head = self._hhead
+        if h > head:
+            for x in range(max(head + 1, h - HOUR_SLOTS + 1), h + 1):
+                hours[x % HOUR_SLOTS] = _NEG_INF
+            self._hhead = head = h
+        elif h <= head - HOUR_SLOTS:
+            return
+        j = h % HOUR_SLOTS
+        if ev > hours[j]:
+            hours[j] = ev
 
     def _day_put(self, k: int, cov: float, ev: float) -> None:
         s = k // SLOT_BUCKETS
@@ -244,18 +270,25 @@ class SeriesFeed:
             dhead=self._dhead,
             dmax=_linear(self._dmax, self._dhead),
             dcov=_linear(self._dcov, self._dhead),
+            hours=None if self._hours is None else _linear(self._hours, self._hhead),
+            hhead=self._hhead,
         )
 
     @classmethod
-    def from_state(cls, state: SeriesState, *, shift: float, phase: float, max_gap: float | None = None) -> Self:
+    def from_state(
+        cls, state: SeriesState, *, shift: float, phase: float, max_gap: float | None = None, hours: bool = False
+    ) -> Self:
         """Rebuild a series from `state`, moving its times by `shift` seconds onto a grid of `phase`.
 
         `phase` must be `state.phase + shift` modulo PHASE_PERIOD, so that buckets and 5-minute slots map
-        onto buckets and slots (their indexes move by a multiple of 5 and 1).
+        onto buckets and slots (their indexes move by a multiple of 5 and 1). Hours move by whole hours
+        (dk // 60): an hour's maximum may land on the hour before its own, by less than one hour. `hours`: the
+        series keeps hourly maxima (empty when `state` has none).
         """
         dslot = state.slots_moved(shift=shift, phase=phase)  # validates the state first
         dk = dslot * SLOT_BUCKETS
-        sw = cls(phase=phase, max_gap=state.max_gap if max_gap is None else max_gap)
+        keep_hours = hours or state.hours is not None
+        sw = cls(phase=phase, max_gap=state.max_gap if max_gap is None else max_gap, hours=keep_hours)
         if state.last_t == _NEG_INF:
             return sw
         sw._t = array("d", [t + shift for t in state.times])
@@ -272,4 +305,9 @@ class SeriesFeed:
         sw._dmax = _ring(state.dmax, sw._dhead)
         sw._dcov = _ring(state.dcov, sw._dhead)
         sw._hlo = sw._kc + 1  # the hourly cache is rebuilt on the first query
+        if state.hours is not None and len(state.hours) == HOUR_SLOTS:
+            sw._hhead = state.hhead + dk // HOUR_BUCKETS
+            sw._hours = _ring(state.hours, sw._hhead)
+        elif keep_hours:
+            sw._hhead = sw._kc // HOUR_BUCKETS
         return sw

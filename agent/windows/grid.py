@@ -110,6 +110,10 @@ PHASE_PERIOD = BUCKET_SECONDS * SLOT_BUCKETS
 MINUTE_SLOTS = 64
 #: Enough 5-minute slots for [k0, K] (at most 289 slots).
 DAY_SLOTS = 289
+#: Days the hourly maxima reach back (the time-of-day profile), and their ring: every hour of those days, the
+#: next hour of the oldest one, and the current hour.
+PROFILE_DAYS = 7
+HOUR_SLOTS = 24 * PROFILE_DAYS + 2
 
 _INF = math.inf
 _NEG_INF = -math.inf
@@ -206,6 +210,8 @@ class SeriesState:
     dhead: int
     dmax: array[float]
     dcov: array[float]
+    hours: array[float] | None = None  # hourly maxima, hours hhead-HOUR_SLOTS+1 .. hhead, oldest first
+    hhead: int = 0
 
     def slots_moved(self, *, shift: float, phase: float) -> int:
         """How many 5-minute slots the grid moves when the times move by `shift` onto a grid of `phase`.

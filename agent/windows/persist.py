@@ -15,7 +15,9 @@ File format (version 1, little-endian)::
 
 The JSON header names the format, the node, ``saved_wall``, the grid phase relative to the save
 (``phase - mono_now``), ``max_gap``, the ring sizes, and per series ``[scope, id, resource, n_raw]``, and
-``notes`` (the store's small named figures, e.g. the learned lending margins; absent in older files). Each
+``notes`` (the store's small named figures, e.g. the learned lending margins) and ``hours`` (per series index,
+the hourly maxima of the series that keep them: [hhead, 170 values, null for none]); both absent in older
+files, which load as before. Each
 record is ``<dddqq`` (d0, age of the latest sample, age of the latest gap sample, current bucket, current
 day slot) followed by float64 arrays: n_raw times (ages), n_raw values, then the minute ring (sum, count,
 coverage, 5-minute average; 64 each) and the day ring (max average, coverage; 289 each). About 11.5 KB
@@ -44,6 +46,7 @@ import zlib
 from array import array
 from typing import Any
 
+from agent.windows.grid import HOUR_SLOTS
 from agent.windows.store import (
     DAY_SLOTS,
     DEFAULT_MAX_GAP,
@@ -96,6 +99,19 @@ def _finite(arr: array[float], what: str, *, allow_neg_inf: bool = False) -> Non
         raise StateError(f"non-finite {what}")
 
 
+def _hours(entry: object) -> dict[str, Any]:
+    """A series' hourly maxima from the header's `hours` entry ([hhead, values with null for none]); {} without."""
+    if entry is None:
+        return {}
+    if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int) and isinstance(entry[1], list)
+            and len(entry[1]) == HOUR_SLOTS):  # fmt: skip
+        raise StateError(f"bad hourly maxima {entry!r:.80}")
+    values = [-math.inf if v is None else v for v in entry[1]]
+    if not all(isinstance(v, int | float) and (v == -math.inf or math.isfinite(v)) for v in values):
+        raise StateError("non-finite hourly maxima")
+    return {"hours": array("d", values), "hhead": entry[0]}
+
+
 def save_windows(store: WindowStore, path: str, *, node: str, mono_now: float, wall_now: float) -> None:
     """Write every series of `store` to `path` atomically.
 
@@ -104,7 +120,10 @@ def save_windows(store: WindowStore, path: str, *, node: str, mono_now: float, w
     snap = store.snapshot()
     records: list[bytes] = []
     series: list[list[object]] = []
+    hours: dict[str, list[object]] = {}
     for key, st in snap:
+        if st.hours is not None:
+            hours[str(len(series))] = [st.hhead, [v if v > -math.inf else None for v in st.hours]]
         series.append([key[0], key[1], key[2], len(st.times)])
         records.append(_REC.pack(st.d0, st.last_t - mono_now, st.last_gap_t - mono_now, st.kc, st.dhead))
         records.append(_le(array("d", [t - mono_now for t in st.times])))
@@ -122,6 +141,7 @@ def save_windows(store: WindowStore, path: str, *, node: str, mono_now: float, w
             "day_slots": DAY_SLOTS,
             "series": series,
             "notes": {k: v for k, v in store.notes.items() if math.isfinite(v)},
+            "hours": hours,
         },
         separators=(",", ":"),
     ).encode()
@@ -244,6 +264,9 @@ def _decode(
     ):
         raise StateError("bad notes in the header")
     store.notes.update({k: float(v) for k, v in notes.items()})
+    hours_of = head.get("hours", {})  # absent in files written before the hourly maxima
+    if not isinstance(hours_of, dict):
+        raise StateError("bad hours in the header")
     buf = memoryview(data)
     end = len(data) - _CRC.size
     states: list[tuple[SeriesKey, SeriesState]] = []
@@ -305,6 +328,7 @@ def _decode(
                     dhead=dhead,
                     dmax=dmax,
                     dcov=dcov,
+                    **_hours(hours_of.get(str(len(states)))),
                 ),
             )
         )

@@ -44,7 +44,9 @@ from agent.windows.grid import (
     DEFAULT_MAX_GAP,
     EMPTY,
     HOUR_BUCKETS,
+    HOUR_SLOTS,
     MINUTE_SLOTS,
+    PROFILE_DAYS,
     RAW_SPAN,
     SLOT_BUCKETS,
     WINDOW_NAMES,
@@ -89,8 +91,8 @@ class SeriesWindows(SeriesFeed):
 
     __slots__ = ("_dfin", "_dfin_max", "_long", "_long_key")
 
-    def __init__(self, *, phase: float = 0.0, max_gap: float = DEFAULT_MAX_GAP) -> None:
-        super().__init__(phase=phase, max_gap=max_gap)
+    def __init__(self, *, phase: float = 0.0, max_gap: float = DEFAULT_MAX_GAP, hours: bool = False) -> None:
+        super().__init__(phase=phase, max_gap=max_gap, hours=hours)
         self._long_key: tuple[float, ...] = ()  # what `_long` was computed for (see the module docstring)
         self._long: tuple[WindowValue, ...] = ()
         self._dfin = (0, -1)  # finished day slots [lo, hi] that `_dfin_max` is the maximum of
@@ -258,6 +260,29 @@ class SeriesWindows(SeriesFeed):
         lo, hi = max(kn - HOUR_BUCKETS + 1, kc - MINUTE_SLOTS + 1), min(kn, kc)
         counts = _ring_slice(self._mcnt, lo, hi)
         return list(map(truediv, compress(_ring_slice(self._msum, lo, hi), counts), compress(counts, counts)))
+
+    def day_profile(self, now: float, days: int) -> tuple[float | None, int]:
+        """The highest 5-minute average of this hour of the day and the next one, over the last `days` days
+        (at most PROFILE_DAYS), and how many of those days had any; (None, 0) for a series without hourly
+        maxima or without data then."""
+        hours = self._hours
+        if hours is None or self._last_t == _NEG_INF:
+            return None, 0
+        h = self._k_now(max(now, self._last_t)) // HOUR_BUCKETS
+        head = self._hhead
+        best = _NEG_INF
+        seen = 0
+        for d in range(1, min(days, PROFILE_DAYS) + 1):
+            day = _NEG_INF
+            for x in (h - 24 * d, h - 24 * d + 1):
+                if head - HOUR_SLOTS < x <= head:
+                    v = hours[x % HOUR_SLOTS]
+                    if v > day:
+                        day = v
+            if day > _NEG_INF:
+                seen += 1
+                best = max(best, day)
+        return (best if seen else None), seen
 
     def has_data(self, now: float) -> bool:
         """Whether any window at `now` still sees data (else the series can be forgotten)."""
