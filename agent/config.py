@@ -9,14 +9,15 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agent.sense.collectors import enabled_from, switches_model
 from common.cli import Flags
 from common.config import ConfigError, load
 from common.listen import ListenAddress, split_host_port
+from common.plugins import RegisteredName
 from serving.settings import ServingSettings
 
 DEFAULT_PORT = 9817
@@ -57,6 +58,16 @@ else:
     CollectorsConfig = switches_model(CollectorSwitches)
 
 
+def _predictor_names() -> tuple[str, ...]:
+    from agent.capacity.predictors import registry  # the registry, not a copy of its names
+
+    return registry.names()
+
+
+#: A registered capacity predictor's name (agent/capacity/predictors/registry.py).
+PredictorName = Annotated[str, AfterValidator(RegisteredName("predictor", _predictor_names))]
+
+
 class LearnedMarginConfig(Strict):
     """The learned lending margin: shrunk when online usage enters lent capacity, grown back slowly (AIMD)."""
 
@@ -81,11 +92,11 @@ class OversubscriptionConfig(Strict):
     #: pod's own peak (the rule before issue 20); nsigma, the hour's mean + N·σ of the node's online usage;
     #: rc_like, Σ each online pod's p99 of the hour; max, the larger of nsigma and rc_like; time_of_day, the
     #: peak at this hour of the day over the last days (docs/simulation.md).
-    predictor: str = "node_peak"
+    predictor: PredictorName = "node_peak"
     #: The predictor of CPU alone (empty: `predictor`).
-    cpu_predictor: str | None = None
+    cpu_predictor: PredictorName | None = None
     #: The predictor of memory alone (empty: `predictor`).
-    memory_predictor: str | None = None
+    memory_predictor: PredictorName | None = None
     #: nsigma: N, the deviations above the hour's mean (5: Bashir et al.'s configuration).
     nsigma: float = Field(default=5.0, ge=0)
     #: time_of_day: the days whose same hours make the profile (at most 7, what the windows keep).
@@ -142,15 +153,6 @@ class OversubscriptionConfig(Strict):
     extended_resources: bool = True
     #: The learned lending margin (agent/capacity/margin.py), per resource.
     learned_margin: LearnedMarginConfig = Field(default_factory=lambda: LearnedMarginConfig())
-
-    @field_validator("predictor", "cpu_predictor", "memory_predictor")
-    @classmethod
-    def _registered(cls, value: str | None) -> str | None:
-        from agent.capacity.predictors import registry  # the registry, not a copy of its names
-
-        if value is not None and value not in registry.names():
-            raise ValueError(f"unknown predictor {value!r}; registered: {', '.join(registry.names())}")
-        return value
 
 
 class EvictionConfig(Strict):

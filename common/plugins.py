@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 
 
 def import_modules(package: str, path: Iterable[str], skip: Collection[str] = ()) -> None:
@@ -23,3 +23,18 @@ def check_new(kind: str, name: str, order: int, orders: Mapping[str, int]) -> No
     taken = next((other for other, at in orders.items() if at == order), None)
     if taken is not None:
         raise ValueError(f"{kind} {name!r}: order {order} is taken by {taken!r}")
+
+
+class RegisteredName:
+    """A configuration value that must name a registered plugin (a pydantic AfterValidator's function): the
+    configuration checks it and the generated reference lists `names()`, both from the registry itself."""
+
+    def __init__(self, kind: str, names: Callable[[], Iterable[str]]) -> None:
+        self.kind = kind
+        self.names = names
+
+    def __call__(self, value: str) -> str:
+        known = tuple(self.names())
+        if value not in known:
+            raise ValueError(f"unknown {self.kind} {value!r}; registered: {', '.join(known)}")
+        return value

@@ -78,7 +78,11 @@ def type_name(annotation: Any) -> str:
     """A type as a reader of YAML thinks of it."""
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
-    if origin is Annotated:  # a validated type: shown as what it is written as
+    if origin is Annotated:  # a validated type: shown as what it is written as, or as the names it may take
+        for meta in args[1:]:
+            registered = getattr(getattr(meta, "func", None), "names", None)
+            if registered is not None:
+                return " \\| ".join(f"`{name}`" for name in registered())
         return type_name(args[0])
     if origin is Literal:
         return " \\| ".join(f"`{a}`" for a in args)
@@ -160,7 +164,7 @@ def config_rows(
             given = info.default if isinstance(info.default, BaseModel) else None
             yield from config_rows(sub, env_prefix, flags, f"{dotted}.", given)
             continue
-        kind = type_name(info.annotation)
+        kind = type_name(Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation)
         extra = constraints(info)
         where = []
         if env_prefix is not None:
