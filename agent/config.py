@@ -91,7 +91,8 @@ class OversubscriptionConfig(Strict):
     #: node_peak, the peak of the node's online usage (one series, Σ online pods); pod_peaks, Σ each online
     #: pod's own peak (the rule before issue 20); nsigma, the hour's mean + N·σ of the node's online usage;
     #: rc_like, Σ each online pod's p99 of the hour; max, the larger of nsigma and rc_like; time_of_day, the
-    #: peak at this hour of the day over the last days (docs/simulation.md).
+    #: peak at this hour of the day over the last days; week_peak, the highest 5-minute average of the last
+    #: days (docs/simulation.md).
     predictor: PredictorName = "node_peak"
     #: The predictor of CPU alone (empty: `predictor`).
     cpu_predictor: PredictorName | None = None
@@ -99,7 +100,7 @@ class OversubscriptionConfig(Strict):
     memory_predictor: PredictorName | None = None
     #: nsigma: N, the deviations above the hour's mean (5: Bashir et al.'s configuration).
     nsigma: float = Field(default=5.0, ge=0)
-    #: time_of_day: the days whose same hours make the profile (at most 7, what the windows keep).
+    #: time_of_day, week_peak: the days the hourly maxima are taken over (at most 7, what the windows keep).
     profile_days: int = Field(default=7, ge=1, le=7)
     #: time_of_day: the profile's peak is raised by this share.
     profile_margin: float = Field(default=0.1, ge=0)

@@ -6,8 +6,9 @@ Run: `.venv/bin/python -m bench.bench_sim [--repeat 3] [--trace PATH] [--pods 25
    Bitbrains, Shen et al., CCGrid 2015) read and replayed through every policy, `--repeat` times: the read,
    the replay and their sum, median and spread (min-max). Skipped when the trace is absent.
 2. `agent.capacity.lendable.compute_state` on a node of `--pods` online pods whose windows hold a simulated day: one
-   pass's capacity stage with the `node_peak` predictor (the default) and with `pod_peaks` (the rule before
-   issue 20), median and p10-p90 per pass.
+   pass's capacity stage with every registered predictor (`node_peak` the default; `pod_peaks` the rule before
+   issue 20), with the cold-start rule and the learned margins as the agent runs them, median and p10-p90 per
+   pass.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from agent.capacity.lendable import CapacityParams, PodAges, compute_state
+from agent.capacity.lendable import CapacityParams, PodAges, compute_state, margins
 from agent.capacity.predictors import registry
 from agent.node_state import node_state
 from agent.snapshot import NodeSample, PodMeta, PodSample, Snapshot
@@ -95,7 +96,7 @@ def capacity_stage(pods: int, repeat: int) -> None:
     ages = PodAges()
     for predictor in registry.names():
         params = CapacityParams(predictor=predictor)
-        stage = functools.partial(compute_state, state, store, params, ages)
+        stage = functools.partial(compute_state, state, store, params, ages, margins(params, store))
         print(f"capacity stage, {pods} pods, {predictor:9s}: {timed(stage, repeat)}")
 
 

@@ -239,3 +239,15 @@ def test_the_hourly_maxima_survive_a_restart(tmp_path: Path) -> None:
         restored = load_windows(path, node="n1", mono_now=100.0, wall_now=2e9 + 60)
         was = store.day_profile(online_key("cpu"), end + 60, 7)
         assert restored.day_profile(online_key("cpu"), 100.0, 7) == was and was[1] == 3
+
+
+def test_week_peak_remembers_the_busy_hours_of_the_last_days() -> None:
+    end = 3 * 86400.0 + 13 * 3600.0
+    store = daily(3, 10, end)
+    assert store.days_peak(online_key("cpu"), end, 7) == pytest.approx(8.0)
+    r = Reading(store, end + 23 * 3600.0, "cpu", [], CapacityParams())
+    store.add(online_key("cpu"), r.now, 1.0)  # noon the next day: the day's window has forgotten 10 h, the week has not
+    assert registry.spec("node_peak").predict(r).peak == pytest.approx(1.0)
+    assert registry.spec("week_peak").predict(r).peak == pytest.approx(8.0)
+    one_day = Reading(store, r.now, "cpu", [], CapacityParams(profile_days=1))
+    assert registry.spec("week_peak").predict(one_day).peak == pytest.approx(1.0)

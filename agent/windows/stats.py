@@ -284,6 +284,17 @@ class SeriesWindows(SeriesFeed):
                 best = max(best, day)
         return (best if seen else None), seen
 
+    def days_peak(self, now: float, days: int) -> float | None:
+        """The highest 5-minute average of the hours of the last `days` days (at most PROFILE_DAYS) this series
+        kept, the current hour's finished averages included; None for a series without hourly maxima or data."""
+        hours = self._hours
+        if hours is None or self._last_t == _NEG_INF:
+            return None
+        h = self._k_now(max(now, self._last_t)) // HOUR_BUCKETS
+        lo = max(h - 24 * min(days, PROFILE_DAYS) + 1, self._hhead - HOUR_SLOTS + 1)
+        best = max(_ring_slice(hours, lo, min(h, self._hhead)), default=_NEG_INF)
+        return best if best > _NEG_INF else None
+
     def has_data(self, now: float) -> bool:
         """Whether any window at `now` still sees data (else the series can be forgotten)."""
         if self._last_t == _NEG_INF:

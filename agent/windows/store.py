@@ -165,6 +165,12 @@ class WindowStore:
             sw = self._series.get(key)
             return (None, 0) if sw is None else sw.day_profile(now, days)
 
+    def days_peak(self, key: SeriesKey, now: float, days: int) -> float | None:
+        """`SeriesWindows.days_peak` of `key`: None without the series or its hourly maxima."""
+        with self._lock:
+            sw = self._series.get(key)
+            return None if sw is None else sw.days_peak(now, days)
+
     def put(self, key: SeriesKey, series: SeriesWindows) -> None:
         """Insert or replace a series (it must use this store's grid phase)."""
         if series.phase != self._phase:
