@@ -93,7 +93,7 @@ class OversubscriptionConfig(Strict):
     #: rc_like, Σ each online pod's p99 of the hour; max, the larger of nsigma and rc_like; time_of_day, the
     #: peak at this hour of the day over the last days; week_peak, the highest 5-minute average of the last
     #: days (docs/simulation.md).
-    predictor: PredictorName = "node_peak"
+    predictor: PredictorName = "week_peak"
     #: The predictor of CPU alone (empty: `predictor`).
     cpu_predictor: PredictorName | None = None
     #: The predictor of memory alone (empty: `predictor`).
@@ -118,13 +118,13 @@ class OversubscriptionConfig(Strict):
     #: request (or its usage, if higher).
     min_history_seconds: float = Field(default=300.0, ge=0)
     #: Share of the node's allocatable CPU the online peak, the system peak and the batch capacity may fill
-    #: together (chosen with colo-sim on the first half of the Bitbrains month: CPU is taken back from batch
-    #: pods within a sampling pass).
-    cpu_reclaim_ratio: float = Field(default=0.95, gt=0, le=1)
+    #: together (chosen with colo-sim on the first half of the Bitbrains month, docs/simulation.md: the most
+    #: lent within 0.5 % violations; CPU is taken back from batch pods within a sampling pass).
+    cpu_reclaim_ratio: float = Field(default=0.98, gt=0, le=1)
     #: Share of the node's allocatable memory the online peak, the system peak and the batch capacity may fill
-    #: together (chosen likewise; memory is taken back only by eviction, and online pods that arrive need room
-    #: at once).
-    memory_reclaim_ratio: float = Field(default=0.7, gt=0, le=1)
+    #: together (chosen likewise: the fewest violations that lend 0.8 of the oracle; memory is taken back only
+    #: by eviction, and online pods that arrive need room at once).
+    memory_reclaim_ratio: float = Field(default=0.87, gt=0, le=1)
     update_fraction: float = Field(
         default=0.1, ge=0, le=1,
         description="hysteresis band, both directions: a published value moves only when the new one differs "

@@ -104,5 +104,5 @@ def test_never_negative_and_params_from_config() -> None:
     assert cap.batch == 0.0 and cap.oversubscription == 0.0 and cap.headroom < 0
     defaults = params_from(OversubscriptionConfig())
     assert defaults == CapacityParams()
-    assert (defaults.predictor, defaults.peak_window) == ("node_peak", "max_avg_1d")
-    assert (defaults.cpu_reclaim_ratio, defaults.memory_reclaim_ratio) == (0.95, 0.7)
+    assert (defaults.predictor, defaults.peak_window) == ("week_peak", "max_avg_1d")
+    assert (defaults.cpu_reclaim_ratio, defaults.memory_reclaim_ratio) == (0.98, 0.87)

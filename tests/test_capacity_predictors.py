@@ -127,7 +127,7 @@ def cap_at(store: WindowStore, ages: PodAges, params: CapacityParams) -> float:
 
 
 def test_a_young_node_lends_no_more_than_the_peers_rule_and_more_as_history_grows() -> None:
-    params = CapacityParams(peak_window="max_avg_1h", trust_seconds=3600.0, margin=None)
+    params = CapacityParams(peak_window="max_avg_1h", cpu_reclaim_ratio=0.95, trust_seconds=3600.0, margin=None)
     peers = 16.0 * 0.6 - 1.0  # koordinator's rule at its default, the safer peer's
     predicted = 16.0 * 0.95 - 1.0  # the node_peak predictor's, with full trust
     aged = PodAges({"a": NOW - 7200})
@@ -141,7 +141,7 @@ def test_a_young_node_lends_no_more_than_the_peers_rule_and_more_as_history_grow
 
 
 def test_a_pod_just_started_on_an_old_node_counts_its_unused_request_less_and_less() -> None:
-    params = CapacityParams(peak_window="max_avg_1h", min_history_seconds=300.0, trust_seconds=0.0, margin=None)
+    params = CapacityParams(peak_window="max_avg_1h", cpu_reclaim_ratio=0.95, trust_seconds=0.0, margin=None)
     store = node_with_history(3600)
     pods = [OnlinePod("a", 4.0, 1.0)]
     lent = [resource_capacity(store, NOW, "cpu", 16.0, 0.0, pods, PodAges({"a": NOW - age}), params).batch
@@ -184,7 +184,7 @@ def test_the_margin_shrinks_fast_grows_slowly_and_stays_within_bounds() -> None:
 
 
 def test_the_learned_margin_is_kept_across_a_restart_and_scales_what_is_lent(tmp_path: Path) -> None:
-    params = CapacityParams(peak_window="max_avg_1h", trust_seconds=0.0)
+    params = CapacityParams(peak_window="max_avg_1h", cpu_reclaim_ratio=0.95, trust_seconds=0.0)
     store = node_with_history(3600, usage=10.0)
     learned = margins(params, store)
     assert learned is not None

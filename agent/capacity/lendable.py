@@ -68,9 +68,9 @@ class ResourceCapacity:
 class CapacityParams:
     peak_window: str = "max_avg_1d"
     min_history_seconds: float = 300.0
-    cpu_reclaim_ratio: float = 0.95
-    memory_reclaim_ratio: float = 0.7
-    predictor: str = "node_peak"
+    cpu_reclaim_ratio: float = 0.98
+    memory_reclaim_ratio: float = 0.87
+    predictor: str = "week_peak"
     cpu_predictor: str | None = None  # None: `predictor`
     memory_predictor: str | None = None
     nsigma: float = 5.0
