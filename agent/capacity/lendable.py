@@ -143,13 +143,6 @@ class PodAges:
         return now - self._first.get(uid, now)
 
 
-def young_weight(age: float, params: CapacityParams) -> float:
-    """How much of a young pod's unused request a node-level predictor adds: 1 when just seen, 0 from
-    `min_history_seconds` on."""
-    span = params.min_history_seconds
-    return max(0.0, 1.0 - age / span) if span > 0 else 0.0
-
-
 def cold_blend(predicted: float, cold: float, trust: float) -> float:
     """What is lent while the predictor is trusted by `trust` (0..1): never more than the peers' rule would
     lend without evidence, the predictor's number with full evidence."""
@@ -173,8 +166,12 @@ def resource_capacity(
     prediction = spec.predict(Reading(windows, now, resource, pods, params))
     request_sum = sum(p.request for p in pods)
     peak = prediction.peak
-    if not spec.per_pod:
-        peak += sum(young_weight(ages.age(p.uid, now), params) * max(0.0, p.request - p.usage) for p in pods)
+    span = params.min_history_seconds
+    if not spec.per_pod and span > 0:
+        for p in pods:  # (inline: the pass's hot loop over every online pod)
+            age = ages.age(p.uid, now)
+            if age < span and p.request > p.usage:
+                peak += (1.0 - age / span) * (p.request - p.usage)
     system, _ = window_peak(windows, system_key(resource), now, params.peak_window)
     system = system_now if system is None else max(system, system_now)
     reclaimable = max(0.0, request_sum - peak) if prediction.reclaimable is None else prediction.reclaimable

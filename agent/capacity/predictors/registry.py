@@ -102,7 +102,8 @@ def window_peak(windows: WindowStore, key: SeriesKey, now: float, window: str) -
     wv = windows.value(key, window, now)
     avg5 = windows.value(key, "avg_5m", now)
     values = [v for v in (wv.value, avg5.value) if v is not None]
-    return (max(values) if values else None), history(windows, key, now, window)
+    seen = max(wv.coverage * WINDOW_SPANS[window], avg5.coverage * WINDOW_SPANS["avg_5m"])
+    return (max(values) if values else None), seen
 
 
 def requested(pods: Sequence[OnlinePod]) -> float:
