@@ -30,11 +30,13 @@ the agent calls it through `compute_state` on each pass, and colo-sim calls it o
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import agent.capacity.predictors  # noqa: F401  (registers every predictor)
 from agent.capacity.margin import LearnedMargin, MarginParams, online_now
+from agent.capacity.params import CapacityParams as CapacityParams  # (re-exported: the stage's interface)
+from agent.capacity.params import OnlinePod as OnlinePod
 from agent.capacity.predictors import registry
 from agent.capacity.predictors.registry import Reading, history, window_peak
 from agent.node_state import NodeState, Resource, node_state, pod_request, pod_usage
@@ -64,30 +66,6 @@ class ResourceCapacity:
     margin: float = 1.0  # the learned margin's factor (0..1)
 
 
-@dataclass(frozen=True, slots=True)
-class CapacityParams:
-    peak_window: str = "max_avg_1d"
-    min_history_seconds: float = 300.0
-    cpu_reclaim_ratio: float = 0.98
-    memory_reclaim_ratio: float = 0.87
-    predictor: str = "week_peak"
-    cpu_predictor: str | None = None  # None: `predictor`
-    memory_predictor: str | None = None
-    nsigma: float = 5.0
-    profile_days: int = 7
-    profile_margin: float = 0.1
-    trust_seconds: float = 3600.0
-    cold_reclaim_ratio: float = 0.6
-    margin: MarginParams | None = field(default_factory=MarginParams)  # None: no learned margin
-
-    def ratio(self, resource: str) -> float:
-        return self.cpu_reclaim_ratio if resource == "cpu" else self.memory_reclaim_ratio
-
-    def predictor_for(self, resource: str) -> str:
-        chosen = self.cpu_predictor if resource == "cpu" else self.memory_predictor
-        return self.predictor if chosen is None else chosen
-
-
 def params_from(config: OversubscriptionConfig) -> CapacityParams:
     """The capacity parameters of an agent configuration's oversubscription section."""
     m = config.learned_margin
@@ -107,15 +85,6 @@ def params_from(config: OversubscriptionConfig) -> CapacityParams:
         config.cold_reclaim_ratio,
         margin,
     )
-
-
-@dataclass(frozen=True, slots=True)
-class OnlinePod:
-    """One online pod's figures for one resource in one pass."""
-
-    uid: str
-    request: float
-    usage: float
 
 
 class PodAges:

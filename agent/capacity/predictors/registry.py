@@ -11,14 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from agent.capacity.params import CapacityParams, OnlinePod
 from agent.windows.grid import WINDOW_SPANS
 from agent.windows.store import SeriesKey, WindowStore
 from common.plugins import check_new
-
-if TYPE_CHECKING:
-    from agent.capacity.lendable import CapacityParams, OnlinePod
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,41 @@
+"""What the capacity stage is given: its parameters (from the agent's `oversubscription` section) and one online
+pod's figures; below both `lendable` and the predictors, which read them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agent.capacity.margin import MarginParams
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityParams:
+    peak_window: str = "max_avg_1d"
+    min_history_seconds: float = 300.0
+    cpu_reclaim_ratio: float = 0.98
+    memory_reclaim_ratio: float = 0.87
+    predictor: str = "week_peak"
+    cpu_predictor: str | None = None  # None: `predictor`
+    memory_predictor: str | None = None
+    nsigma: float = 5.0
+    profile_days: int = 7
+    profile_margin: float = 0.1
+    trust_seconds: float = 3600.0
+    cold_reclaim_ratio: float = 0.6
+    margin: MarginParams | None = field(default_factory=MarginParams)  # None: no learned margin
+
+    def ratio(self, resource: str) -> float:
+        return self.cpu_reclaim_ratio if resource == "cpu" else self.memory_reclaim_ratio
+
+    def predictor_for(self, resource: str) -> str:
+        chosen = self.cpu_predictor if resource == "cpu" else self.memory_predictor
+        return self.predictor if chosen is None else chosen
+
+
+@dataclass(frozen=True, slots=True)
+class OnlinePod:
+    """One online pod's figures for one resource in one pass."""
+
+    uid: str
+    request: float
+    usage: float
