@@ -22,6 +22,7 @@ from colo_sim.packing import NodeSize
 from colo_sim.policies import colo
 from colo_sim.timeline import build
 from colo_sim.trace import Sample
+from tools import docgen
 
 NOW = 360_000.0  # on the minute grid (phase 0)
 PARAMS = CapacityParams(peak_window="max_avg_1h", trust_seconds=0.0, margin=None)
@@ -107,6 +108,18 @@ def test_a_predictor_declared_in_the_test_is_configured_and_replayed(declared: s
     params = CapacityParams(cpu_predictor=declared, cpu_reclaim_ratio=1.0, trust_seconds=0.0, margin=None)
     lent = colo.run(tl.nodes[0], tl, params)["colo"][0]
     assert lent[5:] == pytest.approx([16.0 - 0.5 * 8.0] * 19)  # allocatable − half of the 8 requested cores
+    # the agent's generated reference lists it among the predictors a configuration may name
+    row = next(line for line in docgen.agent_config_page().splitlines() if "`oversubscription.cpu_predictor`" in line)
+    assert f"`{declared}`" in row and "`week_peak`" in row
+
+
+def test_a_name_is_registered_once_at_a_free_order(declared: str) -> None:
+    with pytest.raises(ValueError, match="registered twice"):
+        registry.register(declared, half_of_requests, order=991)
+    with pytest.raises(ValueError, match="order 10 is taken by 'node_peak'"):
+        registry.register("another", half_of_requests, order=10)
+    with pytest.raises(KeyError, match="unknown predictor 'nope'"):
+        registry.spec("nope")
 
 
 # -- the cold start and a restart -------------------------------------------------------------------------
