@@ -12,6 +12,8 @@ an agent configuration). A trace has no usage outside pods: system usage is 0 an
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from agent.capacity.lendable import RESOURCES, CapacityParams, OnlinePod, PodAges, margins, resource_capacity
 from agent.capacity.predictors import registry
 from agent.node_state import Resource
@@ -37,13 +39,21 @@ def run(
     names: tuple[str, str | None] = ("colo", "colo-annotation"),
 ) -> dict[str, Lending]:
     """{names[0]: the batch-resource model's number per step, names[1]: the annotation model's (if named)}."""
+    return run_many(node, timeline, [(params, names)])
+
+
+def run_many(
+    node: NodeTrace, timeline: Timeline, runs: Sequence[tuple[CapacityParams, tuple[str, str | None]]]
+) -> dict[str, Lending]:
+    """Several settings replayed over one window store (fed once, each pod's series too when one of them reads
+    them): each setting's numbers are what its own replay would give, as the store does not depend on them."""
     store = WindowStore(max_gap=min(timeline.step, RAW_SPAN))
     ages = PodAges()
-    learned = margins(params, store)
-    per_pod = any(registry.spec(params.predictor_for(r)).per_pod for r in RESOURCES)
+    learned = [margins(params, store) for params, _ in runs]
+    per_pod = any(registry.spec(params.predictor_for(r)).per_pod for params, _ in runs for r in RESOURCES)
     uids = node.pods
-    batch: tuple[list[float], list[float]] = ([], [])
-    annotation: tuple[list[float], list[float]] = ([], [])
+    batch: list[Lending] = [([], []) for _ in runs]
+    annotation: list[Lending] = [([], []) for _ in runs]
     use_cpu, _ = node.sums("cpu")
     use_mem, _ = node.sums("memory")
     alloc = {"cpu": node.cpu_cores, "memory": node.memory_bytes}
@@ -58,16 +68,20 @@ def run(
         ages.observe(now, (uids[p[0]] for p in step))
         for j, (resource, ri, ui) in enumerate(_COLUMNS):
             pods = [OnlinePod(uids[p[0]], p[ri], p[ui]) for p in step]
-            cap = resource_capacity(store, now, resource, alloc[resource], 0.0, pods, ages, params,
-                                    None if learned is None else learned[resource])  # fmt: skip
-            batch[j].append(cap.batch)
-            annotation[j].append(cap.oversubscription)
-    out = {names[0]: batch}
-    if names[1] is not None:
-        out[names[1]] = annotation
+            for i, (params, _) in enumerate(runs):
+                margin = learned[i]
+                cap = resource_capacity(store, now, resource, alloc[resource], 0.0, pods, ages, params,
+                                        None if margin is None else margin[resource])  # fmt: skip
+                batch[i][j].append(cap.batch)
+                annotation[i][j].append(cap.oversubscription)
+    out: dict[str, Lending] = {}
+    for i, (_, (batch_name, annotation_name)) in enumerate(runs):
+        out[batch_name] = batch[i]
+        if annotation_name is not None:
+            out[annotation_name] = annotation[i]
     return out
 
 
-def run_paper(node: NodeTrace, timeline: Timeline, policy: str, predictor: str) -> dict[str, Lending]:
-    """One of the paper's predictors replayed through the agent's code, as policy `policy`."""
-    return run(node, timeline, paper(predictor), (policy, None))
+def run_paper(node: NodeTrace, timeline: Timeline, policies: Mapping[str, str]) -> dict[str, Lending]:
+    """The paper's predictors replayed through the agent's code in one replay: {policy: predictor}."""
+    return run_many(node, timeline, [(paper(predictor), (policy, None)) for policy, predictor in policies.items()])

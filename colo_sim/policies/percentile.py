@@ -11,4 +11,4 @@ from colo_sim.timeline import NodeTrace, Timeline
 
 
 def run(node: NodeTrace, timeline: Timeline) -> dict[str, Lending]:
-    return colo.run_paper(node, timeline, "percentile", "rc_like")
+    return colo.run_paper(node, timeline, {"percentile": "rc_like"})
