@@ -97,11 +97,16 @@ class PodAges:
         self._first: dict[str, float] = dict(seen or {})
 
     @classmethod
-    def from_windows(cls, windows: WindowStore, now: float) -> PodAges:
-        """Ages as the pods' own series tell them (memory's is fed for every pod each pass): after a restart
-        with restored windows, a pod that ran before it is not young. The caller holds the windows lock."""
-        seen = {key[1]: now - history(windows, key, now, "max_avg_1d")
-                for key in windows if key[0] == "pod" and key[2] == "memory"}  # fmt: skip
+    def from_windows(cls, windows: WindowStore) -> PodAges:
+        """Ages as the pods' own series tell them (memory's is fed for every pod each pass), in the windows' own
+        clock: after a restart with restored windows, a pod that ran before it is not young. The caller holds
+        the windows lock."""
+        seen: dict[str, float] = {}
+        for key in windows:
+            series = windows.get(key)
+            last = None if series is None else series.last_t
+            if key[0] == "pod" and key[2] == "memory" and last is not None:
+                seen[key[1]] = last - history(windows, key, last, "max_avg_1d")
         return cls(seen)
 
     def observe(self, now: float, uids: Iterable[str]) -> None:
@@ -109,7 +114,7 @@ class PodAges:
         self._first = {uid: first.get(uid, now) for uid in uids}
 
     def age(self, uid: str, now: float) -> float:
-        return now - self._first.get(uid, now)
+        return max(0.0, now - self._first.get(uid, now))
 
 
 def cold_blend(predicted: float, cold: float, trust: float) -> float:

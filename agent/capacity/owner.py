@@ -28,7 +28,6 @@ subtracts the requests of the batch pods already bound; batch memory above its r
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -195,7 +194,7 @@ class OversubscriptionOwner:
         # the online pods seen pass after pass (the young-pod rule) and the learned margins, both as the windows
         # restored from the state file remember them: a restart is not a cold start
         with view.windows_lock:
-            self._ages = lendable.PodAges.from_windows(view.windows, time.monotonic())
+            self._ages = lendable.PodAges.from_windows(view.windows)
             self._margins = lendable.margins(self.params, view.windows)
         self.band = Band(config.update_fraction, config.update_interval_seconds)
         self.last: dict[str, Any] = {"enabled": None, "reason": "no node object yet"}
