@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,11 @@ import pytest
 
 from contract.annotations import BATCH_CPU, BATCH_MEMORY, OFFLINE_JOB_EVICTING
 from controller.main import main
+from kube.quantity import parse_quantity
+from tests.test_batch_readmission import kubelet_admits
 from testsupport.kubeapi.fixtures import kube_api  # noqa: F401
 from testsupport.kubeapi.server import FakeKubeAPI
+from testsupport.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "deploy" / "uninstall.sh"
@@ -70,7 +74,7 @@ def test_purge_leaves_a_clean_node_and_nothing_else_touched(
 
     assert purge(kube_api, tmp_path, "--dry-run") == 0
     assert node_writes(kube_api) == [], "a dry run writes nothing"
-    assert "would remove from n1: annotations volcano.sh/oversubscription-cpu" in capsys.readouterr().out
+    assert "(dry run) n1: removed annotations volcano.sh/oversubscription-cpu" in capsys.readouterr().out
 
     assert purge(kube_api, tmp_path) == 0
     out = capsys.readouterr().out
@@ -96,29 +100,122 @@ def test_purge_leaves_a_clean_node_and_nothing_else_touched(
     assert capsys.readouterr().out.strip() == "2 nodes, 0 carried Colo's state, 0 failed"
 
 
-def test_purge_keeps_the_batch_resources_batch_pods_still_request(
+def batch_pod(name: str, node: str, cpu_milli: int, memory: int = 128 << 20, phase: str = "Running") -> dict[str, Any]:
+    batch = {BATCH_CPU: str(cpu_milli), BATCH_MEMORY: str(memory)}
+    return {"metadata": {"name": name, "namespace": "batch", "uid": f"uid-{name}"},
+            "spec": {"nodeName": node,
+                     "containers": [{"name": "c", "resources": {"requests": batch, "limits": batch}}]},
+            "status": {"phase": phase}}  # fmt: skip
+
+
+def batch_allocatable(api: FakeKubeAPI, node: str) -> dict[str, int]:
+    alloc = (api.get("nodes", None, node) or {}).get("status", {}).get("allocatable") or {}
+    return {k: int(parse_quantity(v)) for k, v in alloc.items() if k in (BATCH_CPU, BATCH_MEMORY)}
+
+
+def requests(pod: dict[str, Any]) -> dict[str, int]:
+    got = pod["spec"]["containers"][0]["resources"]["requests"]
+    return {k: int(parse_quantity(v)) for k, v in got.items()}
+
+
+def test_purge_lowers_the_batch_resources_to_what_batch_pods_still_request(
     kube_api: FakeKubeAPI,  # noqa: F811
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """kubelet re-admits running pods against allocatable at a restart: removing batch-* under a running batch
-    pod would get it rejected. The rest goes; a later run, once the pod finished, removes them."""
-    kube_api.put("nodes", node_with_colo_state("n1"))
-    batch = {BATCH_CPU: "300", BATCH_MEMORY: str(256 << 20)}
-    job = {"metadata": {"name": "job", "namespace": "batch", "uid": "uid-job"},
-           "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {"requests": batch, "limits": batch}}]},
-           "status": {"phase": "Running"}}  # fmt: skip
-    kube_api.put("pods", job)
+    """The round-3 node: 400m left on it, one batch pod (100m) still running. kubelet re-admits running pods
+    against allocatable at a restart, so the purge cannot remove batch-* under it; but with no agent left,
+    anything above what it requests admits new batch pods nothing limits. The purge sets exactly what is
+    requested, says so, and counts the node as carrying Colo's state."""
+    node = node_with_colo_state("n1")
+    for part in ("capacity", "allocatable"):
+        node["status"][part].update({BATCH_CPU: "400", BATCH_MEMORY: str(1 << 30)})
+    kube_api.put("nodes", node)
+    running = batch_pod("job", "n1", 100, 256 << 20)
+    kube_api.put("pods", running)
+    kube_api.put("pods", batch_pod("done", "n1", 300, 256 << 20, phase="Succeeded"))
     assert purge(kube_api, tmp_path) == 0
     out = capsys.readouterr().out
     n1 = kube_api.get("nodes", None, "n1")
     assert n1["metadata"]["annotations"] == KEPT_ANNOTATIONS
-    assert n1["status"]["allocatable"][BATCH_CPU] == "329", "kept while the job holds its request"
-    assert f"kept {BATCH_CPU}, {BATCH_MEMORY}: batch pods still request 300m cpu" in out
-    job["status"]["phase"] = "Succeeded"
-    kube_api.put("pods", job)
+    for part in ("capacity", "allocatable"):
+        assert n1["status"][part][BATCH_CPU] == "100" and n1["status"][part][BATCH_MEMORY] == str(256 << 20), part
+    assert f"set {BATCH_CPU} to 100m cpu, {BATCH_MEMORY} to {256 << 20} bytes" in out
+    assert "1 nodes, 1 carried Colo's state, 0 failed; 1 keep batch resources" in out
+    assert "--follow SECONDS lowers them" in out
+    # kubelet's admission: the running pod is re-admitted at a restart, a new batch pod (250m) is not
+    assert kubelet_admits(batch_allocatable(kube_api, "n1"), [requests(running), {BATCH_CPU: 250}]) == [True, False]
+    assert kubelet_admits(batch_allocatable(kube_api, "n1"), [requests(running), {BATCH_CPU: 1}]) == [True, False]
+
+    writes = len(node_writes(kube_api))
+    assert purge(kube_api, tmp_path) == 0  # again: nothing to write, and said truthfully
+    assert len(node_writes(kube_api)) == writes
+    out = capsys.readouterr().out
+    assert f"n1: kept {BATCH_CPU} at 100m cpu, {BATCH_MEMORY} at {256 << 20} bytes" in out
+    assert "1 nodes, 1 carried Colo's state, 0 failed; 1 keep batch resources" in out
+
+    running["status"]["phase"] = "Succeeded"
+    kube_api.put("pods", running)
     assert purge(kube_api, tmp_path) == 0
-    assert BATCH_CPU not in kube_api.get("nodes", None, "n1")["status"]["allocatable"]
+    assert batch_allocatable(kube_api, "n1") == {}
+    assert capsys.readouterr().out.strip().endswith("1 nodes, 1 carried Colo's state, 0 failed")
+
+
+def test_purge_follow_lowers_as_the_batch_pods_finish_and_admits_nothing_new(
+    kube_api: FakeKubeAPI,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--follow: after every finished batch pod the node carries exactly what the ones still running request
+    (kubelet re-admits them, and admits no new batch pod), and nothing once the last one finished."""
+    node = node_with_colo_state("n1")
+    for part in ("capacity", "allocatable"):
+        node["status"][part].update({BATCH_CPU: "400", BATCH_MEMORY: str(1 << 30)})
+    kube_api.put("nodes", node)
+    kube_api.put("nodes", {"metadata": {"name": "n2"}, "status": {"allocatable": {"cpu": "4"}}})
+    pods = [batch_pod("a", "n1", 300), batch_pod("b", "n1", 100), batch_pod("c", "n1", 50)]
+    for pod in pods:
+        kube_api.put("pods", pod)
+    kube_api.put("pods", batch_pod("elsewhere", "n2", 500))  # n2 carries no batch resources: not Colo's
+    code: list[int] = []
+    runner = threading.Thread(target=lambda: code.append(purge(kube_api, tmp_path, "--follow", "60")))
+    runner.start()
+    try:
+        wait_for(lambda: batch_allocatable(kube_api, "n1").get(BATCH_CPU) == 450, what="lowered to 450m")
+        new = {BATCH_CPU: 250, BATCH_MEMORY: 1 << 20}
+        for done in range(len(pods)):
+            still = pods[done:]
+            want = sum(requests(p)[BATCH_CPU] for p in still)
+            wait_for(lambda want=want: batch_allocatable(kube_api, "n1").get(BATCH_CPU, 0) == want,
+                     what=f"batch-cpu {want}")  # fmt: skip
+            alloc = batch_allocatable(kube_api, "n1")
+            admitted = kubelet_admits(alloc, [*(requests(p) for p in still), new])
+            assert admitted == [True] * len(still) + [False], (alloc, admitted)
+            pods[done]["status"]["phase"] = "Succeeded" if done else "Failed"
+            kube_api.put("pods", pods[done])
+        wait_for(lambda: not runner.is_alive(), what="the follow ends with the last batch pod")
+    finally:
+        runner.join(timeout=90)
+    assert code == [0]
+    assert batch_allocatable(kube_api, "n1") == {}
+    assert BATCH_CPU not in str(kube_api.get("nodes", None, "n2"))
+    out = capsys.readouterr().out
+    assert "following the batch pods of 1 nodes" in out
+    assert f"n1: set {BATCH_CPU} to 150m cpu" in out and f"n1: set {BATCH_CPU} to 50m cpu" in out
+    assert out.strip().endswith("no node carries batch resources any more")
+
+
+def test_purge_follow_gives_up_after_its_time_and_says_where(
+    kube_api: FakeKubeAPI,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    kube_api.put("nodes", node_with_colo_state("n1"))
+    kube_api.put("pods", batch_pod("long", "n1", 100))
+    assert purge(kube_api, tmp_path, "--follow", "1") == 1
+    captured = capsys.readouterr()
+    assert "after 1s batch pods still run on n1" in captured.err
+    assert batch_allocatable(kube_api, "n1")[BATCH_CPU] == 100
 
 
 def test_purge_reports_a_failed_node_and_exits_1(
@@ -139,6 +236,13 @@ def test_purge_flags_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[s
     missing = tmp_path / "missing"
     assert main(["--purge-node-state", "--kubeconfig", str(missing)]) == 2
     assert str(missing) in capsys.readouterr().err
+    for bad in (["--follow", "10"], ["--purge-node-state", "--dry-run", "--follow", "10"]):
+        assert main(bad) == 2
+        assert "--follow is for --purge-node-state, without --dry-run" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--purge-node-state", "--follow", "soon"])
+    assert exit_info.value.code == 2
+    assert "--follow needs a positive number of seconds, got 'soon'" in capsys.readouterr().err
 
 
 # ---- deploy/uninstall.sh ---------------------------------------------------------------------------------
