@@ -5,8 +5,10 @@ goes (checked with a recording stand-in for kubectl: the fake API server serves 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -247,34 +249,33 @@ def test_purge_flags_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 # ---- deploy/uninstall.sh ---------------------------------------------------------------------------------
 
-FAKE_KUBECTL = r"""#!/bin/sh
-# Records each call; answers the few reads uninstall.sh makes.
-echo "$*" >> "$LOG"
-case "$*" in
-  *"get pods"*)
-    n=$(cat "$COUNTER" 2>/dev/null || echo 0); echo $((n + 1)) > "$COUNTER"
-    [ "$n" -lt "$PODS_FOR" ] && echo "pod/colo-agent-abcde" ;;
-  *"get nodes -o jsonpath"*) printf 'n1=dedicated volcano.sh/offline-job-evicting\nn2=\n' ;;
-  *"get nodes -o name"*) printf 'node/n1\nnode/n2\n' ;;
-esac
-exit 0
-"""
 
-
-def run_script(tmp_path: Path, *args: str, pods_for: int = 1) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+def run_script(
+    tmp_path: Path, *args: str, pods_for: int = 1, cluster: dict[str, Any] | None = None
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """uninstall.sh with testsupport/fake_kubectl.py as its kubectl, over `cluster` (nodes, pods)."""
     kubectl = tmp_path / "kubectl"
-    kubectl.write_text(FAKE_KUBECTL, encoding="utf-8")
+    kubectl.write_text(f'#!/bin/sh\nexec {sys.executable} {ROOT / "testsupport" / "fake_kubectl.py"} "$@"\n')
     kubectl.chmod(0o755)
+    state = {"nodes": [], "pods": [], **(cluster or {}), "colo_pods_for": pods_for}
+    (tmp_path / "state.json").write_text(json.dumps(state), encoding="utf-8")
     log = tmp_path / "calls.log"
-    env = {**os.environ, "KUBECTL": str(kubectl), "LOG": str(log), "COUNTER": str(tmp_path / "n"),
-           "PODS_FOR": str(pods_for)}  # fmt: skip
-    proc = subprocess.run(["sh", str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=60)
+    env = {**os.environ, "KUBECTL": str(kubectl), "LOG": str(log), "STATE": str(tmp_path / "state.json"),
+           "EVENTS": str(tmp_path / "events.jsonl")}  # fmt: skip
+    proc = subprocess.run(["sh", str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=120)
     calls = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
     return proc, calls
 
 
+def script_events(tmp_path: Path) -> list[dict[str, Any]]:
+    path = tmp_path / "events.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
+
+
 def test_uninstall_deletes_workloads_waits_for_their_pods_then_the_rest(tmp_path: Path) -> None:
-    proc, calls = run_script(tmp_path, "--purge")
+    n1 = node_with_colo_state("n1")
+    n2 = {"metadata": {"name": "n2"}, "spec": {}, "status": {"allocatable": {"cpu": "4"}}}
+    proc, calls = run_script(tmp_path, "--purge", cluster={"nodes": [n1, n2]})
     assert proc.returncode == 0, proc.stderr
     assert calls[0] == "delete mutatingwebhookconfiguration colo-colocation-profiles --ignore-not-found"
     assert (
@@ -291,9 +292,72 @@ def test_uninstall_deletes_workloads_waits_for_their_pods_then_the_rest(tmp_path
     )
     assert "taint node n1 volcano.sh/offline-job-evicting:NoSchedule-" in calls
     assert not [c for c in calls if c.startswith("taint node n2")]
+    # no batch pod anywhere: n1's batch resources go, n2 (which carries none) is not written
     status = [c for c in calls if "--subresource=status" in c]
-    assert [c.split()[1] for c in status] == ["node/n1", "node/n2"]
-    assert '"kubernetes.io/batch-cpu":null' in status[0]
+    assert [c.split()[1] for c in status] == ["node/n1"]
+    assert '"kubernetes.io/batch-cpu":null' in status[0] and '"kubernetes.io/batch-memory":null' in status[0]
+    assert "n1: kubernetes.io/batch-* removed" in proc.stdout
+    assert "done: no node carries batch resources" in proc.stdout
+
+
+def script_pod(name: str, node: str | None, cpu: str, memory: str, **extra: Any) -> dict[str, Any]:
+    batch = {BATCH_CPU: cpu, BATCH_MEMORY: memory}
+    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": batch, "limits": batch}}]}
+    if node:
+        spec["nodeName"] = node
+    spec.update(extra)
+    return {"metadata": {"name": name, "namespace": "batch"}, "spec": spec, "status": {"phase": "Running"}}
+
+
+def test_uninstall_purge_follows_the_batch_pods_until_the_last_one_finished(tmp_path: Path) -> None:
+    """--purge sets each node's batch resources to what its running batch pods request and lowers them as
+    they finish (here one finishes after every read of the pods): after each write kubelet re-admits the
+    pods it read and admits no new batch pod; at the end no node carries any. Quantities as kubectl prints
+    them (1k, 256Mi), an init container larger than the app (kubelet's rule), a pod not bound yet."""
+    nodes = [node_with_colo_state("n1"), node_with_colo_state("n3")]
+    for node in nodes:
+        for part in ("capacity", "allocatable"):
+            node["status"][part].update({BATCH_CPU: "2k", BATCH_MEMORY: "4Gi"})
+    init = [{"name": "fetch", "resources": {"requests": {BATCH_CPU: "600", BATCH_MEMORY: "1Gi"}}}]
+    pods = [
+        script_pod("a", "n1", "300", "256Mi"),
+        script_pod("b", "n1", "100", "128Mi"),
+        script_pod("d", "n3", "200", "512Mi", initContainers=init),  # holds max(600, 200) m, 1Gi
+        script_pod("pending", None, "1k", "1Gi"),
+    ]
+    by_name = {p["metadata"]["name"]: p for p in pods}
+    held = {"a": (300, 256 << 20), "b": (100, 128 << 20), "d": (600, 1 << 30)}
+    cluster = {"nodes": nodes, "pods": pods, "finish_after_read": True}
+    proc, _ = run_script(tmp_path, "--purge", pods_for=0, cluster=cluster)
+    assert proc.returncode == 0, proc.stderr
+    read: list[str] = []
+    writes = 0
+    for event in script_events(tmp_path):
+        if "read" in event:
+            read = [n for n in event["read"] if by_name[n]["spec"].get("nodeName")]
+            continue
+        writes += 1
+        node = event["patch"]
+        alloc = {k: int(parse_quantity(v)) for k, v in event["allocatable"].items() if k in (BATCH_CPU, BATCH_MEMORY)}
+        there = [n for n in read if by_name[n]["spec"]["nodeName"] == node]
+        want = {BATCH_CPU: sum(held[n][0] for n in there), BATCH_MEMORY: sum(held[n][1] for n in there)}
+        assert alloc == {k: v for k, v in want.items() if v}, (node, there, alloc)
+        running = [{BATCH_CPU: held[n][0], BATCH_MEMORY: held[n][1]} for n in there]
+        assert kubelet_admits(alloc, [*running, {BATCH_CPU: 1, BATCH_MEMORY: 1}]) == [True] * len(running) + [False]
+    assert writes == 5  # n1: 400m, 100m, gone; n3: 600m, gone
+    state = json.loads((tmp_path / "state.json").read_text(encoding="utf-8"))
+    assert all(BATCH_CPU not in json.dumps(n["status"]) for n in state["nodes"])
+    assert "n1: kubernetes.io/batch-* at what its running batch pods request (100m cpu, 134217728 bytes)" in proc.stdout
+
+
+def test_uninstall_purge_gives_up_after_its_timeout_and_names_the_nodes(tmp_path: Path) -> None:
+    node = node_with_colo_state("n1")
+    cluster = {"nodes": [node], "pods": [script_pod("long", "n1", "100", "1Mi")]}
+    proc, _ = run_script(tmp_path, "--purge", "--purge-timeout", "0", pods_for=0, cluster=cluster)
+    assert proc.returncode == 1
+    assert "batch pods still run on: n1" in proc.stderr
+    state = json.loads((tmp_path / "state.json").read_text(encoding="utf-8"))
+    assert state["nodes"][0]["status"]["allocatable"][BATCH_CPU] == "100"
 
 
 def test_uninstall_keeps_rbac_while_pods_are_still_shutting_down(tmp_path: Path) -> None:
@@ -314,3 +378,5 @@ def test_uninstall_refuses_bad_arguments(tmp_path: Path) -> None:
     assert proc.returncode == 2 and calls == [] and "whole seconds" in proc.stderr
     proc, calls = run_script(tmp_path, "-k", str(tmp_path))
     assert proc.returncode == 2 and calls == [] and "kustomization.yaml" in proc.stderr
+    proc, calls = run_script(tmp_path, "--purge-timeout", "1h")
+    assert proc.returncode == 2 and calls == [] and "--purge-timeout must be whole seconds" in proc.stderr
