@@ -38,7 +38,7 @@ from kube.resources import pod_batch_requests, quantity
 
 log = logging.getLogger(__name__)
 
-#: The taint the agent sets while evicting (agent/actuator.py), key and effect.
+#: The taint the agent sets while evicting (agent/evict/kube_actions.py), key and effect.
 EVICTING_TAINT = (keys.OFFLINE_JOB_EVICTING, "NoSchedule")
 BATCH_RESOURCES = (keys.BATCH_CPU, keys.BATCH_MEMORY)
 UNITS = ("m cpu", " bytes")  # how each batch resource's integer reads
