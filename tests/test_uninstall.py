@@ -97,6 +97,11 @@ def test_purge_leaves_a_clean_node_and_nothing_else_touched(
         ("/api/v1/nodes/n1/status", "application/merge-patch+json"),
     ]
 
+    # the controller writes as colo-controller: the Node's managedFields say so
+    assert all(r.query.get("fieldManager") == "colo-controller" for r in writes)
+    managed = {(e["manager"], e.get("subresource", "")) for e in n1["metadata"]["managedFields"]}
+    assert managed == {("colo-controller", ""), ("colo-controller", "status")}
+
     assert purge(kube_api, tmp_path) == 0  # again: nothing left, nothing written
     assert len(node_writes(kube_api)) == len(writes)
     assert capsys.readouterr().out.strip() == "2 nodes, 0 carried Colo's state, 0 failed"

@@ -20,6 +20,9 @@ Deliberate simplifications (documented so nobody relies on them):
 * no admission, no defaulting, no validation beyond names; ``put()`` stores objects verbatim (it is the
   test's way of being the kubelet/scheduler);
 * a bookmark is sent every ``bookmark_interval`` seconds (real servers: about once a minute);
+* managedFields: each write that changes an object records its manager (the ``fieldManager`` parameter,
+  else the User-Agent's product, as the real server derives it) with operation ``Update`` and the
+  subresource, one entry per manager and subresource, but no ``fieldsV1`` (which fields it owns);
 * Retry-After is sent as given, so tests may use fractions of a second (real servers send integers).
 """
 
@@ -1058,6 +1061,9 @@ class _Handler(BaseHTTPRequestHandler):
                 raise ApiFailure(401)
             if bad_json:
                 raise ApiFailure(400, message="the request body is not valid JSON")
+            self._manager = query.get("fieldManager") or (self.headers.get("User-Agent") or "").split("/")[0]
+            if len(self._manager) > 128:
+                raise ApiFailure(422, message="fieldManager: Too long: may not be more than 128 bytes")
             self._route(method, path, query, ctype, body)
         except ApiFailure as failure:
             self._send_failure(failure)
@@ -1302,6 +1308,7 @@ class _Handler(BaseHTTPRequestHandler):
                 meta["resourceVersion"] = ""
                 stored = obj
             else:
+                self._record_manager(rt, obj, None)
                 stored = copy.deepcopy(api._write(rt, "ADDED", obj, None))
         self._send_json(201, stored)
 
@@ -1336,7 +1343,23 @@ class _Handler(BaseHTTPRequestHandler):
         new["metadata"]["resourceVersion"] = cur_rv
         if new == cur:
             return cur  # no-op writes do not bump resourceVersion or notify watchers
+        self._record_manager(rt, new, sub)
         return copy.deepcopy(self.api._write(rt, "MODIFIED", new, cur))
+
+    def _record_manager(self, rt: ResourceType, obj: JSON, sub: str | None) -> None:
+        """This request's manager in obj's managedFields: one Update entry per manager and subresource."""
+        manager = getattr(self, "_manager", "")
+        if not manager:
+            return
+        meta = obj["metadata"]
+        mine = (manager, "Update", sub or "")
+        kept = [e for e in meta.get("managedFields") or []
+                if (e.get("manager"), e.get("operation"), e.get("subresource", "")) != mine]  # fmt: skip
+        entry: JSON = {"manager": manager, "operation": "Update", "apiVersion": rt.api_version, "time": _now(),
+                       "fieldsType": "FieldsV1"}  # fmt: skip
+        if sub:
+            entry["subresource"] = sub
+        meta["managedFields"] = [*kept, entry]
 
     def _update(self, rt: ResourceType, ns: str | None, name: str, sub: str | None, body: Any) -> None:
         obj = self._check_body(rt, body)
