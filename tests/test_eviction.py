@@ -83,7 +83,7 @@ def test_victim_order() -> None:
 def test_watermark_parsing() -> None:
     d = EvictionConfig()
     wm, problems = parse_watermarks({}, d)
-    assert (wm.high, wm.low, problems) == ({"cpu": 80, "memory": 60}, {"cpu": 30, "memory": 30}, [])
+    assert (wm.high, wm.low, problems) == ({"cpu": 80, "memory": 80}, {"cpu": 30, "memory": 30}, [])
     wm, problems = parse_watermarks({"volcano.sh/evicting-cpu-high-watermark": "90",
                                      "volcano.sh/evicting-memory-low-watermark": "10"}, d)  # fmt: skip
     assert (wm.high["cpu"], wm.low["memory"], problems) == (90, 10, [])
@@ -163,7 +163,7 @@ def test_malformed_watermark_annotation_warns_once_with_a_node_event(
     assert ev.drain()
     warnings = [e for e in api.objects("events") if e["reason"] == "InvalidEvictionWatermark"]
     assert len(warnings) == 1 and "lots" in warnings[0]["message"]
-    assert ev.watermarks.high["memory"] == 60
+    assert ev.watermarks.high["memory"] == 80
     # fixed, then broken again the same way: news again (it used to warn once per agent lifetime)
     del obj["metadata"]["annotations"]["volcano.sh/evicting-memory-high-watermark"]
     api.put("nodes", obj)
@@ -205,8 +205,11 @@ def test_batch_requests_overcommit_an_oversubscribed_node(setup: tuple[Evictor, 
     for p in pods:
         if p.meta.pod_class == "offline":
             p.meta = replace(p.meta, batch=batch)  # 3 x 6 cores of batch-cpu on a 16-core node
+            p.cpu_cores = 0.5  # within what they were lent: the watermark does not count it
+        else:
+            p.cpu_cores = 13.0  # online pods need the node: 13 + 1 system of 16 cores, 87.5% > 80%
     for i in range(6):
-        ev.on_snapshot(snap(pods, 15.0, 10 * GI, 1000.0 + i))
+        ev.on_snapshot(snap(pods, 15.5, 10 * GI, 1000.0 + i))
     assert ev.drain()
     assert ev.evicting["cpu"] and evictions(api) and "oversubscription rule" not in (ev.last_decision or "")
 

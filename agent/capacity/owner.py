@@ -27,6 +27,7 @@ subtracts the requests of the batch pods already bound; batch memory above its r
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -180,7 +181,7 @@ class OversubscriptionOwner:
         *,
         evicting: Callable[[], bool] = lambda: False,
         batch_requests: Callable[[], BatchRequests | None] = BatchRequests,
-        high_watermarks: Callable[[], Mapping[str, int]] = lambda: {"cpu": 80, "memory": 60},
+        high_watermarks: Callable[[], Mapping[str, int]] = lambda: {"cpu": 80, "memory": 80},
     ) -> None:
         self.view, self.config, self.evicting = view, config, evicting
         self.high_watermarks = high_watermarks  # eviction's, in percent: pressure is near them
@@ -215,6 +216,12 @@ class OversubscriptionOwner:
             for w in self._windows.values():
                 w.clear()
             return
+        high = self.high_watermarks()
+        margin = self.config.pressure_margin_percent
+        # lending stops `margin` points below the memory watermark in force (the node's annotation or the default)
+        limit = lendable.memory_fill_limit(high.get("memory", 100), margin)
+        if limit != self.params.memory_fill_limit:
+            self.params = dataclasses.replace(self.params, memory_fill_limit=limit)
         with self.view.windows_lock:
             cpu, mem = lendable.compute_state(state, self.view.windows, self.params, self._ages)
         use = batch_floor.batch_use(state.offline)
@@ -227,8 +234,6 @@ class OversubscriptionOwner:
         t = state.snapshot.mono
         smoothed = {r: self._windows["batch", r].add(t, v) for r, v in computed.items()}
         annotations = {r: self._windows["annotations", r].add(t, v) for r, v in volcano.items()}
-        high = self.high_watermarks()
-        margin = self.config.pressure_margin_percent
         pressure = frozenset(r for r, pct in state.smoothed_percent.items() if pct >= high.get(r, 100) - margin)
         self._pass = PassCapacity(cpu, mem, computed, smoothed, annotations, pressure, use, volcano)
 
