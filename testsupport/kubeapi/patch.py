@@ -3,12 +3,16 @@
 * ``application/merge-patch+json``: RFC 7386, maps merge recursively, ``null`` deletes;
 * ``application/json-patch+json``: RFC 6902 (add, remove, replace, move, copy, test); a failing operation
   is 422 with the cause, as on the real server;
-* ``application/strategic-merge-patch+json``: **simplified** — applied as a JSON merge patch: maps merge,
-  lists are replaced wholesale (no merge keys), and ``$patch``/``$retainKeys``/``$setElementOrder``
-  directives are rejected with 400 rather than half-implemented.
+* ``application/strategic-merge-patch+json``: as a merge patch (below).
 
 The patched object then goes through the same tail as a PUT (`writes.commit_update`): status subresource
 rules, resourceVersion precondition, no-op detection.
+
+Deliberate simplifications (documented so nobody relies on them):
+
+* strategic-merge-patch is applied as a JSON merge patch: maps merge, lists are replaced wholesale (no
+  merge keys), and directives (``$patch``, ``$retainKeys``, any ``$`` key) are rejected with 400 rather
+  than half-implemented.
 """
 
 from __future__ import annotations

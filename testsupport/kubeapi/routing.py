@@ -7,7 +7,7 @@ routed: discovery (``/version``, ``/api``, ``/apis``), the review APIs, and the 
 live in `store` (list, watch), `writes` and `patch`; this module speaks HTTP: JSON bodies, and watches as
 chunked streams of one event a line, cut without a terminating chunk when a test drops them.
 
-The handler is the server's own: it reads `FakeKubeAPI`'s lock, store, connections and halt flag directly.
+The handler is the server's own: it shares `FakeKubeAPI`'s lock, store, connections and halt flag (`Served`).
 """
 
 from __future__ import annotations
@@ -15,24 +15,24 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import socket
 import sys
+import threading
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
-from testsupport.kubeapi import access, writes
+from testsupport.kubeapi.access import ACCESS_REVIEWS, TOKEN_REVIEWS, bearer_ok, review
 from testsupport.kubeapi.failures import ApiFailure
-from testsupport.kubeapi.faults import RecordedRequest, answer_fault
+from testsupport.kubeapi.faults import Fault, RecordedRequest, answer_fault
 from testsupport.kubeapi.patch import patch_object
 from testsupport.kubeapi.resource_types import GROUP_VERSIONS, JSON, RESOURCES, ResourceType
 from testsupport.kubeapi.selection import predicate
-from testsupport.kubeapi.store import expired
-
-if TYPE_CHECKING:
-    from testsupport.kubeapi.server import FakeKubeAPI
+from testsupport.kubeapi.store import ObjectStore, expired
+from testsupport.kubeapi.writes import create_object, delete_object, evict_pod, update_object
 
 _PATH_RE = re.compile(
     r"^/(?:api/(?P<core>v1)|apis/(?P<group>[a-z0-9.-]+)/(?P<version>v[0-9a-z]+))"
@@ -45,19 +45,40 @@ _SUBRESOURCES = {("status", "pods"), ("status", "nodes"), ("eviction", "pods")}
 _VERSION = {"major": "1", "minor": "30", "gitVersion": "v1.30.0-colo-fake", "platform": "linux/amd64"}
 
 
+class Served(Protocol):
+    """What the handler uses of the server it answers for (`server.FakeKubeAPI`, whose ``_`` state it shares)."""
+
+    token: str | None
+    bookmark_interval: float
+    requests: list[RecordedRequest]
+    _cond: threading.Condition
+    _store: ObjectStore
+    _conns: set[socket.socket]
+    _watch_conns: set[socket.socket]
+    _halt: threading.Event
+
+    def allows(self, user: str, groups: Sequence[str], verb: str, path: str) -> bool: ...
+
+    def _take_fault(self, method: str, path: str, is_watch: bool) -> Fault | None: ...
+
+    def _user_for(self, token: str) -> JSON | None: ...
+
+
 class ApiHTTPServer(ThreadingHTTPServer):
-    """The listening socket of one `FakeKubeAPI`, one thread a connection."""
+    """The listening socket of one server, one thread a connection."""
 
     daemon_threads = True
     block_on_close = False
     allow_reuse_address = True
 
-    def __init__(self, addr: tuple[str, int], api: FakeKubeAPI) -> None:
+    def __init__(self, addr: tuple[str, int], api: Served) -> None:
         self.api = api
         super().__init__(addr, Handler)
 
 
 class Handler(BaseHTTPRequestHandler):
+    """The requests of one connection (HTTP/1.1, kept alive as clients do)."""
+
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body go out in separate writes; avoid 40 ms stalls
     server: ApiHTTPServer
@@ -79,7 +100,7 @@ class Handler(BaseHTTPRequestHandler):
             self.api._watch_conns.discard(self.connection)
 
     @property
-    def api(self) -> FakeKubeAPI:
+    def api(self) -> Served:
         return self.server.api
 
     def do_GET(self) -> None:
@@ -154,7 +175,7 @@ class Handler(BaseHTTPRequestHandler):
         if fault is not None and answer_fault(fault, self, is_watch=is_watch, timeout=query.get("timeout"), halt=halt):
             return
         try:
-            if not access.bearer_ok(api.token, self.headers.get("Authorization")):
+            if not bearer_ok(api.token, self.headers.get("Authorization")):
                 raise ApiFailure(401)
             if bad_json:
                 raise ApiFailure(400, message="the request body is not valid JSON")
@@ -186,10 +207,10 @@ class Handler(BaseHTTPRequestHandler):
             ]
             self.send_json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
             return
-        if path in (access.TOKEN_REVIEWS, access.ACCESS_REVIEWS):
+        if path in (TOKEN_REVIEWS, ACCESS_REVIEWS):
             if method != "POST":
                 raise ApiFailure(405)
-            self.send_json(201, access.review(path, body, self.api._user_for, self.api.allows))
+            self.send_json(201, review(path, body, self.api._user_for, self.api.allows))
             return
         m = _PATH_RE.match(path)
         if not m:
@@ -210,7 +231,7 @@ class Handler(BaseHTTPRequestHandler):
                 else:
                     self.send_json(200, store.list_page(rt, predicate(rt, ns, query), query))
             elif method == "POST" and (ns is not None or not rt.namespaced):
-                self.send_json(201, writes.create(store, rt, ns, query, body))
+                self.send_json(201, create_object(store, rt, ns, query, body))
             else:
                 raise ApiFailure(405)
             return
@@ -219,15 +240,15 @@ class Handler(BaseHTTPRequestHandler):
         if sub == "eviction":
             if method != "POST":
                 raise ApiFailure(405)
-            self.send_json(201, writes.evict(store, rt, ns or "", name, query, body))
+            self.send_json(201, evict_pod(store, rt, ns or "", name, query, body))
         elif method == "GET":
             self.send_json(200, store.current(rt, ns, name))
         elif method == "PUT":
-            self.send_json(200, writes.update(store, rt, ns, name, sub, body))
+            self.send_json(200, update_object(store, rt, ns, name, sub, body))
         elif method == "PATCH":
             self.send_json(200, patch_object(store, rt, ns, name, sub, ctype, body))
         elif method == "DELETE" and sub is None:
-            self.send_json(200, writes.delete(store, rt, ns, name))
+            self.send_json(200, delete_object(store, rt, ns, name))
         else:
             raise ApiFailure(405)
 

@@ -38,7 +38,7 @@ def check_body(rt: ResourceType, body: Any, kind: str | None = None) -> JSON:
     return copy.deepcopy(body)
 
 
-def create(store: ObjectStore, rt: ResourceType, ns: str | None, query: dict[str, str], body: Any) -> JSON:
+def create_object(store: ObjectStore, rt: ResourceType, ns: str | None, query: dict[str, str], body: Any) -> JSON:
     """POST to a collection; the created object (not stored under ``dryRun=All``)."""
     obj = check_body(rt, body)
     meta = obj.setdefault("metadata", {})
@@ -106,7 +106,7 @@ def commit_update(store: ObjectStore, rt: ResourceType, name: str, cur: JSON, ne
     return copy.deepcopy(store.write(rt, "MODIFIED", new, cur))
 
 
-def update(store: ObjectStore, rt: ResourceType, ns: str | None, name: str, sub: str | None, body: Any) -> JSON:
+def update_object(store: ObjectStore, rt: ResourceType, ns: str | None, name: str, sub: str | None, body: Any) -> JSON:
     """PUT an object (or its status); the stored result."""
     obj = check_body(rt, body)
     body_name = (obj.get("metadata") or {}).get("name")
@@ -119,7 +119,7 @@ def update(store: ObjectStore, rt: ResourceType, ns: str | None, name: str, sub:
         return commit_update(store, rt, name, cur, obj, sub)
 
 
-def delete(store: ObjectStore, rt: ResourceType, ns: str | None, name: str) -> JSON:
+def delete_object(store: ObjectStore, rt: ResourceType, ns: str | None, name: str) -> JSON:
     """DELETE an object, at once; the object as it was."""
     with store.cond:
         old = store.by_plural[rt.plural].get(object_key(rt, ns, name))
@@ -128,7 +128,7 @@ def delete(store: ObjectStore, rt: ResourceType, ns: str | None, name: str) -> J
         return copy.deepcopy(store.write(rt, "DELETED", copy.deepcopy(old), old))
 
 
-def evict(store: ObjectStore, rt: ResourceType, ns: str, name: str, query: dict[str, str], body: Any) -> JSON:
+def evict_pod(store: ObjectStore, rt: ResourceType, ns: str, name: str, query: dict[str, str], body: Any) -> JSON:
     """POST an Eviction for a pod: 429 while its PDB is blocked (unless the pod is not running), else delete it."""
     eviction = check_body(rt, body, kind="Eviction")
     if (eviction.get("metadata") or {}).get("name") != name:
