@@ -83,6 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc), 2)
     try:
         agent = build_agent(config, kube=kube)
+    except ConfigError as exc:  # e.g. an enforcement ledger of a newer colo-agent: never misread
+        sock.close()
+        return _fail(str(exc), 2)
     except (CgroupError, ValueError, OSError) as exc:
         sock.close()
         return _fail(f"cannot read this host's cgroups under host_root {config.host_root}: {exc}", 1)

@@ -61,7 +61,7 @@ class Enforcer:
         *,
         dry_run: bool = False,
         host_root: str = "/",
-        memory_high_watermark: Callable[[], float] = lambda: 60.0,
+        memory_high_watermark: Callable[[], float] = lambda: 80.0,
         clock: Callable[[], float] = time.monotonic,
         registered: Sequence[Strategy],
         facts: Facts | None = None,
