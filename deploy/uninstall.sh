@@ -4,16 +4,18 @@
 #   2. the workloads (colo-agent DaemonSet, colo-controller Deployment), and wait until their pods are gone:
 #      at SIGTERM the agent restores every cgroup value it changed, floors its batch capacity and removes the
 #      evicting mark and taint it set - with its ServiceAccount and RBAC still in place;
-#   3. everything else of the kustomization (RBAC, ConfigMaps, Services, the namespace);
-#   4. with --purge: Colo's annotations and taint on every node, for good; and kubernetes.io/batch-* set to
-#      what each node's running batch pods request, lowered as they finish, removed with the last one (the
-#      same as `colo-controller --purge-node-state --follow`): no agent limits a batch pod any more.
+#   3. kubernetes.io/batch-* on every node: set to what its running batch pods request, lowered as they
+#      finish, removed with the last one (the same as `colo-controller --purge-node-state --follow`): no agent
+#      limits a batch pod any more, so no capacity may outlive the pods that hold it;
+#   4. everything else of the kustomization (RBAC, ConfigMaps, Services, the namespace);
+#   5. with --purge: Colo's annotations and taint on every node, for good.
 #
-# usage: deploy/uninstall.sh [-k KUSTOMIZATION_DIR] [--namespace NS] [--timeout SECONDS] [--purge]
-#        [--purge-timeout SECONDS] [--metrics "name ..."]
+# usage: deploy/uninstall.sh [-k KUSTOMIZATION_DIR] [--namespace NS] [--timeout SECONDS]
+#        [--batch-timeout SECONDS] [--purge] [--metrics "name ..."]
 #   -k          the kustomization you installed with (default: deploy/daemonset next to this script)
 #   --timeout   how long to wait for the pods' shutdown (default 120; the agent's grace period is 30 s)
-#   --purge-timeout  how long --purge follows the remaining batch pods (default 3600; exit 1 if some still run)
+#   --batch-timeout  how long step 3 follows the remaining batch pods (default 3600; 0: one pass); if some
+#               still run then, the rest is done and the script ends with exit code 1 naming their nodes
 #   --metrics   crane's load annotations to purge (default: crane's six; give your policy's syncPolicy names)
 # KUBECTL names the kubectl to run (default: kubectl).
 set -eu
@@ -24,7 +26,7 @@ DIR="$HERE/daemonset"
 NS=colo-system
 TIMEOUT=120
 PURGE=0
-PURGE_TIMEOUT=3600
+BATCH_TIMEOUT=3600
 METRICS="cpu_usage_avg_5m cpu_usage_max_avg_1h cpu_usage_max_avg_1d mem_usage_avg_5m mem_usage_max_avg_1h mem_usage_max_avg_1d"
 SELECTOR=app.kubernetes.io/part-of=colo
 
@@ -37,19 +39,19 @@ while [ $# -gt 0 ]; do
     --timeout) [ $# -ge 2 ] || die "--timeout needs seconds"; TIMEOUT=$2; shift 2 ;;
     --metrics) [ $# -ge 2 ] || die "--metrics needs names"; METRICS=$2; shift 2 ;;
     --purge) PURGE=1; shift ;;
-    --purge-timeout) [ $# -ge 2 ] || die "--purge-timeout needs seconds"; PURGE_TIMEOUT=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    --batch-timeout) [ $# -ge 2 ] || die "--batch-timeout needs seconds"; BATCH_TIMEOUT=$2; shift 2 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
 done
 case "$TIMEOUT" in ''|*[!0-9]*) die "--timeout must be whole seconds, got '$TIMEOUT'" ;; esac
-case "$PURGE_TIMEOUT" in ''|*[!0-9]*) die "--purge-timeout must be whole seconds, got '$PURGE_TIMEOUT'" ;; esac
+case "$BATCH_TIMEOUT" in ''|*[!0-9]*) die "--batch-timeout must be whole seconds, got '$BATCH_TIMEOUT'" ;; esac
 [ -f "$DIR/kustomization.yaml" ] || die "$DIR has no kustomization.yaml (give the one you installed with: -k DIR)"
 
-echo "1/4 admission webhook configuration"
+echo "1/5 admission webhook configuration"
 "$KUBECTL" delete mutatingwebhookconfiguration colo-colocation-profiles --ignore-not-found
 
-echo "2/4 workloads, then waiting up to ${TIMEOUT}s for their pods to finish their shutdown"
+echo "2/5 workloads, then waiting up to ${TIMEOUT}s for their pods to finish their shutdown"
 "$KUBECTL" -n "$NS" delete daemonset/colo-agent deployment/colo-controller --ignore-not-found --wait=false
 waited=0
 while :; do
@@ -65,25 +67,6 @@ while :; do
   waited=$((waited + 2))
 done
 
-echo "3/4 the rest of $DIR (RBAC, configuration, Services, namespace)"
-"$KUBECTL" delete -k "$DIR" --ignore-not-found
-
-if [ "$PURGE" -eq 0 ]; then
-  echo "4/4 skipped: node annotations, taint and batch resources stay (run again with --purge to remove them)"
-  exit 0
-fi
-echo "4/4 Colo's state on every node"
-removals=""
-for key in volcano.sh/oversubscription-cpu volcano.sh/oversubscription-memory volcano.sh/offline-job-evicting \
-           $METRICS node_hot_value colo.io/load-score colo.io/oversubscription; do
-  removals="$removals $key-"
-done
-# shellcheck disable=SC2086 # one argument per annotation
-"$KUBECTL" annotate nodes --all $removals
-for node in $("$KUBECTL" get nodes -o jsonpath='{range .items[*]}{.metadata.name}{"="}{.spec.taints[*].key}{"\n"}{end}' \
-                | grep 'volcano.sh/offline-job-evicting' | cut -d= -f1); do
-  "$KUBECTL" taint node "$node" volcano.sh/offline-job-evicting:NoSchedule- || true  # maybe another effect only
-done
 # kubernetes.io/batch-*: kubelet re-admits running pods against allocatable when it restarts (removing them
 # under a running batch pod gets it killed), and with no agent left, anything above what running batch pods
 # request admits new batch pods nothing limits. So each node is set to exactly what its batch pods that have
@@ -145,9 +128,10 @@ batch_plan() {
     > "$WORK/nodes" || return 1
   awk "$PLAN_AWK" "$WORK/pods" "$WORK/nodes"
 }
+echo "3/5 kubernetes.io/batch-* at what running batch pods request, following them for up to ${BATCH_TIMEOUT}s"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-deadline=$(( $(date +%s) + PURGE_TIMEOUT ))
+deadline=$(( $(date +%s) + BATCH_TIMEOUT ))
 while :; do
   batch_plan > "$WORK/plan" || { echo "uninstall.sh: reading pods and nodes failed; batch resources left as they are" >&2; exit 1; }
   left=""
@@ -164,11 +148,32 @@ while :; do
     [ "$held" -eq 1 ] && left="$left $node"
   done < "$WORK/plan"
   [ -z "$left" ] && break
-  if [ "$(date +%s)" -ge "$deadline" ]; then
-    echo "uninstall.sh: after ${PURGE_TIMEOUT}s batch pods still run on:$left; their kubernetes.io/batch-* stay at" \
-         "what those pods request: run again with --purge, or colo-controller --purge-node-state --follow" >&2
-    exit 1
-  fi
+  [ "$(date +%s)" -ge "$deadline" ] && break
   sleep 1
 done
+
+echo "4/5 the rest of $DIR (RBAC, configuration, Services, namespace)"
+"$KUBECTL" delete -k "$DIR" --ignore-not-found
+
+if [ "$PURGE" -eq 0 ]; then
+  echo "5/5 skipped: node annotations and taint stay (run again with --purge to remove them)"
+else
+  echo "5/5 Colo's annotations and taint on every node"
+  removals=""
+  for key in volcano.sh/oversubscription-cpu volcano.sh/oversubscription-memory volcano.sh/offline-job-evicting \
+             $METRICS node_hot_value colo.io/load-score colo.io/oversubscription; do
+    removals="$removals $key-"
+  done
+  # shellcheck disable=SC2086 # one argument per annotation
+  "$KUBECTL" annotate nodes --all $removals
+  for node in $("$KUBECTL" get nodes -o jsonpath='{range .items[*]}{.metadata.name}{"="}{.spec.taints[*].key}{"\n"}{end}' \
+                  | grep 'volcano.sh/offline-job-evicting' | cut -d= -f1); do
+    "$KUBECTL" taint node "$node" volcano.sh/offline-job-evicting:NoSchedule- || true  # maybe another effect only
+  done
+fi
+if [ -n "$left" ]; then
+  echo "uninstall.sh: after ${BATCH_TIMEOUT}s batch pods still run on:$left; their kubernetes.io/batch-* stay at" \
+       "what those pods request: run this script again, or colo-controller --purge-node-state --follow" >&2
+  exit 1
+fi
 echo "done: no node carries batch resources; remove /var/lib/colo on each node when you no longer need the agent's state (docs/uninstall.md)"

@@ -287,10 +287,13 @@ def test_uninstall_deletes_workloads_waits_for_their_pods_then_the_rest(tmp_path
         calls[1]
         == "-n colo-system delete daemonset/colo-agent deployment/colo-controller --ignore-not-found --wait=false"
     )
-    # polled until no Colo pod is left (the first answer still lists one), only then RBAC and namespace
+    # polled until no Colo pod is left (the first answer still lists one); then the batch resources, at once
+    # (no agent limits a batch pod any more); only then RBAC and namespace
     assert calls[2:4] == ["-n colo-system get pods -l app.kubernetes.io/part-of=colo -o name"] * 2
-    assert calls[4] == f"delete -k {ROOT / 'deploy' / 'daemonset'} --ignore-not-found"
-    annotate = calls[5].split()
+    assert calls[4].startswith("get pods --all-namespaces --field-selector=status.phase!=Succeeded")
+    rest = calls.index(f"delete -k {ROOT / 'deploy' / 'daemonset'} --ignore-not-found")
+    assert rest > max(i for i, c in enumerate(calls) if "--subresource=status" in c)
+    annotate = calls[rest + 1].split()
     assert annotate[:3] == ["annotate", "nodes", "--all"]
     assert {"volcano.sh/offline-job-evicting-", "colo.io/load-score-", "node_hot_value-", "cpu_usage_avg_5m-"} <= set(
         annotate
@@ -314,8 +317,8 @@ def script_pod(name: str, node: str | None, cpu: str, memory: str, **extra: Any)
     return {"metadata": {"name": name, "namespace": "batch"}, "spec": spec, "status": {"phase": "Running"}}
 
 
-def test_uninstall_purge_follows_the_batch_pods_until_the_last_one_finished(tmp_path: Path) -> None:
-    """--purge sets each node's batch resources to what its running batch pods request and lowers them as
+def test_uninstall_follows_the_batch_pods_until_the_last_one_finished(tmp_path: Path) -> None:
+    """The uninstall sets each node's batch resources to what its running batch pods request and lowers them as
     they finish (here one finishes after every read of the pods): after each write kubelet re-admits the
     pods it read and admits no new batch pod; at the end no node carries any. Quantities as kubectl prints
     them (1k, 256Mi), an init container larger than the app (kubelet's rule), a pod not bound yet."""
@@ -333,7 +336,7 @@ def test_uninstall_purge_follows_the_batch_pods_until_the_last_one_finished(tmp_
     by_name = {p["metadata"]["name"]: p for p in pods}
     held = {"a": (300, 256 << 20), "b": (100, 128 << 20), "d": (600, 1 << 30)}
     cluster = {"nodes": nodes, "pods": pods, "finish_after_read": True}
-    proc, _ = run_script(tmp_path, "--purge", pods_for=0, cluster=cluster)
+    proc, _ = run_script(tmp_path, pods_for=0, cluster=cluster)  # the batch resources: with or without --purge
     assert proc.returncode == 0, proc.stderr
     read: list[str] = []
     writes = 0
@@ -355,14 +358,17 @@ def test_uninstall_purge_follows_the_batch_pods_until_the_last_one_finished(tmp_
     assert "n1: kubernetes.io/batch-* at what its running batch pods request (100m cpu, 134217728 bytes)" in proc.stdout
 
 
-def test_uninstall_purge_gives_up_after_its_timeout_and_names_the_nodes(tmp_path: Path) -> None:
+def test_uninstall_gives_up_on_the_batch_pods_after_its_timeout_and_names_the_nodes(tmp_path: Path) -> None:
+    """--batch-timeout 0: one pass (the batch resources at what the running pods request), the rest of the
+    uninstall done, and exit code 1 naming the node where batch pods still run."""
     node = node_with_colo_state("n1")
     cluster = {"nodes": [node], "pods": [script_pod("long", "n1", "100", "1Mi")]}
-    proc, _ = run_script(tmp_path, "--purge", "--purge-timeout", "0", pods_for=0, cluster=cluster)
+    proc, calls = run_script(tmp_path, "--purge", "--batch-timeout", "0", pods_for=0, cluster=cluster)
     assert proc.returncode == 1
     assert "batch pods still run on: n1" in proc.stderr
     state = json.loads((tmp_path / "state.json").read_text(encoding="utf-8"))
     assert state["nodes"][0]["status"]["allocatable"][BATCH_CPU] == "100"
+    assert any(c.startswith("delete -k") for c in calls) and any(c.startswith("annotate nodes") for c in calls)
 
 
 def test_uninstall_keeps_rbac_while_pods_are_still_shutting_down(tmp_path: Path) -> None:
@@ -372,10 +378,16 @@ def test_uninstall_keeps_rbac_while_pods_are_still_shutting_down(tmp_path: Path)
     assert not [c for c in calls if c.startswith("delete -k")], "RBAC must outlive the pods' shutdown"
 
 
-def test_uninstall_without_purge_leaves_the_nodes_alone(tmp_path: Path) -> None:
-    proc, calls = run_script(tmp_path, pods_for=0)
+def test_uninstall_without_purge_leaves_annotations_and_taint_alone(tmp_path: Path) -> None:
+    """Without --purge the annotations and the taint stay (a reinstall right away); batch resources no pod
+    holds go all the same: no agent limits a batch pod any more."""
+    proc, calls = run_script(tmp_path, pods_for=0, cluster={"nodes": [node_with_colo_state("n1")]})
     assert proc.returncode == 0, proc.stderr
     assert calls[-1].startswith("delete -k") and "--purge" in proc.stdout
+    assert not [c for c in calls if c.startswith(("annotate", "taint"))]
+    state = json.loads((tmp_path / "state.json").read_text(encoding="utf-8"))
+    assert BATCH_CPU not in json.dumps(state["nodes"][0]["status"])
+    assert state["nodes"][0]["metadata"]["annotations"]["volcano.sh/oversubscription-cpu"] == "329"
 
 
 def test_uninstall_refuses_bad_arguments(tmp_path: Path) -> None:
@@ -383,5 +395,5 @@ def test_uninstall_refuses_bad_arguments(tmp_path: Path) -> None:
     assert proc.returncode == 2 and calls == [] and "whole seconds" in proc.stderr
     proc, calls = run_script(tmp_path, "-k", str(tmp_path))
     assert proc.returncode == 2 and calls == [] and "kustomization.yaml" in proc.stderr
-    proc, calls = run_script(tmp_path, "--purge-timeout", "1h")
-    assert proc.returncode == 2 and calls == [] and "--purge-timeout must be whole seconds" in proc.stderr
+    proc, calls = run_script(tmp_path, "--batch-timeout", "1h")
+    assert proc.returncode == 2 and calls == [] and "--batch-timeout must be whole seconds" in proc.stderr
