@@ -17,6 +17,7 @@ import pytest
 
 from contract.annotations import BATCH_CPU, BATCH_MEMORY, OFFLINE_JOB_EVICTING
 from controller.main import main
+from controller.purge import batch_writes
 from kube.quantity import parse_quantity
 from tests.test_batch_readmission import kubelet_admits
 from testsupport.kubeapi.fixtures import kube_api  # noqa: F401
@@ -397,3 +398,31 @@ def test_uninstall_refuses_bad_arguments(tmp_path: Path) -> None:
     assert proc.returncode == 2 and calls == [] and "kustomization.yaml" in proc.stderr
     proc, calls = run_script(tmp_path, "--batch-timeout", "1h")
     assert proc.returncode == 2 and calls == [] and "--batch-timeout must be whole seconds" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("status", "held", "writes"),
+    [
+        # exactly what is held, in the server's own form ("2k"): nothing to write
+        ({"capacity": {BATCH_CPU: "2k"}, "allocatable": {BATCH_CPU: "2k"}}, (2000, 0), {}),
+        # more than is held: down to it; a resource no pod requests: removed (a request of 0 fits)
+        (
+            {
+                "capacity": {BATCH_CPU: "400", BATCH_MEMORY: "1Gi"},
+                "allocatable": {BATCH_CPU: "400", BATCH_MEMORY: "1Gi"},
+            },
+            (100, 0),
+            {BATCH_CPU: "100", BATCH_MEMORY: None},
+        ),
+        # less than is held (a pod placed in a race): up to it, or kubelet would reject it at a restart
+        ({"capacity": {BATCH_CPU: "100"}, "allocatable": {BATCH_CPU: "100"}}, (300, 0), {BATCH_CPU: "300"}),
+        # capacity and allocatable apart: both written
+        ({"capacity": {BATCH_CPU: "300"}, "allocatable": {BATCH_CPU: "200"}}, (300, 0), {BATCH_CPU: "300"}),
+        # nothing of Colo's on the node: nothing added, whatever its pods request
+        ({"capacity": {"cpu": "4"}, "allocatable": {"cpu": "4"}}, (300, 1 << 20), {}),
+    ],
+)
+def test_batch_writes_bring_a_node_to_what_its_batch_pods_hold(
+    status: dict[str, Any], held: tuple[int, int], writes: dict[str, str | None]
+) -> None:
+    assert batch_writes({"metadata": {"name": "n1"}, "status": status}, held) == writes
