@@ -440,7 +440,7 @@ class Recorded:
 class Report:
     """What a strategy reports of a pass: a frozen dataclass of typed fields in the strategy's module.
     `fields()` gives the keys it adds to the node's sections, under their JSON names (a strategy that is not
-    active adds none: agent/enforce/report.py `DEFAULTS` holds theirs); `to_log()` what the stage logs
+    active adds none: its registration's `report_defaults` hold theirs); `to_log()` what the stage logs
     once per cause (a pod's malformed annotation, ...)."""
 
     __slots__ = ()
