@@ -5,7 +5,8 @@ Plain dicts and lists built from one snapshot and its windows (`WindowStatsCache
 it is not obvious (``_cores``, ``_bytes``, ``_ratio``, ``_bytes_per_second``); the node document also has
 a ``units`` object, and ``/api/v1/units`` names the unit of every numeric field of both documents (the pod
 list is the top level of its response, so it has no room for one). Non-finite numbers become null: JSON
-has no NaN.
+has no NaN. A pod's measured fields and their units are its collectors' (agent/sense/collectors/registry.py
+`pod_fields`, `units`); the document adds who the pod is, its windows and its batch resources.
 
 Node windows are keyed by crane-scheduler's names (``cpu_usage_avg_5m``, ``mem_usage_max_avg_1h``,
 ``cpu_usage_p95_5m`` ...) and hold ratios 0..1, not crane's percent. Pod windows are keyed by window name

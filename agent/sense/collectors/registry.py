@@ -6,7 +6,7 @@ only list of them. A registration says everything the agent does with a collecto
 - how it is built (`factory`), its place in the pass (`order`), and where its part goes: a node collector's
   into the snapshot field `fills` names, a pod collector's into the pod's sample through `store`, a typed
   function (`def _store(sample: PodSample, part: T) -> None: sample.x = part`, checked by mypy against
-  what `collect` returns);
+  what `collect` returns: a mismatch reads "Cannot infer value of type parameter T of register");
 - its metric families (`families`) and how its part becomes their samples: `node_series` once per render,
   `pod_series` for each pod in the pods' pass (the pods collector's own figures are per pod too). Both
   run in `metrics_order` (default: `order`) among the other collectors' and the exporter's own series
@@ -19,7 +19,8 @@ only list of them. A registration says everything the agent does with a collecto
 Every pass reports each enabled collector's success and duration (`colo_collector_success`,
 `colo_collector_duration_seconds`, declared here). So a new collector is its module (a class and one
 `register` call) and the field it fills in agent/snapshot.py; the sampler, the exporter, the JSON API and
-tools/docgen.py read the registration.
+tools/docgen.py read the registration. tests/test_collector_registry.py declares a pod collector in full;
+docs/agent-collectors.md has the table of arguments.
 
 Two scopes: a node collector runs once per pass and returns its part of the snapshot; a pod collector runs
 within the pods collector's one visit of each pod and returns its part of that pod's sample.
