@@ -1,16 +1,29 @@
 """`colo-sim --plot FILE.png`: the Pareto picture (violation rate against oracle fraction, per policy and
 resource) and one node's online usage, oracle and colo capacity over time. Needs matplotlib (the optional
-extra `colo[sim]`), loaded only here and never by the agent."""
+extra `sim` of the distribution colo-k8s), loaded only here and never by the agent."""
 
 from __future__ import annotations
 
 import datetime
+import shlex
+import sys
+from pathlib import Path
 
 from colo_sim.replay import RESOURCES, Result
 
 
 class PlotError(Exception):
     """The plot cannot be drawn (matplotlib missing, or the file cannot be written)."""
+
+
+def install_hint() -> str:
+    """The command that adds matplotlib to the very Python running colo-sim: the checkout's `sim` extra when run
+    from a clone (the index's `colo` is an unrelated project, and Colo is not published there), else matplotlib."""
+    python = shlex.quote(sys.executable)
+    root = Path(__file__).resolve().parents[1]
+    if (root / "pyproject.toml").is_file():
+        return f"{python} -m pip install -e {shlex.quote(f'{root}[sim]')}"
+    return f"{python} -m pip install 'matplotlib>=3.7'"
 
 
 def plot(result: Result, path: str, title: str = "") -> None:
@@ -20,7 +33,7 @@ def plot(result: Result, path: str, title: str = "") -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise PlotError("--plot needs matplotlib: pip install 'colo[sim]'") from exc
+        raise PlotError(f"--plot needs matplotlib, which this Python lacks: {install_hint()}") from exc
     fig, axes = plt.subplots(2, 2, figsize=(13, 8.5), gridspec_kw={"height_ratios": [1.1, 1]})
     for ax, resource in zip(axes[0], RESOURCES, strict=True):
         for name, figures in result.policies.items():

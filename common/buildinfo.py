@@ -10,6 +10,9 @@ from prometheus_client.metrics_core import Metric
 
 from common.families import Family
 
+#: the distribution's name in pyproject.toml ("colo" on the package index is an unrelated project)
+DISTRIBUTION = "colo-k8s"
+
 BUILD_INFO = Family(
     "colo_build_info",
     "Always 1; the labels say which Colo program and version is running.",
@@ -21,7 +24,7 @@ BUILD_INFO = Family(
 def version() -> str:
     """The installed distribution's version ("unknown" when run from a tree that was never installed)."""
     try:
-        return metadata.version("colo")
+        return metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:
         return "unknown"
 
