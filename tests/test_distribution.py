@@ -19,7 +19,7 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["
 
 
 def test_the_version_is_looked_up_under_the_name_pyproject_gives() -> None:
-    assert buildinfo.DISTRIBUTION == PROJECT["name"]
+    assert PROJECT["name"] == buildinfo.DISTRIBUTION
     assert PROJECT["name"] != "colo", "`colo` on the package index is a terminal-colour script"
     assert set(PROJECT["scripts"]) == {"colo-agent", "colo-controller", "colo-sim"}
 
