@@ -38,7 +38,7 @@ agent: $(BIN)/colo-agent
 	@$(BIN)/colo-agent --standalone $(ARGS)
 
 demo: $(BIN)/colo-agent
-	@BIN=$(BIN) demo/run.sh $(ARGS)
+	@BIN=$(BIN) exec demo/run.sh $(ARGS)
 
 test: $(DEV)
 	$(BIN)/ruff check .
