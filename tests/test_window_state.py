@@ -196,7 +196,6 @@ def test_file_header(tmp_path: Path) -> None:
     assert zlib.crc32(data[:-4]) == struct.unpack("<I", data[-4:])[0]
 
 
-
 # ---------------------------------------------------------------------- the file's old name
 
 
