@@ -117,13 +117,16 @@ class EvictionConfig(Strict):
     #: Evict offline pods while the node is above a high watermark.
     enabled: bool = True
     #: Node CPU usage, integer percent of allocatable, above which offline pods are evicted (a node annotation
-    #: overrides it).
+    #: overrides it); batch pods' CPU within their kubernetes.io/batch-cpu requests is not counted (lent, and taken
+    #: back by CFS weights and the CPU budget).
     cpu_high_watermark: int = Field(default=80, ge=0, le=100)
     #: Below it the evicting state clears.
     cpu_low_watermark: int = Field(default=30, ge=0, le=100)
     #: Node memory usage, integer percent of allocatable, above which offline pods are evicted (a node annotation
-    #: overrides it).
-    memory_high_watermark: int = Field(default=60, ge=0, le=100)
+    #: overrides it). 80, not Volcano's 60: memory is lent up to memory_reclaim_ratio (0.7) of allocatable, and
+    #: lending stops pressure_margin_percent below this watermark; at 60 a node whose batch pods used what they
+    #: were lent evicted them (docs/online-qos.md#lending-and-the-watermarks).
+    memory_high_watermark: int = Field(default=80, ge=0, le=100)
     #: Below it the evicting state clears.
     memory_low_watermark: int = Field(default=30, ge=0, le=100)
     #: Usage is averaged over this long before it is compared with the watermarks.

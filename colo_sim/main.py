@@ -148,7 +148,7 @@ def colo_params(path: str | None) -> CapacityParams:
     from agent.config import load_config
 
     config = load_config(["--config", path] if path else [], env={})
-    return params_from(config.oversubscription)
+    return params_from(config.oversubscription, config.enforcement.eviction.memory_high_watermark)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -295,7 +295,8 @@ def agent_families() -> list[Any]:
     from agent.evict.evictor import Evictor
     from agent.main import process_metrics
     from agent.node_state import node_state
-    from agent.snapshot import CollectorRun, DiskRates, DiskSample, NetworkRates
+    from agent.sense import collectors
+    from agent.snapshot import CollectorRun
     from cgroup import CgroupReader, CgroupWriter, Layout, PathModel
     from cgroup.layout import Mount
     from exporter.snapshot_metrics import ColoCollector
@@ -327,16 +328,20 @@ def agent_families() -> list[Any]:
         oversubscription=owner.metrics, enforcement=enforcer.metrics, eviction=evictor.metrics,
         qos=lambda: qos_report.metrics(enforcer), process=process_metrics(),
     )  # fmt: skip
-    # a pass's collector runs, as the sampler records them (the fixture's snapshot has none)
-    names = ("node", "pods", "tiers", "containers", "psi", "pod_network", "network", "disk", "disk_devices")
-    runs = tuple(CollectorRun(name, True, 0.001) for name in names)
-    # what the collectors that are off by default add: an offline pod's own network namespace
-    # (collectors.pod_network) and the disk collectors' parts
-    rates = DiskRates(1.0, 1.0, 1.0, 1.0)
-    pods = {uid: dataclasses.replace(p, network=NetworkRates(1e3, 2e3), disk={"253:0": rates})
-            for uid, p in snap.pods.items()}  # fmt: skip
-    disks = (DiskSample("vda", "253:0", 0.1, rates),)
-    full = dataclasses.replace(snap, collectors=runs, pods=pods, disks=disks)
+    # a pass's collector runs, as the sampler records them (the fixture's snapshot has none), and what the
+    # collectors the fixture has no part of (those off by default) add: their registrations' examples
+    runs = tuple(CollectorRun(spec.name, True, 0.001) for spec in collectors.specs())
+    pods = {uid: dataclasses.replace(p) for uid, p in snap.pods.items()}
+    node_parts: dict[str, Any] = {}
+    for spec in collectors.specs():
+        if spec.example is None:
+            continue
+        if spec.store is not None:
+            for pod in pods.values():
+                spec.store(pod, spec.example)
+        else:
+            node_parts[spec.fills] = spec.example
+    full = dataclasses.replace(snap, collectors=runs, pods=pods, **node_parts)
     return list(ColoCollector(view).collect_snapshot(full))
 
 

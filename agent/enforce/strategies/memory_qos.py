@@ -248,4 +248,4 @@ def _build(config: AgentConfig, facts: Facts) -> MemoryQos:
     return MemoryQos(config.qos.memory, facts.is_v2, facts.kubepods)
 
 
-register(MemoryQos.name, _build, order=80)
+register(MemoryQos.name, _build, order=80, report_defaults={"memory_qos": {}})

@@ -355,4 +355,4 @@ def _build(config: AgentConfig, facts: Facts) -> QuotaBurst:
     return QuotaBurst(config.qos.quota_burst)
 
 
-register(QuotaBurst.name, _build, order=70)
+register(QuotaBurst.name, _build, order=70, report_defaults={"quota_burst": {}})
