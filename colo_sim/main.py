@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save", metavar="FILE",
                    help="also write the samples read (e.g. a Prometheus pull) as a long-format trace")  # fmt: skip
     p.add_argument("--plot", metavar="FILE.png",
-                   help="draw the Pareto picture and one node over time (needs colo[sim])")  # fmt: skip
+                   help="draw the Pareto picture and one node over time (needs matplotlib: make sim)")  # fmt: skip
     return p
 
 

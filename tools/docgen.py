@@ -197,7 +197,23 @@ def agent_config_page() -> str:
         "",
     ]
     lines += table(("key", "type", "default", "variable, flag", "meaning"), config_rows(AgentConfig, ENV_PREFIX, flags))
+    lines += what_to_check(
+        "`colo-agent --config FILE --check` prints the merged configuration and exits 0; a misspelt or misplaced",
+        "key, a wrong type or a value out of range is one line naming the file (or variable, or flag) and the key,",
+        "exit code 2.",
+        "- A value that seems ignored: a flag beats the variable, which beats the file; `--check` shows what won.",
+    )
     return "\n".join(lines) + "\n"
+
+
+def what_to_check(first: str, *rest: str) -> list[str]:
+    """The closing section every documentation page has: `first` (and its continuation lines up to the next
+    item) is the first item, each of `rest` starting with "- " another; the last says how to check the page."""
+    items = [f"- {first}", *(line if line.startswith("- ") else f"  {line.strip()}" for line in rest)]
+    last = (
+        "- `python -m tools.docgen --check` (or `make test`: `tests/test_docgen.py`) says this page matches the code."
+    )
+    return ["", "## What to check", "", *items, last]
 
 
 def controller_config_page() -> str:
@@ -235,6 +251,13 @@ def controller_config_page() -> str:
     lines += table(("key", "type", "default", "", "meaning"), config_rows(Profile, None, {}))
     lines += ["", "A label selector (`namespaceSelector`, `selector`), as Kubernetes writes one:", ""]
     lines += table(("key", "type", "default", "", "meaning"), config_rows(LabelSelector, None, {}))
+    lines += what_to_check(
+        "`colo-controller --config FILE --check` (with `--admission FILE` for the webhook's file) validates the",
+        "settings and the policy, prints them with the paths it read and exits 0; a bad key is one line naming the",
+        "file and the key, exit code 2.",
+        "- In a cluster, the controller's `/readyz` fails until its node cache is filled, then answers 200;",
+        '  `/metrics` carries `colo_build_info{program="colo-controller"}` with the version running.',
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -362,6 +385,13 @@ def metrics_page() -> str:
         f"## colo-controller ({len(controller)} families)",
         "",
         *table(head, controller),
+        *what_to_check(
+            "`curl -sk https://NODE:9817/metrics` (with a token: [security](../security.md)) lists each family",
+            "above that applies to the node (per-pod and per-container families need pods, some families their",
+            "features: their help says which); `colo_build_info` names the program and version.",
+            "- A dashboard or alert that queries a family missing here queries nothing: `tests/test_deploy.py`",
+            "  fails when the shipped dashboard does, `tests/test_metrics_golden.py` when the agent's text changes.",
+        ),
     ]
     return "\n".join(lines) + "\n"
 
@@ -436,6 +466,11 @@ def kubernetes_page() -> str:
     for heading, entries in groups.items():
         lines += ["", f"## {heading[:1].upper() + heading[1:]}", ""]
         lines += table(("key", "meaning"), entries)
+    lines += what_to_check(
+        "`kubectl get node NODE -o yaml` shows what the programs wrote: the agent's annotations and",
+        "`kubernetes.io/batch-*` in `status.allocatable` on a node labelled for lending, crane's load",
+        "annotations with a recent UTC time from the controller.",
+    )
     return "\n".join(lines) + "\n"
 
 
