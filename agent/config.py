@@ -11,9 +11,10 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agent.sense.collectors import enabled_from, switches_model
+from agent.windows.persist import FILE_NAME as STATE_FILE_NAME
 from common.cli import Flags
 from common.config import ConfigError, load
 from common.listen import ListenAddress, split_host_port
@@ -22,9 +23,9 @@ from serving.settings import ServingSettings
 
 DEFAULT_PORT = 9817
 ENV_PREFIX = "COLO_"
-#: The DaemonSet's state file, on the node's /var/lib/colo hostPath (the manifests create the directory).
-POD_STATE_FILE = "/var/lib/colo/agent-state.json"
-STATE_FILE_NAME = "agent-state.json"
+#: The DaemonSet's state file, on the node's /var/lib/colo hostPath (the manifests create the directory); the
+#: windows in their binary format, named for it (agent/windows/persist.py migrates the old agent-state.json).
+POD_STATE_FILE = f"/var/lib/colo/{STATE_FILE_NAME}"
 DISK_COLLECTORS = ("disk", "disk_devices")  # what disk QoS reads (agent/sense/collectors/disk.py)
 LogLevel = Literal["debug", "info", "warning", "error"]
 
@@ -58,73 +59,51 @@ else:
     CollectorsConfig = switches_model(CollectorSwitches)
 
 
-def _predictor_names() -> tuple[str, ...]:
-    from agent.capacity.predictors import registry  # the registry, not a copy of its names
-
-    return registry.names()
-
-
-#: A registered capacity predictor's name (agent/capacity/predictors/registry.py).
-PredictorName = Annotated[str, AfterValidator(RegisteredName("predictor", _predictor_names))]
+PredictorName = Annotated[str, RegisteredName("predictor", "agent.capacity.predictors.registry")]
 
 
 class LearnedMarginConfig(Strict):
-    """The learned lending margin: shrunk when online usage enters lent capacity, grown back slowly (AIMD)."""
+    """The learned lending margin (agent/capacity/margin.py): shrunk when online usage enters lent capacity."""
 
-    #: The factor is multiplied by this when online usage enters capacity that was lent.
+    #: The factor is multiplied by this when online usage enters lent capacity (at most once in 300 s).
     decrease: float = Field(default=0.5, gt=0, lt=1)
-    #: ... at most once in this many seconds (a 1 s agent and a 300 s replay cut alike).
-    hold_seconds: float = Field(default=300.0, ge=0)
     #: It grows back by this much an hour.
     increase_per_hour: float = Field(default=0.05, gt=0, le=1)
-    #: It never goes below this; 1 switches the learned margin off.
+    #: The factor's least value (1: no learned margin).
     floor: float = Field(default=0.2, gt=0, le=1)
 
 
 class OversubscriptionConfig(Strict):
-    """How oversubscribable capacity is computed (agent/capacity/lendable.py) and published (agent/capacity/owner.py,
-    agent/capacity/publish_rules.py, docs/publishing.md)."""
+    """How capacity is computed (agent/capacity/lendable.py) and published (capacity/owner.py, docs/publishing.md)."""
 
     #: Publish capacity on every node, not only on nodes labelled volcano.sh/oversubscription=true.
     enabled_on_all_nodes: bool = False
-    #: The capacity predictor of both resources, one of the registered ones (agent/capacity/predictors/):
-    #: node_peak, the peak of the node's online usage (one series, Σ online pods); pod_peaks, Σ each online
-    #: pod's own peak (the rule before issue 20); nsigma, the hour's mean + N·σ of the node's online usage;
-    #: rc_like, Σ each online pod's p99 of the hour; max, the larger of nsigma and rc_like; time_of_day, the
-    #: peak at this hour of the day over the last days; week_peak, the highest 5-minute average of the last
-    #: days (docs/simulation.md).
+    #: The capacity predictor of both resources, a registered one (docs/simulation.md has each).
     predictor: PredictorName = "week_peak"
     #: The predictor of CPU alone (empty: `predictor`).
     cpu_predictor: PredictorName | None = None
-    #: The predictor of memory alone (empty: `predictor`).
-    memory_predictor: PredictorName | None = None
+    #: The predictor of memory alone (empty: `predictor`; chosen under the memory watermark's bound).
+    memory_predictor: PredictorName | None = "nsigma"
     #: nsigma: N, the deviations above the hour's mean (5: Bashir et al.'s configuration).
     nsigma: float = Field(default=5.0, ge=0)
-    #: time_of_day, week_peak: the days the hourly maxima are taken over (at most 7, what the windows keep).
+    #: time_of_day, week_peak: the days of hourly maxima they read (at most the 7 the windows keep).
     profile_days: int = Field(default=7, ge=1, le=7)
-    #: time_of_day: the profile's peak is raised by this share.
-    profile_margin: float = Field(default=0.1, ge=0)
-    #: Seconds of history after which the predictor is fully trusted; before, a node lends between the peers'
-    #: rule (`cold_reclaim_ratio`) and the predictor's number in proportion to its history (0: trusted at once).
+    profile_margin: float = Field(default=0.1, ge=0, description="time_of_day: its peak is raised by this share")
+    #: Until its history is this long, the predictor is trusted in proportion to it (a cold start).
     trust_seconds: float = Field(default=3600.0, ge=0)
-    #: The cold-start rule: without history a node lends at most allocatable × this − usage, the safer of the
-    #: peers' defaults (koordinator's CPU threshold 60 %, below Volcano's 60 % of what is free).
+    #: Without history a node lends at most allocatable × this − usage (the peers' rule: koordinator's 60 %).
     cold_reclaim_ratio: float = Field(default=0.6, ge=0, le=1)
-    #: The window peaks are taken over (max_avg_1d: the highest 5-minute average of the last day), or the
-    #: current 5-minute average if higher.
+    #: The window peaks are taken over (max_avg_1d: a day's highest 5-minute average), or the 5-minute one if higher.
     peak_window: str = "max_avg_1d"
-    #: node_peak: an online pod seen for less than this adds what it requested and does not use yet to the
-    #: node's peak (and the node's own series needs this much history); pod_peaks: such a pod counts its full
-    #: request (or its usage, if higher).
+    #: An online pod seen for less than this adds the share of its unused request it has not shown it needs
+    #: (per-pod predictors: counts its request); a predictor needs this much history.
     min_history_seconds: float = Field(default=300.0, ge=0)
-    #: Share of the node's allocatable CPU the online peak, the system peak and the batch capacity may fill
-    #: together (chosen with colo-sim on the first half of the Bitbrains month, docs/simulation.md: the most
-    #: lent within 0.5 % violations; CPU is taken back from batch pods within a sampling pass).
+    #: Share of allocatable CPU online peak, system peak and batch capacity may fill together (chosen with
+    #: colo-sim on the Bitbrains month's first half: the most lent within 0.5 % violations, docs/simulation.md).
     cpu_reclaim_ratio: float = Field(default=0.98, gt=0, le=1)
-    #: Share of the node's allocatable memory the online peak, the system peak and the batch capacity may fill
-    #: together (chosen likewise: the fewest violations that lend 0.8 of the oracle; memory is taken back only
-    #: by eviction, and online pods that arrive need room at once).
-    memory_reclaim_ratio: float = Field(default=0.87, gt=0, le=1)
+    #: Share of allocatable memory they may fill, never more than pressure_margin_percent below eviction's memory
+    #: high watermark (memory is taken back only by eviction, and arriving online pods need room at once).
+    memory_reclaim_ratio: float = Field(default=0.7, gt=0, le=1)
     update_fraction: float = Field(
         default=0.1, ge=0, le=1,
         description="hysteresis band, both directions: a published value moves only when the new one differs "
@@ -162,13 +141,16 @@ class EvictionConfig(Strict):
     #: Evict offline pods while the node is above a high watermark.
     enabled: bool = True
     #: Node CPU usage, integer percent of allocatable, above which offline pods are evicted (a node annotation
-    #: overrides it).
+    #: overrides it); batch pods' CPU within their kubernetes.io/batch-cpu requests is not counted (lent, and taken
+    #: back by CFS weights and the CPU budget).
     cpu_high_watermark: int = Field(default=80, ge=0, le=100)
     #: Below it the evicting state clears.
     cpu_low_watermark: int = Field(default=30, ge=0, le=100)
     #: Node memory usage, integer percent of allocatable, above which offline pods are evicted (a node annotation
-    #: overrides it).
-    memory_high_watermark: int = Field(default=60, ge=0, le=100)
+    #: overrides it). 80, not Volcano's 60: memory is lent up to memory_reclaim_ratio (0.7) of allocatable, and
+    #: lending stops pressure_margin_percent below this watermark; at 60 a node whose batch pods used what they
+    #: were lent evicted them (docs/online-qos.md#lending-and-the-watermarks).
+    memory_high_watermark: int = Field(default=80, ge=0, le=100)
     #: Below it the evicting state clears.
     memory_low_watermark: int = Field(default=30, ge=0, le=100)
     #: Usage is averaged over this long before it is compared with the watermarks.
@@ -363,9 +345,10 @@ class AgentConfig(Strict):
     #: systemd or cgroupfs; unset: detected from this setting, kubelet's config file, kubelet's command line, then the
     #: filesystem (the rule that decided is printed).
     cgroup_driver: Literal["systemd", "cgroupfs"] | None = None
-    #: Where the windows survive restarts; '' disables persistence. Unset: /var/lib/colo/agent-state.json
+    #: Where the windows survive restarts; '' disables persistence. Unset: /var/lib/colo/windows.colowin
     #: in a pod (the DaemonSet's hostPath), else the per-user state directory ($XDG_STATE_HOME/colo or
-    #: ~/.local/state/colo). A path you name must be in a directory that exists.
+    #: ~/.local/state/colo). A path you name must be in a directory that exists. A windows.colowin not there yet is
+    #: read from its old name agent-state.json beside it, removed at the first save.
     state_file: str | None = None
     #: How often the windows are saved (and at stop).
     state_save_seconds: float = Field(default=60.0, ge=1)
@@ -482,7 +465,7 @@ def build_flags() -> Flags:
         "state_file",
         "window state file ('' disables)",
         metavar="PATH",
-        shown_default="/var/lib/colo/agent-state.json in a pod, else $XDG_STATE_HOME/colo/agent-state.json",
+        shown_default="/var/lib/colo/windows.colowin in a pod, else $XDG_STATE_HOME/colo/windows.colowin",
     )
     f.add("--kubeconfig", "kubeconfig", "kubeconfig file", metavar="PATH", shown_default="in-cluster config in a pod")
     f.add("--node-name", "node_name", "this node's name", metavar="NAME", shown_default="$NODE_NAME, else the hostname")

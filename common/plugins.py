@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable, Collection, Iterable, Mapping
+import typing
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 
 def import_modules(package: str, path: Iterable[str], skip: Collection[str] = ()) -> None:
@@ -25,16 +30,37 @@ def check_new(kind: str, name: str, order: int, orders: Mapping[str, int]) -> No
         raise ValueError(f"{kind} {name!r}: order {order} is taken by {taken!r}")
 
 
+@dataclass(frozen=True, slots=True)
 class RegisteredName:
-    """A configuration value that must name a registered plugin (a pydantic AfterValidator's function): the
-    configuration checks it and the generated reference lists `names()`, both from the registry itself."""
+    """Annotated metadata of a configuration string that names a plugin of the registry module `registry` (a
+    module with `names()`). A configuration may sit below that registry's layer, so it does not check the name
+    itself: each program checks what it loaded with `check_registered`, and the generated reference lists
+    `names()`; both read the registry, no copy of its names."""
 
-    def __init__(self, kind: str, names: Callable[[], Iterable[str]]) -> None:
-        self.kind = kind
-        self.names = names
+    kind: str
+    registry: str
 
-    def __call__(self, value: str) -> str:
-        known = tuple(self.names())
-        if value not in known:
-            raise ValueError(f"unknown {self.kind} {value!r}; registered: {', '.join(known)}")
-        return value
+    def names(self) -> tuple[str, ...]:
+        return tuple(importlib.import_module(self.registry).names())
+
+
+def _markers(info: FieldInfo) -> list[RegisteredName]:
+    found = [m for m in info.metadata if isinstance(m, RegisteredName)]
+    for arg in typing.get_args(info.annotation):  # Annotated inside Optional keeps its metadata here
+        if typing.get_origin(arg) is typing.Annotated:
+            found += [m for m in typing.get_args(arg)[1:] if isinstance(m, RegisteredName)]
+    return found
+
+
+def check_registered(model: BaseModel, prefix: str = "") -> None:
+    """Raise ValueError naming the key of the first value in `model` (its sections included) that a
+    `RegisteredName` field gives and its registry does not know."""
+    for name, info in type(model).model_fields.items():
+        value = getattr(model, name)
+        if isinstance(value, BaseModel):
+            check_registered(value, f"{prefix}{name}.")
+            continue
+        for marker in _markers(info):
+            known = marker.names()
+            if value is not None and value not in known:
+                raise ValueError(f"{prefix}{name}: unknown {marker.kind} {value!r}; registered: {', '.join(known)}")

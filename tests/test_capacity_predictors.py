@@ -18,10 +18,12 @@ from agent.config import OversubscriptionConfig
 from agent.windows.grid import quantile
 from agent.windows.persist import load_windows, save_windows
 from agent.windows.store import WindowStore, online_key
+from colo_agent.main import main as agent_main
 from colo_sim.packing import NodeSize
 from colo_sim.policies import colo
 from colo_sim.timeline import build
 from colo_sim.trace import Sample
+from common.plugins import check_registered
 from tools import docgen
 
 NOW = 360_000.0  # on the minute grid (phase 0)
@@ -99,9 +101,9 @@ def declared() -> Iterator[str]:
 
 def test_a_predictor_declared_in_the_test_is_configured_and_replayed(declared: str) -> None:
     config = OversubscriptionConfig.model_validate({"cpu_predictor": declared})
-    assert config.cpu_predictor == declared
-    with pytest.raises(ValueError, match="unknown predictor 'nope'"):
-        OversubscriptionConfig.model_validate({"memory_predictor": "nope"})
+    check_registered(config)  # what colo-agent and colo-sim check once they loaded a configuration
+    with pytest.raises(ValueError, match="memory_predictor: unknown predictor 'nope'; registered: node_peak, "):
+        check_registered(OversubscriptionConfig.model_validate({"memory_predictor": "nope"}))
     samples = [Sample("n1", f"vm{i}", 1_000_000.0 + 300 * k, 4.0, 1.0, 4e9, 1e9) for k in range(24) for i in range(2)]
     samples.sort(key=lambda s: (s.pod, s.unix_s))
     tl = build(samples, NodeSize(16.0, 64e9), 1.0)
@@ -264,3 +266,13 @@ def test_week_peak_remembers_the_busy_hours_of_the_last_days() -> None:
     assert registry.spec("week_peak").predict(r).peak == pytest.approx(8.0)
     one_day = Reading(store, r.now, "cpu", [], CapacityParams(profile_days=1))
     assert registry.spec("week_peak").predict(one_day).peak == pytest.approx(1.0)
+
+
+def test_colo_agent_refuses_a_predictor_no_module_registered(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("COLO_OVERSUBSCRIPTION__PREDICTOR", "magic")
+    assert agent_main(["--check"]) == 2
+    err = capsys.readouterr().err
+    assert "oversubscription.predictor: unknown predictor 'magic'; registered: node_peak" in err
+    assert len(err.strip().splitlines()) == 1

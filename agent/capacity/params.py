@@ -13,19 +13,20 @@ class CapacityParams:
     peak_window: str = "max_avg_1d"
     min_history_seconds: float = 300.0
     cpu_reclaim_ratio: float = 0.98
-    memory_reclaim_ratio: float = 0.87
+    memory_reclaim_ratio: float = 0.7
     predictor: str = "week_peak"
     cpu_predictor: str | None = None  # None: `predictor`
-    memory_predictor: str | None = None
+    memory_predictor: str | None = "nsigma"
     nsigma: float = 5.0
     profile_days: int = 7
     profile_margin: float = 0.1
     trust_seconds: float = 3600.0
     cold_reclaim_ratio: float = 0.6
     margin: MarginParams | None = field(default_factory=MarginParams)  # None: no learned margin
+    memory_fill_limit: float = 1.0  # the memory ratio's bound from eviction's watermark (`lendable.memory_fill_limit`)
 
     def ratio(self, resource: str) -> float:
-        return self.cpu_reclaim_ratio if resource == "cpu" else self.memory_reclaim_ratio
+        return self.cpu_reclaim_ratio if resource == "cpu" else min(self.memory_reclaim_ratio, self.memory_fill_limit)
 
     def predictor_for(self, resource: str) -> str:
         chosen = self.cpu_predictor if resource == "cpu" else self.memory_predictor

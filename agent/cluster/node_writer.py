@@ -95,7 +95,9 @@ class NodePublisher:
         clock: Callable[[], float] = time.monotonic,
         dry_run: bool = False,
         health: ApiHealth | None = None,
+        wake: threading.Event | None = None,
     ) -> None:
+        """`wake`, set by anyone (the evictor, when its state changes), runs a round now."""
         self.kube, self.node_name, self.get_node, self.owners = kube, node_name, get_node, owners
         self.dry_run = dry_run
         self.period, self.backoff_max, self.clock = period, backoff_max, clock
@@ -105,7 +107,7 @@ class NodePublisher:
         self.failures = 0
         self.last_error: str | None = None
         self.last_status: int | None = None  # HTTP status of the last failed write (0: no answer); None: success
-        self._wake = threading.Event()
+        self._wake = wake if wake is not None else threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="colo-publisher", daemon=True)
         self._failed_in_row = 0
@@ -168,8 +170,12 @@ class NodePublisher:
             self._retry_after = exc.retry_after
             held = self._failures.occurred("patch")
             if held is not None:
-                log.warning("node %s: annotation patch failed, will retry with the latest values: %s%s",
-                            self.node_name, exc, repeated(held))  # fmt: skip
+                log.warning(
+                    "node %s: annotation patch failed, will retry with the latest values: %s%s",
+                    self.node_name,
+                    exc,
+                    repeated(held),
+                )
             return False
         if (failed := self._failures.ended("patch")) is not None:
             log.info("node %s: annotation patch succeeded after %d failed attempts", self.node_name, failed)
@@ -188,8 +194,9 @@ class NodePublisher:
                 return self.kube.get_node(self.node_name)
             except ApiError as exc:
                 self.health.note(exc.status)
-                log.warning("node %s: cannot read the node for the last round, using the watched copy: %s",
-                            self.node_name, exc)  # fmt: skip
+                log.warning(
+                    "node %s: cannot read the node for the last round, using the watched copy: %s", self.node_name, exc
+                )
         return self.get_node()
 
     def _run(self) -> None:

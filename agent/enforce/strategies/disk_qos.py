@@ -27,6 +27,7 @@ from agent.enforce.parts.disk import NAME, SetIoLimits
 from agent.enforce.strategies.cpu_suppression import OfflineCpu, cpu_demand, release, split_budget
 from agent.enforce.strategies.registry import Facts, register
 from agent.node_state import NodeState
+from agent.sense.pace import NOTHING_MORE, PassNeeds
 from agent.snapshot import DiskSample, PodSample
 from cgroup.blkio import KEYS, IoLimit
 
@@ -131,6 +132,8 @@ class DiskQos:
 
     def __init__(self, config: DiskQosConfig, besteffort_share: float, is_v2: bool) -> None:
         self.config, self.besteffort_share, self.is_v2 = config, besteffort_share, is_v2
+        # on, it decides on each pod's I/O each second
+        self.reads = PassNeeds(online_pods=True) if config.enabled else NOTHING_MORE
 
     def plan(self, state: NodeState, recorded: Recorded) -> Plan:
         c = self.config
@@ -149,8 +152,13 @@ class DiskQos:
             free, loads[d.device] = step(memo, d.device, pressure(d.busy_ratio, online, c), c.confirm_passes)
             released[d.device] = free
             total = budgets(c, 1.0 if free else c.tightened_share)
-            devices[d.name] = {"device": d.device, "busy_ratio": d.busy_ratio, "online_bytes_per_second": online,
-                               "tightened": not free, "budget": dict(zip(KEYS, total, strict=True))}  # fmt: skip
+            devices[d.name] = {
+                "device": d.device,
+                "busy_ratio": d.busy_ratio,
+                "online_bytes_per_second": online,
+                "tightened": not free,
+                "budget": dict(zip(KEYS, total, strict=True)),
+            }
             if not any(total):
                 continue
             for uid, limit in split_limits(total, demands, self.besteffort_share, c).items():
