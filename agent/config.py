@@ -78,12 +78,12 @@ class OversubscriptionConfig(Strict):
 
     #: Publish capacity on every node, not only on nodes labelled volcano.sh/oversubscription=true.
     enabled_on_all_nodes: bool = False
-    #: The capacity predictor of both resources, a registered one (docs/simulation.md has each).
-    predictor: PredictorName = "week_peak"
-    #: The predictor of CPU alone (empty: `predictor`).
-    cpu_predictor: PredictorName | None = None
-    #: The predictor of memory alone (empty: `predictor`; chosen under the memory watermark's bound).
-    memory_predictor: PredictorName | None = "nsigma"
+    #: The capacity predictor of both resources, a registered one (docs/simulation.md); unset: each its own.
+    predictor: PredictorName | None = None
+    #: CPU's predictor (chosen with colo-sim, docs/simulation.md); given, it wins over `predictor` for CPU.
+    cpu_predictor: PredictorName = "week_peak"
+    #: Memory's predictor (chosen under the memory watermark's bound); given, it wins over `predictor`.
+    memory_predictor: PredictorName = "nsigma"
     #: nsigma: N, the deviations above the hour's mean (5: Bashir et al.'s configuration).
     nsigma: float = Field(default=5.0, ge=0)
     #: time_of_day, week_peak: the days of hourly maxima they read (at most the 7 the windows keep).

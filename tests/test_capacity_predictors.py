@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.capacity.lendable import CapacityParams, OnlinePod, PodAges, margins, resource_capacity
+from agent.capacity.lendable import CapacityParams, OnlinePod, PodAges, margins, params_from, resource_capacity
 from agent.capacity.margin import LearnedMargin, MarginParams
 from agent.capacity.predictors import registry
 from agent.capacity.predictors.registry import Prediction, Reading
@@ -276,3 +276,12 @@ def test_colo_agent_refuses_a_predictor_no_module_registered(
     err = capsys.readouterr().err
     assert "oversubscription.predictor: unknown predictor 'magic'; registered: node_peak" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_predictor_names_both_resources_and_a_resources_own_key_wins() -> None:
+    defaults = params_from(OversubscriptionConfig())
+    assert (defaults.predictor_for("cpu"), defaults.predictor_for("memory")) == ("week_peak", "nsigma")
+    both = params_from(OversubscriptionConfig.model_validate({"predictor": "pod_peaks"}))
+    assert (both.predictor_for("cpu"), both.predictor_for("memory")) == ("pod_peaks", "pod_peaks")
+    own = params_from(OversubscriptionConfig.model_validate({"predictor": "pod_peaks", "memory_predictor": "max"}))
+    assert (own.predictor_for("cpu"), own.predictor_for("memory")) == ("pod_peaks", "max")

@@ -83,14 +83,18 @@ def params_from(config: OversubscriptionConfig, memory_high_watermark: float | N
     margin = MarginParams(m.decrease, m.increase_per_hour, m.floor) if m.floor < 1 else None
     limit = 1.0 if memory_high_watermark is None else memory_fill_limit(memory_high_watermark,
                                                                         config.pressure_margin_percent)  # fmt: skip
+    given = config.model_fields_set  # a resource's own key, when given, wins over `predictor`
+    both = config.predictor
+    cpu = config.cpu_predictor if both is None or "cpu_predictor" in given else both
+    memory = config.memory_predictor if both is None or "memory_predictor" in given else both
     return CapacityParams(
         config.peak_window,
         config.min_history_seconds,
         config.cpu_reclaim_ratio,
         config.memory_reclaim_ratio,
-        config.predictor,
-        config.cpu_predictor,
-        config.memory_predictor,
+        None,
+        cpu,
+        memory,
         config.nsigma,
         config.profile_days,
         config.profile_margin,

@@ -14,9 +14,9 @@ class CapacityParams:
     min_history_seconds: float = 300.0
     cpu_reclaim_ratio: float = 0.98
     memory_reclaim_ratio: float = 0.7
-    predictor: str = "week_peak"
-    cpu_predictor: str | None = None  # None: `predictor`
-    memory_predictor: str | None = "nsigma"
+    predictor: str | None = None  # both resources' (wins over the two below); None: each resource's own
+    cpu_predictor: str = "week_peak"
+    memory_predictor: str = "nsigma"
     nsigma: float = 5.0
     profile_days: int = 7
     profile_margin: float = 0.1
@@ -29,8 +29,9 @@ class CapacityParams:
         return self.cpu_reclaim_ratio if resource == "cpu" else min(self.memory_reclaim_ratio, self.memory_fill_limit)
 
     def predictor_for(self, resource: str) -> str:
-        chosen = self.cpu_predictor if resource == "cpu" else self.memory_predictor
-        return self.predictor if chosen is None else chosen
+        if self.predictor is not None:
+            return self.predictor
+        return self.cpu_predictor if resource == "cpu" else self.memory_predictor
 
 
 @dataclass(frozen=True, slots=True)
