@@ -7,8 +7,8 @@
                                                              allocatable, so only what online pods requested
                                                              and do not use)
 
-The online peak is the configured predictor's (`oversubscription.predictor`, or `cpu_predictor` /
-`memory_predictor` for one resource), called by name from the registry in `agent.capacity.predictors`: no
+The online peak is the configured predictor's (`oversubscription.cpu_predictor`, `memory_predictor`, or
+`predictor` for both), called by name from the registry in `agent.capacity.predictors`: no
 predictor is a special case here. For a node-level predictor, every online pod younger than
 `min_history_seconds` adds what it requested and does not use yet, in proportion to the time it has left to
 show what it needs: (1 − age / min_history_seconds) × max(0, request − usage). A per-pod predictor weighs each
