@@ -94,10 +94,10 @@ def capacity_stage(pods: int, repeat: int) -> None:
     store, snap = pass_state(pods)
     state = node_state(snap, (float(pods), float(4 * pods * GI)))
     ages = PodAges()
-    for predictor in registry.names():
-        params = CapacityParams(predictor=predictor)
+    settings = [("default", CapacityParams())] + [(name, CapacityParams(predictor=name)) for name in registry.names()]
+    for name, params in settings:
         stage = functools.partial(compute_state, state, store, params, ages, margins(params, store))
-        print(f"capacity stage, {pods} pods, {predictor:9s}: {timed(stage, repeat)}")
+        print(f"capacity stage, {pods} pods, {name:11s}: {timed(stage, repeat)}")
 
 
 def main() -> None:

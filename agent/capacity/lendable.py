@@ -109,10 +109,10 @@ class PodAges:
     """When each online pod was first seen in an unbroken run of passes (the young-pod rule); a pod missing from
     a pass starts again when it comes back. Not thread-safe: one pass at a time."""
 
-    __slots__ = ("_first",)
+    __slots__ = ("first",)
 
     def __init__(self, seen: Mapping[str, float] | None = None) -> None:
-        self._first: dict[str, float] = dict(seen or {})
+        self.first: dict[str, float] = dict(seen or {})  # uid -> when first seen (read by the hot loop)
 
     @classmethod
     def from_windows(cls, windows: WindowStore) -> PodAges:
@@ -128,11 +128,11 @@ class PodAges:
         return cls(seen)
 
     def observe(self, now: float, uids: Iterable[str]) -> None:
-        first = self._first
-        self._first = {uid: first.get(uid, now) for uid in uids}
+        first = self.first
+        self.first = {uid: first.get(uid, now) for uid in uids}
 
     def age(self, uid: str, now: float) -> float:
-        return max(0.0, now - self._first.get(uid, now))
+        return now - self.first.get(uid, now)
 
 
 def cold_blend(predicted: float, cold: float, trust: float) -> float:
@@ -160,23 +160,27 @@ def resource_capacity(
     peak = prediction.peak
     span = params.min_history_seconds
     if not spec.per_pod and span > 0:
-        for p in pods:  # (inline: the pass's hot loop over every online pod)
-            age = ages.age(p.uid, now)
+        first = ages.first  # (inline: the pass's hot loop over every online pod)
+        for p in pods:
+            age = now - first.get(p.uid, now)
             if age < span and p.request > p.usage:
-                peak += (1.0 - age / span) * (p.request - p.usage)
+                peak += (1.0 - max(0.0, age) / span) * (p.request - p.usage)
     system, _ = window_peak(windows, system_key(resource), now, params.peak_window)
     system = system_now if system is None else max(system, system_now)
     reclaimable = max(0.0, request_sum - peak) if prediction.reclaimable is None else prediction.reclaimable
     headroom = allocatable * params.ratio(resource) - system - peak
     annotation = max(0.0, min(reclaimable, headroom))
     batch = annotation if spec.requested_only else max(0.0, headroom)
-    usage = sum(p.usage for p in pods)
     trust = min(1.0, prediction.history / params.trust_seconds) if params.trust_seconds > 0 else 1.0
-    cold = max(0.0, allocatable * params.cold_reclaim_ratio - system_now - usage)
-    batch, annotation = cold_blend(batch, cold, trust), cold_blend(annotation, cold, trust)
+    if trust < 1.0:
+        cold = max(0.0, allocatable * params.cold_reclaim_ratio - system_now - sum(p.usage for p in pods))
+        batch, annotation = cold_blend(batch, cold, trust), cold_blend(annotation, cold, trust)
     factor = 1.0
     if margin is not None:
-        factor = margin.update(now, online_now(windows, resource, now, usage), system_now, allocatable)
+        used = online_now(windows, resource, now)
+        if used is None:
+            used = sum(p.usage for p in pods)
+        factor = margin.update(now, used, system_now, allocatable)
         batch, annotation = batch * factor, annotation * factor
         margin.lent = batch
     return ResourceCapacity(allocatable, reclaimable, headroom, system, peak, request_sum, annotation, batch,

@@ -71,8 +71,7 @@ class LearnedMargin:
         windows.notes[note_key(self.resource)] = self.factor
 
 
-def online_now(windows: WindowStore, resource: str, now: float, instant: float) -> float:
-    """The online usage a would-be violation is judged on: the last minute's mean (one 1 s spike is not one),
-    the instant value without it."""
-    v = windows.value(online_key(resource), "avg_1m", now).value
-    return instant if v is None else v
+def online_now(windows: WindowStore, resource: str, now: float) -> float | None:
+    """The online usage a would-be violation is judged on: the last minute's mean (one 1 s spike is not one);
+    None without it (the caller takes the pass's own figure)."""
+    return windows.value(online_key(resource), "avg_1m", now).value
