@@ -53,6 +53,8 @@ def agent_in_cluster(
             "enforcement": {"ledger_file": str(tmp_path / "ledger.json")},  # never the node's real ledger
             # a short peak window so a test does not wait for minute boundaries
             "oversubscription": {
+                "predictor": "node_peak",  # the rule these tests were written for, trusted at once
+                "trust_seconds": 0,
                 "min_history_seconds": 0,
                 "update_interval_seconds": 1.0,
                 "peak_window": "avg_1m",
@@ -128,7 +130,8 @@ def test_the_agent_writes_the_node_as_colo_agent(
     cfg = AgentConfig.model_validate({
         "interval": 0.2, "cgroup_root": tree.cgroup_root, "cgroup_driver": "cgroupfs", "state_file": "",
         "node_name": NODE, "enforcement": {"ledger_file": str(tmp_path / "ledger.json")},
-        "oversubscription": {"min_history_seconds": 0, "peak_window": "avg_1m", "publish_window_seconds": 0.5},
+        "oversubscription": {"min_history_seconds": 0, "peak_window": "avg_1m", "publish_window_seconds": 0.5,
+                             "predictor": "node_peak", "trust_seconds": 0},
     })  # fmt: skip
     kube_api.put("nodes", node(labels={"volcano.sh/oversubscription": "true"}))
     agent, _ = in_cluster(cfg, kube, tree)
@@ -305,7 +308,7 @@ def test_shutdown_publishes_zero_annotations_and_floors_batch_resources(
         {"interval": 0.2, "cgroup_root": tree.cgroup_root, "cgroup_driver": "cgroupfs", "state_file": "",
          "node_name": NODE, "enforcement": {"ledger_file": ""},
          "oversubscription": {"min_history_seconds": 0, "peak_window": "avg_1m", "publish_window_seconds": 0.5,
-                              "update_interval_seconds": 0.5}}
+                              "update_interval_seconds": 0.5, "predictor": "node_peak", "trust_seconds": 0}}
     )  # fmt: skip
     agent, _ = in_cluster(cfg, kube, tree)
     uid, _, (ctr,) = tree.pod("burstable")
@@ -371,7 +374,7 @@ def test_extended_resources_by_default(v1tree_cgroupfs: V1Tree, kube: Kube, kube
         {"interval": 0.2, "cgroup_root": tree.cgroup_root, "cgroup_driver": "cgroupfs", "state_file": "",
          "node_name": NODE, "enforcement": {"ledger_file": ""},
          "oversubscription": {"min_history_seconds": 0, "peak_window": "avg_1m", "publish_window_seconds": 0.5,
-                              "update_interval_seconds": 0.5}}
+                              "update_interval_seconds": 0.5, "predictor": "node_peak", "trust_seconds": 0}}
     )  # fmt: skip
     agent, _ = in_cluster(cfg, kube, tree)
     uid, _, (ctr,) = tree.pod("burstable")
