@@ -32,6 +32,21 @@ class Pressure:
     full_avg10: float | None
 
 
+@dataclass(frozen=True, slots=True)
+class RunQueue:
+    """What a pod's threads felt since its previous reading (agent/sense/collectors/run_queue.py): seconds they
+    waited for a CPU per second, summed over its threads (/proc schedstat, v1 and v2), the share of their
+    runnable time spent waiting, and on the unified hierarchy where the kernel has PSI the pod cgroup's CPU
+    and memory `some` stall, seconds per second. None: not known yet (the first reading) or not on this host."""
+
+    delay: float | None
+    wait_share: float | None
+    cpu_some: float | None
+    memory_some: float | None
+    threads: int  # threads listed in the pod's cgroups
+    at: float  # monotonic time of the reading (an online pod's stands between its turns)
+
+
 @dataclass(slots=True)
 class ContainerSample:
     id: str
@@ -167,6 +182,7 @@ class PodSample:
     # what the pod's own network namespace received and sent (collectors.pod_network; None: not read yet)
     network: NetworkRates | None = None
     disk: dict[str, DiskRates] | None = None  # by device 'MAJ:MIN'; None: the disk collector is off
+    run_queue: RunQueue | None = None  # None: the run_queue collector is off, or has not read the pod yet
 
     @property
     def uid(self) -> str:
