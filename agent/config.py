@@ -181,6 +181,39 @@ class DiskQosConfig(Strict):
     include_devices: tuple[str, ...] = ()
 
 
+class RunQueueProtectionConfig(Strict):
+    """Batch CPU steered by what online pods feel (agent/enforce/strategies/run_queue_guard.py): the share of
+    their threads' runnable time spent waiting for a CPU (the run_queue collector), against each pod's own
+    quiet baseline. Cuts the offline CPU budget below the utilization rule's on a rise, grows it back step by
+    step while quiet; the utilization rule stays the ceiling."""
+
+    #: Cut batch CPU when online pods wait on run queues more than their quiet baseline.
+    enabled: bool = False
+    #: A pod's reading rises when its wait share exceeds both baseline × this and baseline + rise_points.
+    rise_ratio: float = Field(default=1.5, gt=1, le=100)
+    #: ... and baseline + this many points of its runnable time (0-1): small shares are noise.
+    rise_points: float = Field(default=0.05, gt=0, le=1)
+    #: A reading is quiet below baseline × this (or baseline + rise_points / 2): between quiet and rise, hold.
+    quiet_ratio: float = Field(default=1.2, ge=1, le=100)
+    #: A pod counts only when its threads waited at least this many seconds per second (an idle pod's share is
+    #: noise).
+    min_delay_seconds: float = Field(default=0.005, ge=0)
+    #: A pod's quiet baseline is the lowest wait share of its last this many readings (one per turn).
+    baseline_readings: int = Field(default=60, ge=2, le=10_000)
+    #: A rise multiplies the offline CPU budget by this (at once, per rising reading).
+    cut_factor: float = Field(default=0.5, gt=0, lt=1)
+    #: After this many quiet readings in a row the budget grows ...
+    quiet_readings: int = Field(default=2, ge=1, le=100)
+    #: ... by this share of allocatable per quiet reading, until the utilization rule's budget is reached.
+    grow_share: float = Field(default=0.05, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _hysteresis(self) -> RunQueueProtectionConfig:
+        if self.quiet_ratio >= self.rise_ratio:
+            raise ValueError("enforcement.rq_protection.quiet_ratio must be below rise_ratio")
+        return self
+
+
 class EnforcementConfig(Strict):
     """Offline suppression and OOM preference (agent/enforce/stage.py)."""
 
@@ -221,6 +254,7 @@ class EnforcementConfig(Strict):
     ledger_file: str = "/var/lib/colo/enforcement-ledger.json"  # "" keeps the ledger in memory only
     eviction: EvictionConfig = EvictionConfig()
     disk: DiskQosConfig = DiskQosConfig()
+    rq_protection: RunQueueProtectionConfig = RunQueueProtectionConfig()
 
 
 class CpuBurstConfig(Strict):

@@ -116,6 +116,8 @@ class NodeState:
     memory_high_percent: float = 60.0  # the high memory watermark (eviction's, from the Node's annotations)
     exclusive_cpus: frozenset[int] = frozenset()  # CPUs kubelet's CPU manager gave containers for themselves
     parent_cpus: Mapping[str, frozenset[int]] = field(default_factory=dict)  # pod's parent cgroup -> effective CPUs
+    # a ceiling on the offline CPU budget set by a strategy earlier in the pass (agent/enforce/actions.py `Plan`)
+    offline_cpu_cap: float | None = None
 
     def usage(self, resource: Resource) -> Usage:
         return self.cpu if resource == "cpu" else self.memory

@@ -56,7 +56,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bench.agent_overhead import free_port, wait_ready
-from cgroup import parent_cgroup
 from testsupport.cgtree import V1Tree
 from testsupport.k8sobjects import NODE, container_id_of, node, pod
 

@@ -3,8 +3,9 @@ unified hierarchy where the kernel has PSI, the cgroup's own `cpu.pressure` / `m
 
 `/proc/<tid>/schedstat` holds three numbers per thread: nanoseconds on a CPU, nanoseconds runnable but waiting
 for one (the run-queue delay), timeslices. A pod's threads are listed in its cgroups' thread files (v1 the cpu
-controller's `tasks`, v2 `cgroup.threads`, the pod's own and each container's), and each thread's schedstat
-is read through a descriptor kept open while the thread lives (pread at offset 0 re-renders it).
+controller's `tasks`, v2 `cgroup.threads`, the pod's own and each container's: opened for each listing, as
+v1 serves a kept descriptor a listing up to a second old), and each thread's schedstat is read through a
+descriptor kept open while the thread lives (pread at offset 0 re-renders it).
 
 The work is bounded: one read visits at most `max_tasks` threads of a cgroup set, the next read continues
 where it stopped (a cursor over the sorted thread IDs), so a pod with thousands of threads costs `max_tasks`
@@ -23,8 +24,15 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cgroup.errors import CgroupError, CgroupFileMissing, CgroupGone, CgroupParseError, CgroupPermissionError, Unsupported
-from cgroup.files import FileCache
+from cgroup.errors import (
+    CgroupError,
+    CgroupFileMissing,
+    CgroupGone,
+    CgroupParseError,
+    CgroupPermissionError,
+    Unsupported,
+)
+from cgroup.files import FileCache, read_once
 from cgroup.layout import Layout
 
 MAX_TASKS = 64  # schedstat reads per cgroup set and turn
@@ -63,7 +71,7 @@ def parse_pressure_total(path: str, data: bytes) -> int:
             for item in line.split():
                 if item.startswith(b"total="):
                     return int(item[6:])
-    raise CgroupParseError(path, "no 'some ... total=' line")
+    raise CgroupParseError(path, data, "a 'some ... total=N' line")
 
 
 class RunDelayReader:
@@ -83,7 +91,7 @@ class RunDelayReader:
         for cg in cgroups:
             path = f"{self.layout.dir('cpu', cg)}/{self._threads_file}"
             try:
-                tids.extend(int(x) for x in self.files.read(path).split())
+                tids.extend(int(x) for x in read_once(path).split())  # a kept descriptor lists stale (v1)
             except (CgroupFileMissing, CgroupPermissionError, Unsupported):
                 continue
             except CgroupError:

@@ -12,6 +12,7 @@ logged and exported, nothing written (the ledger, and its file, included).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -164,6 +165,8 @@ class Enforcer:
             actions += plan.actions
             memos[strategy.name], reports[strategy.name] = plan.memo, plan.report
             self._log_warnings(plan.report)
+            if plan.offline_cpu_cap is not None:  # the strategies after it hold offline pods to it
+                state = dataclasses.replace(state, offline_cpu_cap=plan.offline_cpu_cap)
         outcome = self.executor.apply(actions, snap)
         if not outcome.refused:  # refused: nothing happened, the next pass decides again from the same memos
             self._memos, self.reports = memos, reports
