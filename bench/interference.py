@@ -134,8 +134,9 @@ class Node:
 
         self.api = FakeKubeAPI().start()
         self.api.put("nodes", node(cpu=str(self.ncpu), memory="16Gi"))
-        self.api.put("pods", pod("service", self.online_uid, qos="Burstable", container_ids=[container_id_of(self.online_ctr)],
-                                 cpu_request="1", memory_request="64Mi", priority=0))  # fmt: skip
+        service = [container_id_of(self.online_ctr)]
+        self.api.put("pods", pod("service", self.online_uid, qos="Burstable", container_ids=service, cpu_request="1",
+                                 memory_request="64Mi", priority=0))  # fmt: skip
         for name, uid, ctr in (("batch-burn", self.burn_uid, self.burn_ctr),
                                ("batch-stream", self.stream_uid, self.stream_ctr)):  # fmt: skip
             self.api.put("pods", pod(name, uid, qos="BestEffort", container_ids=[container_id_of(ctr)], priority=-10))
@@ -166,7 +167,7 @@ class Node:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         if line != b"ready\n":
-            raise RuntimeError(f"{proc.args} did not start: {line!r}")
+            raise RuntimeError(f"{proc.args!r} did not start: {line!r}")
 
     def pin_server(self, cpus: set[int]) -> None:
         for tid in os.listdir(f"/proc/{self.server.pid}/task"):
@@ -299,7 +300,7 @@ def measure(n: Node, config: str, load: float, rep: int, seconds: float, settle:
             subprocess.run([n.exe, "loadgen", str(n.port), f"{rate:.3f}", str(seconds), str(1000 * rep + 7), out.name],
                            check=True, stdout=subprocess.DEVNULL)  # fmt: skip
             raw = array.array("q")
-            raw.frombytes(open(out.name, "rb").read())
+            raw.frombytes(out.read())
         elapsed = time.monotonic() - t0
         busy1, total1 = cpu_times()
         svc1, batch1 = n.cpuacct(n.online_pod), n.cpuacct(n.burn_pod) + n.cpuacct(n.stream_pod)
@@ -367,8 +368,9 @@ def print_table(rows: Sequence[dict[str, Any]]) -> None:
         rs = " ".join(f"{ratio.get(k, float('nan')):.2f}x" for k in ("p50_ms", "p99_ms", "p999_ms"))
         print(f"load {r['load']:.0%} {r['config']:<2} {DESCRIBED[r['config']]} ({r['reps']} runs)")
         print(f"    p50 {f(r['p50_ms'])} ms  p99 {f(r['p99_ms'])} ms  p99.9 {f(r['p999_ms'])} ms  [{rs}]")
-        print(f"    node busy {f(r['node_util'], 100, 0)}%  service {f(r['service_cores'])}  batch {f(r['batch_cores'])}"
-              f"  agent {f(r['agent_cores'], 1, 3)}  others {f(r['others_cores'])} cores")  # fmt: skip
+        cores = (f"service {f(r['service_cores'])}  batch {f(r['batch_cores'])}  agent {f(r['agent_cores'], 1, 3)}"
+                 f"  others {f(r['others_cores'])} cores")  # fmt: skip
+        print(f"    node busy {f(r['node_util'], 100, 0)}%  {cores}")
         if r["config"] in ("B", "C", "D"):
             print(f"    batch share of the idle the service left {f(r['batch_share_of_idle'], 100, 0)}%  busy loop "
                   f"{f(r['burn_rounds_per_s'], 1e-9)} G rounds/s  stream {f(r['stream_gib_per_s'])} GiB/s  Colo's "

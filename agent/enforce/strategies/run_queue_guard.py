@@ -117,18 +117,20 @@ def decide(
         return Decision(GuardMemo(None, history, seen, 0), "open", "no online pod waits above its baseline", judged)
     if not all_quiet or not fresh_any:
         why = "an online pod between quiet and rise" if not all_quiet else "no fresh reading"
-        return Decision(GuardMemo(cap, history, seen, 0 if not all_quiet else quiet), "holding",
-                        f"{why}: offline CPU held at {cap:.2f} cores", judged)  # fmt: skip
+        held = GuardMemo(cap, history, seen, 0 if not all_quiet else quiet)
+        return Decision(held, "holding", f"{why}: offline CPU held at {cap:.2f} cores", judged)
     quiet = quiet + 1 if fresh_quiet else quiet
     if quiet <= c.quiet_readings:
-        return Decision(GuardMemo(cap, history, seen, quiet), "holding",
-                        f"quiet reading {quiet} of {c.quiet_readings}: offline CPU held at {cap:.2f} cores", judged)  # fmt: skip
+        why = f"quiet reading {quiet} of {c.quiet_readings}"
+        return Decision(
+            GuardMemo(cap, history, seen, quiet), "holding", f"{why}: offline CPU held at {cap:.2f} cores", judged
+        )
     grown = cap + c.grow_share * allocatable
     if grown >= utilization_budget:
-        return Decision(GuardMemo(None, history, seen, quiet), "open",
-                        f"quiet: offline CPU back to the utilization rule's {utilization_budget:.2f} cores", judged)  # fmt: skip
-    return Decision(GuardMemo(grown, history, seen, quiet), "growing",
-                    f"quiet: offline CPU grown from {cap:.2f} to {grown:.2f} cores", judged)  # fmt: skip
+        why = f"quiet: offline CPU back to the utilization rule's {utilization_budget:.2f} cores"
+        return Decision(GuardMemo(None, history, seen, quiet), "open", why, judged)
+    why = f"quiet: offline CPU grown from {cap:.2f} to {grown:.2f} cores"
+    return Decision(GuardMemo(grown, history, seen, quiet), "growing", why, judged)
 
 
 def feels(state: NodeState) -> list[Feel]:
