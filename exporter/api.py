@@ -23,13 +23,22 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agent.enforce.strategies.batch_limits import problems_of
-from agent.snapshot import ContainerSample, DiskRates, NetworkRates, PodMeta, PodSample, Pressure, Snapshot
+from agent.snapshot import (
+    ContainerSample,
+    DiskRates,
+    NetworkRates,
+    PodMeta,
+    PodSample,
+    Pressure,
+    RunQueue,
+    Snapshot,
+)
 from agent.view import AgentView
 from agent.windows.store import WindowValue
 from contract.agent_api import MAX_BYTES, MAX_CORES
 from contract.windows import NODE_WINDOW_PREFIX, POD_WINDOW_FIELD, WINDOW_NAMES
 from exporter.pod_lines import normalize_qos
-from exporter.snapshot_metrics import node_label, pod_order
+from exporter.snapshot_metrics import node_label, pod_order, run_queue_by_class
 from exporter.stats import WindowSet, WindowStatsCache
 
 log = logging.getLogger(__name__)
@@ -45,6 +54,7 @@ NODE_UNITS: dict[str, str] = {
     "memory_page_cache_bytes": "bytes",
     "pressure": "ratio",
     "network": "bytes_per_second",
+    "run_queue.*": "seconds_per_second",
     "windows.value": "ratio",
     "windows.coverage": "ratio",
     "seq": "count",
@@ -71,6 +81,11 @@ POD_UNITS: dict[str, str] = {
     "disk.*.write_bytes_per_second": "bytes_per_second",
     "disk.*.reads_per_second": "operations_per_second",
     "disk.*.writes_per_second": "operations_per_second",
+    "run_queue.delay_seconds_per_second": "seconds_per_second",
+    "run_queue.wait_ratio": "ratio",
+    "run_queue.cpu_stall_seconds_per_second": "seconds_per_second",
+    "run_queue.memory_stall_seconds_per_second": "seconds_per_second",
+    "run_queue.threads": "count",
 }
 
 
@@ -144,6 +159,7 @@ def node_document(view: AgentView, snap: Snapshot, windows: WindowStatsCache) ->
             "interfaces": interfaces,
             "total": {"receive_bytes_per_second": num(rx), "transmit_bytes_per_second": num(tx)},
         },
+        "run_queue": {f"{k}_delay_seconds_per_second": num(v) for k, v in run_queue_by_class(snap).items()},
         "windows": _node_windows(windows.get(snap).node),
         "units": dict(NODE_UNITS),
         "timestamp": rfc3339(snap.wall),
@@ -206,6 +222,14 @@ def _network(n: NetworkRates | None) -> dict[str, Any] | None:
             "transmit_bytes_per_second": num(n.tx_bytes_per_second)}  # fmt: skip
 
 
+def _run_queue(rq: RunQueue | None) -> dict[str, Any] | None:
+    if rq is None:
+        return None
+    return {"delay_seconds_per_second": num(rq.delay), "wait_ratio": num(rq.wait_share),
+            "cpu_stall_seconds_per_second": num(rq.cpu_some), "memory_stall_seconds_per_second": num(rq.memory_some),
+            "threads": rq.threads}  # fmt: skip
+
+
 def pod_document(view: AgentView, pod: PodSample, windows: dict[str, WindowSet] | None) -> dict[str, Any]:
     meta = pod.meta
     doc: dict[str, Any] = {
@@ -224,6 +248,8 @@ def pod_document(view: AgentView, pod: PodSample, windows: dict[str, WindowSet] 
         "network": _network(pod.network),
         # per device 'MAJ:MIN' while the disk collector is on; null while it is off
         "disk": None if pod.disk is None else {dev: _disk(r) for dev, r in sorted(pod.disk.items())},
+        # what its threads felt since its previous reading (collectors.run_queue); null while it is off
+        "run_queue": _run_queue(pod.run_queue),
     }
     for name, section in list(view.pod_sections.items()):
         try:
@@ -256,5 +282,6 @@ def units_document() -> dict[str, Any]:
             "count": "plain number",
             "millicores": "thousandths of a CPU core (Kubernetes' milli-CPU)",
             "rfc3339": "RFC 3339 UTC timestamp of the snapshot",
+            "seconds_per_second": "seconds spent (waiting, stalled) per second of the interval, summed over threads",
         },
     }

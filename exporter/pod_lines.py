@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from agent.sense.collectors import containers, disk, pod_network, pods, psi
+from agent.sense.collectors import containers, disk, pod_network, pods, psi, run_queue
 from agent.snapshot import PodSample
 from common.exposition import EXPONENT, LabelShapes, escape, go_float
 from common.families import Families, Family
@@ -25,6 +25,9 @@ _FAMILIES: tuple[Family, ...] = (
     pods.ANON,
     pods.THROTTLED,
     psi.PRESSURE,
+    run_queue.RUN_QUEUE_DELAY,
+    run_queue.RUN_QUEUE_WAIT_SHARE,
+    run_queue.STALL,
     pod_network.RECEIVE,
     pod_network.TRANSMIT,
     disk.POD_READ,
@@ -92,7 +95,8 @@ class PodLines:
     def write(self, f: Families, ordered: Iterable[PodSample], windows: dict[str, dict[str, WindowSet]]) -> None:
         """Every per-pod series of `ordered` (in /metrics order) into `f`, families in first-use order."""
         out = [_Lines(fam) for fam in _FAMILIES]
-        (cpu, ws, anon, thr, pressure, rx, tx, dread, dwrite, dreads, dwrites, wcpu, wmem, ccpu, cws, cthr) = out
+        (cpu, ws, anon, thr, pressure, rqd, rqw, stall, rx, tx, dread, dwrite, dreads, dwrites, wcpu, wmem, ccpu, cws,
+         cthr) = out  # fmt: skip
         order: list[_Lines] = []  # families in the order they got their first line
 
         def put(o: _Lines, labels: str, value: float | None) -> None:
@@ -122,6 +126,14 @@ class PodLines:
                 for res, p in sorted(pod.pressure.items()):
                     put(pressure, tmpl % ("some", res), p.some_avg10)
                     put(pressure, tmpl % ("full", res), p.full_avg10)
+            rq = pod.run_queue
+            if rq is not None:
+                put(rqd, base, rq.delay)
+                put(rqw, base, rq.wait_share)
+                if rq.cpu_some is not None or rq.memory_some is not None:
+                    tmpl = LabelShapes(pod_labels(pod)).template(("resource",))
+                    put(stall, tmpl % "cpu", rq.cpu_some)
+                    put(stall, tmpl % "memory", rq.memory_some)
             if pod.network is not None and not pod.network.host_network:
                 put(rx, base, pod.network.rx_bytes_per_second)
                 put(tx, base, pod.network.tx_bytes_per_second)

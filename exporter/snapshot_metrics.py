@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from agent.sense.collectors import disk, network, node, registry, tiers
+from agent.sense.collectors import disk, network, node, registry, run_queue, tiers
 from agent.snapshot import PodSample, Pressure, Snapshot
 from agent.view import AgentView
 from common.families import Families, Family
@@ -65,6 +65,18 @@ SOURCE_ERRORS = Family(
 
 def node_label(view: AgentView) -> str:
     return view.node_name or socket.gethostname()
+
+
+def run_queue_by_class(snap: Snapshot) -> dict[str, float | None]:
+    """Run-queue delay of the node's online and offline pods, summed over each pod's latest reading (seconds
+    per second); None for a class no pod of which has a reading."""
+    sums: dict[str, float | None] = {"online": None, "offline": None}
+    for p in snap.pods.values():
+        rq = p.run_queue
+        if rq is not None and rq.delay is not None:
+            key = "offline" if p.meta.pod_class == "offline" else "online"
+            sums[key] = (sums[key] or 0.0) + rq.delay
+    return sums
 
 
 def pod_order(pod: PodSample) -> tuple[str, str, str]:
@@ -123,6 +135,8 @@ class ColoCollector(Collector):
         f.add(node.PAGE_CACHE, nl, sample.memory_page_cache_bytes)
         f.add(node.MEMORY_RATIO, nl, sample.memory_usage_ratio)
         self._pressure(f, node.PRESSURE, nl, sample.pressure)
+        for cls, delay in run_queue_by_class(snap).items():
+            f.add(run_queue.NODE_RUN_QUEUE_DELAY, {**nl, "class": cls}, delay)
 
         win = self.windows.get(snap)
         for res, values in win.node.items():

@@ -269,10 +269,11 @@ def agent_families() -> list[Any]:
     from agent.enforce.stage import Enforcer
     from agent.enforce.strategies.cpu_suppression import CpuReport
     from agent.enforce.strategies.memory_high import MemoryHighReport
+    from agent.enforce.strategies.run_queue_guard import GuardReport
     from agent.evict.evictor import Evictor
     from agent.main import process_metrics
     from agent.node_state import node_state
-    from agent.snapshot import CollectorRun, DiskRates, DiskSample, NetworkRates
+    from agent.snapshot import CollectorRun, DiskRates, DiskSample, NetworkRates, RunQueue
     from cgroup import CgroupReader, CgroupWriter, Layout, PathModel
     from cgroup.layout import Mount
     from exporter.snapshot_metrics import ColoCollector
@@ -297,6 +298,7 @@ def agent_families() -> list[Any]:
     enforcer.reports = {
         "cfs_quota": CpuReport(policy="cfsQuota", budget_cores=1.5, quota_cores={"u2": 1.5}),
         "memory_high": MemoryHighReport(high_bytes={"u2": 1 << 30}),
+        "run_queue_guard": GuardReport("cut", 0.5, "a rise"),
     }
     evictor = Evictor(cast(Kube, None), "node-a", lambda: node, CgroupWriter(layout), EvictionConfig(), dry_run=True)
     evictor.on_snapshot(snap)
@@ -305,12 +307,15 @@ def agent_families() -> list[Any]:
         qos=lambda: qos_report.metrics(enforcer), process=process_metrics(),
     )  # fmt: skip
     # a pass's collector runs, as the sampler records them (the fixture's snapshot has none)
-    names = ("node", "pods", "tiers", "containers", "psi", "pod_network", "network", "disk", "disk_devices")
+    names = ("node", "pods", "tiers", "containers", "psi", "run_queue", "pod_network", "network", "disk",
+             "disk_devices")  # fmt: skip
     runs = tuple(CollectorRun(name, True, 0.001) for name in names)
     # what the collectors that are off by default add: an offline pod's own network namespace
     # (collectors.pod_network) and the disk collectors' parts
     rates = DiskRates(1.0, 1.0, 1.0, 1.0)
-    pods = {uid: dataclasses.replace(p, network=NetworkRates(1e3, 2e3), disk={"253:0": rates})
+    # and what the run_queue collector reads on a v2 node with PSI
+    felt = RunQueue(0.1, 0.05, 0.02, 0.01, 3, 0.0)
+    pods = {uid: dataclasses.replace(p, network=NetworkRates(1e3, 2e3), disk={"253:0": rates}, run_queue=felt)
             for uid, p in snap.pods.items()}  # fmt: skip
     disks = (DiskSample("vda", "253:0", 0.1, rates),)
     full = dataclasses.replace(snap, collectors=runs, pods=pods, disks=disks)
