@@ -5,9 +5,10 @@
  *
  *   server PORT THREADS ITERS   UDP echo on 127.0.0.1:PORT; each request does ITERS rounds of fixed work
  *   calibrate MICROS            prints the ITERS that take MICROS on this CPU (the minimum of many trials)
- *   loadgen PORT RATE SECONDS SEED OUT
- *                               open-loop Poisson sender; writes one int64 per request to OUT: reply time minus
- *                               the request's *scheduled* send time (ns), -1 when no reply came
+ *   loadgen PORT RATE SECONDS SEED OUT SKIP
+ *                               open-loop Poisson sender; writes one int64 per request scheduled after the first
+ *                               SKIP seconds to OUT: reply time minus the request's *scheduled* send time (ns),
+ *                               -1 when no reply came
  *   burn THREADS                busy threads until SIGTERM; prints the loop rounds done
  *   stream MIB                  reads and writes a MIB buffer over and over until SIGTERM; prints bytes streamed
  */
@@ -146,7 +147,7 @@ static void *receiver(void *p) {
     return NULL;
 }
 
-static int loadgen(int port, double rate, double seconds, unsigned seed, const char *out) {
+static int loadgen(int port, double rate, double seconds, unsigned seed, const char *out, double skip) {
     /* the generator stands for clients on other machines: real-time priority keeps its own delays out of
        the figures (its work is microseconds per request) */
     struct sched_param sp = {.sched_priority = 10};
@@ -192,9 +193,11 @@ static int loadgen(int port, double rate, double seconds, unsigned seed, const c
     pthread_join(r, NULL);
     FILE *f = fopen(out, "wb");
     if (!f) { perror(out); return 1; }
-    fwrite(g.lat, sizeof(int64_t), (size_t)n, f);
+    long first = 0;
+    while (first < n && g.sched[first] < start + (int64_t)(skip * 1e9)) first++;
+    fwrite(g.lat + first, sizeof(int64_t), (size_t)(n - first), f);
     fclose(f);
-    printf("%ld\n", n);
+    printf("%ld\n", n - first);
     return 0;
 }
 
@@ -250,8 +253,8 @@ int main(int argc, char **argv) {
     }
     if (argc >= 5 && !strcmp(argv[1], "server")) return server(atoi(argv[2]), atoi(argv[3]), atol(argv[4]));
     if (argc >= 3 && !strcmp(argv[1], "calibrate")) return calibrate(atof(argv[2]));
-    if (argc >= 7 && !strcmp(argv[1], "loadgen"))
-        return loadgen(atoi(argv[2]), atof(argv[3]), atof(argv[4]), (unsigned)atoi(argv[5]), argv[6]);
+    if (argc >= 8 && !strcmp(argv[1], "loadgen"))
+        return loadgen(atoi(argv[2]), atof(argv[3]), atof(argv[4]), (unsigned)atoi(argv[5]), argv[6], atof(argv[7]));
     if (argc >= 3 && !strcmp(argv[1], "burn")) return burn(atoi(argv[2]));
     if (argc >= 3 && !strcmp(argv[1], "stream")) return stream(atol(argv[2]));
     fprintf(stderr, "usage: see the comment at the top of interference.c\n");

@@ -49,6 +49,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -114,7 +115,7 @@ def process_cpu(pid: int) -> float:
 class Node:
     """The tree, the service and the API server's view of the pods; runs antagonists and the agent on demand."""
 
-    def __init__(self, exe: str, iters: int, stream_mib: int) -> None:
+    def __init__(self, exe: str, iters: int, stream_mib: int, kubepods_shares: int | None = None) -> None:
         self.exe, self.iters, self.stream_mib = exe, iters, stream_mib
         self.ncpu = os.cpu_count() or 1
         self.tree = V1Tree("cgroupfs")
@@ -122,9 +123,15 @@ class Node:
         self.online_uid, self.online_pod, (self.online_ctr,) = t.pod("burstable")
         self.burn_uid, self.burn_pod, (self.burn_ctr,) = t.pod("besteffort")
         self.stream_uid, self.stream_pod, (self.stream_ctr,) = t.pod("besteffort")
+        # the agent runs in its own pod, as the DaemonSet's (Burstable: 50m requested, 500m limit)
+        self.agent_uid, self.agent_pod, (self.agent_ctr,) = t.pod("burstable")
         m = t.model
-        for cg, shares in ((m.kubepods(), 1024 * self.ncpu), (m.tier("burstable"), 1024), (self.online_pod, 1024),
-                           (self.online_ctr, 1024), (m.tier("besteffort"), 2), (self.burn_pod, 2),
+        root = kubepods_shares or 1024 * self.ncpu
+        # the tree's own top cgroup stands where the node's root is: it competes with this machine's other
+        # processes with the same weight as kubepods
+        for cg, shares in ((t.cgroup_root, root), (m.kubepods(), root), (m.tier("burstable"), 1024 + 51),
+                           (self.online_pod, 1024), (self.online_ctr, 1024), (self.agent_pod, 51), (self.agent_ctr, 51),
+                           (m.tier("besteffort"), 2), (self.burn_pod, 2),
                            (self.burn_ctr, 2), (self.stream_pod, 2), (self.stream_ctr, 2)):  # fmt: skip
             t.write("cpu", cg, "cpu.shares", str(shares))
         self.port = free_port()
@@ -137,6 +144,11 @@ class Node:
         service = [container_id_of(self.online_ctr)]
         self.api.put("pods", pod("service", self.online_uid, qos="Burstable", container_ids=service, cpu_request="1",
                                  memory_request="64Mi", priority=0))  # fmt: skip
+        for cg in (self.agent_pod, self.agent_ctr):
+            t.write("cpu", cg, "cpu.cfs_quota_us", "50000")
+        agent = [container_id_of(self.agent_ctr)]
+        self.api.put("pods", pod("colo-agent", self.agent_uid, qos="Burstable", container_ids=agent, cpu_request="50m",
+                                 cpu_limit="500m", memory_request="96Mi", priority=0))  # fmt: skip
         for name, uid, ctr in (("batch-burn", self.burn_uid, self.burn_ctr),
                                ("batch-stream", self.stream_uid, self.stream_ctr)):  # fmt: skip
             self.api.put("pods", pod(name, uid, qos="BestEffort", container_ids=[container_id_of(ctr)], priority=-10))
@@ -213,7 +225,14 @@ class Node:
                    self.tree.cgroup_root, "--cgroup-driver", "cgroupfs", "--state-file", "", "--log-level",
                    "warning"]  # fmt: skip
             env = {**os.environ, **extra_env, "COLO_ENFORCEMENT__LEDGER_FILE": os.path.join(tmp, "ledger.json")}
-            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env)
+            files = [f"{self.tree.layout.dir(c, self.agent_ctr)}/cgroup.procs" for c in self.tree.controllers()]
+
+            def enter() -> None:
+                for f in files:
+                    with open(f, "w") as fh:
+                        fh.write(str(os.getpid()))
+
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env, preexec_fn=enter)
             base = f"http://127.0.0.1:{port}"
             try:
                 wait_ready(base, 60)
@@ -227,6 +246,43 @@ class Node:
     def close(self) -> None:
         self.api.stop()
         self.tree.cleanup()
+
+
+class Poller:
+    """The agent's `enforcement` section once a second while the load runs, into `into`."""
+
+    def __init__(self, base: str, into: list[dict[str, Any]]) -> None:
+        self.base, self.into, self.done = base, into, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.done.wait(1.0):
+            with contextlib.suppress(OSError, ValueError):
+                self.into.append(enforcement(self.base))
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join(10)
+
+
+def protection_summary(polls: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What enforcement held the batch pods to during a run: the budget's median and range, and the run-queue
+    protection's states (share of polls in each) and its last reason."""
+    budgets = [p["offline_cpu_budget_cores"] for p in polls if p.get("offline_cpu_budget_cores") is not None]
+    guard = [p.get("run_queue_guard") or {} for p in polls]
+    states: dict[str, float] = {}
+    for g in guard:
+        if g:
+            states[g["state"]] = states.get(g["state"], 0.0) + 1 / len(guard)
+    released = sum(bool(p.get("offline_cpu_released")) for p in polls) / max(1, len(polls))
+    out: dict[str, Any] = {"polls": len(polls), "released_share": released}
+    if budgets:
+        out["budget_cores"] = (statistics.median(budgets), min(budgets), max(budgets))
+    if states:
+        out["guard_states"] = {k: round(v, 2) for k, v in sorted(states.items())}
+        out["last_reason"] = next((g["reason"] for g in reversed(guard) if g), "")
+    return out
 
 
 def enforcement(base: str) -> dict[str, Any]:
@@ -275,41 +331,55 @@ def quantile(ordered: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-def measure(n: Node, config: str, load: float, rep: int, seconds: float, settle: float, service_ms: float) -> Run:
-    """One run of `config` at `load` (share of the node's CPUs the service's work fills)."""
+def measure(
+    n: Node, config: str, load: float, rep: int, seconds: float, settle: float, learn: float, service_ms: float
+) -> Run:
+    """One run of `config` at `load` (share of the node's CPUs the service's work fills): the agent (C, D) starts
+    first, the service is under load for `learn` seconds on its own (the agent sees it quiet), then the
+    antagonists start, and after `settle` more seconds the measured `seconds` begin."""
     floor = config in ("F0", "F1")
     rate = load * (1 if floor else n.ncpu) * 1000.0 / service_ms
-    with contextlib.ExitStack() as stack:
+    with contextlib.ExitStack() as stack, tempfile.NamedTemporaryFile(suffix=".lat") as out:
         antagonists: list[subprocess.Popen[bytes]] = []
         agent_pid, base = 0, ""
-        if config in ("B", "C", "D"):
-            antagonists = stack.enter_context(n.batch())
         if config in ("C", "D"):
             agent_pid, base = stack.enter_context(n.agent({**AGENT_ENV, **(PROTECTION_ENV if config == "D" else {})}))
         if config == "F0":
             n.pin_server({0})
             stack.callback(n.pin_server, set(range(n.ncpu)))
+        t_load = time.monotonic()
+        argv = [n.exe, "loadgen", str(n.port), f"{rate:.3f}", str(learn + settle + seconds), str(1000 * rep + 7),
+                out.name, str(learn + settle)]  # fmt: skip
+        gen = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+        time.sleep(learn)
+        started = time.monotonic()
+        if config in ("B", "C", "D"):
+            antagonists = stack.enter_context(n.batch())
         if config == "F1":
             antagonists = stack.enter_context(n.floor_loop())
-        time.sleep(settle)
+        time.sleep(max(0.0, t_load + learn + settle + 0.02 - time.monotonic()))
         busy0, total0 = cpu_times()
         svc0, batch0 = n.cpuacct(n.online_pod), n.cpuacct(n.burn_pod) + n.cpuacct(n.stream_pod)
         floor0 = sum(process_cpu(p.pid) for p in antagonists) if floor else 0.0
         agent0, t0 = process_cpu(agent_pid) if agent_pid else 0.0, time.monotonic()
-        with tempfile.NamedTemporaryFile(suffix=".lat") as out:
-            subprocess.run([n.exe, "loadgen", str(n.port), f"{rate:.3f}", str(seconds), str(1000 * rep + 7), out.name],
-                           check=True, stdout=subprocess.DEVNULL)  # fmt: skip
-            raw = array.array("q")
-            raw.frombytes(out.read())
+        polls: list[dict[str, Any]] = []
+        poller = Poller(base, polls) if base else None
+        time.sleep(max(0.0, t_load + learn + settle + seconds + 0.02 - time.monotonic()))
         elapsed = time.monotonic() - t0
         busy1, total1 = cpu_times()
         svc1, batch1 = n.cpuacct(n.online_pod), n.cpuacct(n.burn_pod) + n.cpuacct(n.stream_pod)
         floor1 = sum(process_cpu(p.pid) for p in antagonists) if floor else 0.0
         agent1 = process_cpu(agent_pid) if agent_pid else 0.0
+        if poller is not None:
+            poller.stop()
         section = enforcement(base) if base else {}
-        writes = int(section.get("writes", 0))  # since the agent started: settle and the measured span
-        done = stop(antagonists)  # before the agent stops: the work counted is the measured span's (and settle)
-        span = elapsed + settle
+        writes = int(section.get("writes", 0))  # since the agent started
+        done = stop(antagonists)  # before the agent stops: the work counted is the antagonists' whole life
+        span = time.monotonic() - started
+        if gen.wait(60) != 0:
+            raise RuntimeError(f"loadgen exited with {gen.returncode}")
+        raw = array.array("q")
+        raw.frombytes(out.read())
     service = (svc1 - svc0) / elapsed
     batch = (batch1 - batch0) / elapsed + (floor1 - floor0) / elapsed
     agent = (agent1 - agent0) / elapsed
@@ -318,7 +388,7 @@ def measure(n: Node, config: str, load: float, rep: int, seconds: float, settle:
     lost = sum(1 for x in raw if x < 0)
     ordered += [float("inf")] * lost  # a lost reply is later than any
     idle_left = max(n.ncpu - service, 1e-9)
-    rq = {k: v for k, v in section.items() if k.startswith("rq_")}
+    rq = protection_summary(polls)
     return Run(config, load, rep, len(raw), lost, quantile(ordered, 0.5), quantile(ordered, 0.99),
                quantile(ordered, 0.999), (busy1 - busy0) / ((total1 - total0) or 1e-9),
                service, batch, agent, max(0.0, busy - service - batch - agent), batch / idle_left if not floor else
@@ -431,11 +501,23 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--loads", default="0.3,0.6", help="the service's load, shares of the node's CPUs")
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--seconds", type=float, default=20.0, help="load per run")
-    ap.add_argument("--settle", type=float, default=6.0, help="seconds after batch (and the agent) start")
+    ap.add_argument("--seconds", type=float, default=15.0, help="measured load per run")
+    ap.add_argument("--settle", type=float, default=5.0, help="seconds after the antagonists start, not measured")
+    ap.add_argument(
+        "--learn",
+        type=float,
+        default=8.0,
+        help="seconds the service runs under load before the antagonists start (the agent sees it quiet)",
+    )
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--service-us", type=float, default=1000.0, help="fixed work per request")
     ap.add_argument("--stream-mib", type=int, default=512)
+    ap.add_argument(
+        "--kubepods-shares",
+        type=int,
+        help="cpu.shares of the kubepods root (kubelet: CPUs x 1024); "
+        "on a machine shared with other people's processes, more keeps their load out of the figures",
+    )
     ap.add_argument("--quick", action="store_true", help="one repetition of 2 s at 30%%: the harness works")
     ap.add_argument("--json", help="write every run's figures here")
     ap.add_argument("--plot", help="write the plot (PNG) here")
@@ -449,16 +531,16 @@ def main() -> None:
         print(f"interference: --configs takes {','.join(CONFIGS)}", file=sys.stderr)
         sys.exit(2)
     if args.quick:
-        loads, args.reps, args.seconds, args.settle, args.stream_mib = [0.3], 1, 2.0, 3.0, 64
+        loads, args.reps, args.seconds, args.settle, args.learn, args.stream_mib = [0.3], 1, 2.0, 2.0, 3.0, 64
     with tempfile.TemporaryDirectory() as work:
         exe = compile_programs(work)
         iters = calibrate(exe, args.service_us)
-        n = Node(exe, iters, args.stream_mib)
+        n = Node(exe, iters, args.stream_mib, args.kubepods_shares)
         runs: list[Run] = []
         load_start = os.getloadavg()
         try:
             for config, load, rep in schedule(configs, loads, args.reps, n.ncpu):
-                r = measure(n, config, load, rep, args.seconds, args.settle, args.service_us / 1000)
+                r = measure(n, config, load, rep, args.seconds, args.settle, args.learn, args.service_us / 1000)
                 runs.append(r)
                 print(f"  {config:<2} load {load:.0%} rep {rep}: p99 {r.p99_ms:.2f} ms p99.9 {r.p999_ms:.2f} ms "
                       f"batch {r.batch_cores:.2f} others {r.others_cores:.2f} cores", flush=True)  # fmt: skip
