@@ -206,11 +206,20 @@ class RunQueueProtectionConfig(Strict):
     quiet_readings: int = Field(default=2, ge=1, le=100)
     #: ... by this share of allocatable per quiet reading, until the utilization rule's budget is reached.
     grow_share: float = Field(default=0.05, gt=0, le=1)
+    #: Scrape the latency histogram of online pods that declare an SLO (colo.io/slo-* annotations) every 5 s
+    #: and judge them by their slack instead of their run-queue wait while they have a figure.
+    slo_feedback: bool = True
+    #: An SLO pod's scrape rises when its slack, (SLO − p99) / SLO, is below this (0: p99 above the SLO).
+    slo_rise_slack: float = Field(default=0.0, ge=-1, lt=1)
+    #: ... and is quiet above this (the band between is the hysteresis).
+    slo_quiet_slack: float = Field(default=0.2, gt=-1, le=1)
 
     @model_validator(mode="after")
     def _hysteresis(self) -> RunQueueProtectionConfig:
         if self.quiet_ratio >= self.rise_ratio:
             raise ValueError("enforcement.rq_protection.quiet_ratio must be below rise_ratio")
+        if self.slo_quiet_slack <= self.slo_rise_slack:
+            raise ValueError("enforcement.rq_protection.slo_quiet_slack must be above slo_rise_slack")
         return self
 
 

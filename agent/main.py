@@ -120,7 +120,8 @@ def build_agent(
         # containers are read every pass only while quota burst decides on them each second
         container_every=1 if kube is not None and config.qos.quota_burst.enabled else CONTAINER_EVERY,
         # online pods are read every pass only while a 1 s decision reads them one by one: quota burst (their
-        # throttling), the disk QoS (their I/O) and the run-queue protection (what they felt); otherwise the kubepods root gives their sum each pass, and
+        # throttling), the disk QoS (their I/O) and the run-queue protection (what they felt); otherwise the
+        # kubepods root gives their sum each pass, and
         # their own readings come no further apart than the windows' max gap (no hole in their windows)
         online_every=1 if kube is not None and (config.qos.quota_burst.enabled or config.enforcement.disk.enabled
                                                 or config.enforcement.rq_protection.enabled)

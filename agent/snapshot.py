@@ -47,6 +47,18 @@ class RunQueue:
     at: float  # monotonic time of the reading (an online pod's stands between its turns)
 
 
+@dataclass(frozen=True, slots=True)
+class SloReading:
+    """A pod's tail latency over the last scrape interval of its declared SLO histogram, and its slack against
+    its objective, (SLO − p99) / SLO (agent/sense/slo_scrape.py). None: no figure for that interval (too few
+    requests, or the scrape failed: `error`)."""
+
+    p99_seconds: float | None
+    slack: float | None
+    at: float  # monotonic time of the scrape
+    error: str | None = None
+
+
 @dataclass(slots=True)
 class ContainerSample:
     id: str
@@ -140,6 +152,7 @@ class PodMeta:
     annotations: dict[str, str] = field(default_factory=dict)
     # memory request and limit (bytes; None: no limit) of each running container, by container ID
     container_memory: dict[str, tuple[int, int | None]] = field(default_factory=dict)
+    pod_ip: str | None = None  # status.podIP: where the opt-in SLO scrape finds the pod's metrics
 
 
 @dataclass(frozen=True, slots=True)

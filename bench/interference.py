@@ -257,9 +257,11 @@ class Poller:
         self.thread.start()
 
     def _run(self) -> None:
-        while not self.done.wait(1.0):
+        while True:
             with contextlib.suppress(OSError, ValueError):
                 self.into.append(enforcement(self.base))
+            if self.done.wait(1.0):
+                return
 
     def stop(self) -> None:
         self.done.set()

@@ -34,6 +34,7 @@ from agent.enforce.strategies.cpu_suppression import CpuReport
 from agent.enforce.strategies.memory_high import MemoryHighReport
 from agent.enforce.strategies.registry import Facts, Strategy, own_originals
 from agent.node_state import NodeState, node_state
+from agent.sense.slo_scrape import SloScraper
 from agent.snapshot import Snapshot
 from cgroup import CgroupReader, Layout, PathModel
 from cgroup.kubelet_rules import kubelet_oom_score_adj, kubelet_quota, kubelet_shares
@@ -84,8 +85,11 @@ class Enforcer:
         if len(set(names)) != len(names):
             raise ValueError(f"two strategies share a name: {names}")
         self.parts = frozenset().union(*(s.parts for s in self.strategies))
+        rq = config.rq_protection
+        slo = SloScraper() if rq.enabled and rq.slo_feedback and config.cpu_policy != "none" else None
         self.inputs = EnforcementInputs(reader, config.cpu_manager_state, cpuset=config.cpu_policy == "cpuset",
-                                        host_root=host_root, memory_high_watermark=memory_high_watermark)  # fmt: skip
+                                        host_root=host_root, memory_high_watermark=memory_high_watermark,
+                                        slo=slo)  # fmt: skip
         self._memos: dict[str, Any] = {}
         self._warned: set[str] = set()
         # exported to the HTTP thread: only ever replaced, never changed in place
@@ -218,6 +222,7 @@ class Enforcer:
         self._publish_touched()
 
     def stop(self) -> None:
+        self.inputs.close()
         if not self.dry_run:
             self.restore_all()
 

@@ -43,12 +43,15 @@ GuardState = Literal["open", "cut", "holding", "growing"]
 @dataclass(frozen=True, slots=True)
 class Feel:
     """One online pod's latest reading: its wait share (0-1), seconds waited per second, and the reading's
-    monotonic time (the same between the pod's turns)."""
+    monotonic time (the same between the pod's turns); `slack`, when the pod declares an SLO and its last
+    scrape gave a p99: (SLO − p99) / SLO, judged instead of the wait share (at `slack_at`)."""
 
     uid: str
     wait_share: float
     delay: float
     at: float
+    slack: float | None = None
+    slack_at: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +68,13 @@ class Decision:
     state: GuardState
     reason: str
     judged: Mapping[str, tuple[Judgement, float, float | None]]  # uid -> (judgement, share, baseline)
+
+
+def judge_slack(slack: float, c: RunQueueProtectionConfig) -> Judgement:
+    """An SLO pod's scrape: below `slo_rise_slack` it rises, above `slo_quiet_slack` it is quiet."""
+    if slack < c.slo_rise_slack:
+        return "rise"
+    return "quiet" if slack > c.slo_quiet_slack else "hold"
 
 
 def judge(share: float, delay: float, baseline: float | None, c: RunQueueProtectionConfig) -> Judgement:
@@ -87,31 +97,43 @@ def decide(
     seen: dict[str, float] = {}
     judged: dict[str, tuple[Judgement, float, float | None]] = {}
     rising: list[tuple[str, float, float]] = []
+    slo_rising: list[tuple[str, float]] = []
     fresh_quiet, fresh_any, all_quiet = False, False, True
     for f in feels:
         past = memo.history.get(f.uid, ())
         baseline = min(past) if past else None
-        verdict = judge(f.wait_share, f.delay, baseline, c)
-        judged[f.uid] = (verdict, f.wait_share, baseline)
         fresh = memo.seen.get(f.uid) != f.at
         if fresh:
-            fresh_any = True
-            past = (*past, f.wait_share)[-c.baseline_readings :]
-            if verdict == "rise":
+            past = (*past, f.wait_share)[-c.baseline_readings :]  # the baseline learns with or without an SLO
+        if f.slack is not None:  # the pod's own latency, while its scrapes give one
+            verdict, fresh = judge_slack(f.slack, c), memo.seen.get(f.uid) != f.slack_at
+            judged[f.uid] = (verdict, f.slack, None)
+            if verdict == "rise" and fresh:
+                slo_rising.append((f.uid, f.slack))
+        else:
+            verdict = judge(f.wait_share, f.delay, baseline, c)
+            judged[f.uid] = (verdict, f.wait_share, baseline)
+            if verdict == "rise" and fresh:
                 assert baseline is not None
                 rising.append((f.uid, f.wait_share, baseline))
-            elif verdict == "quiet":
-                fresh_quiet = True
+        if fresh:
+            fresh_any = True
+            fresh_quiet = fresh_quiet or verdict == "quiet"
         if verdict in ("rise", "hold"):
             all_quiet = False
-        history[f.uid], seen[f.uid] = past, f.at
+        history[f.uid], seen[f.uid] = past, f.at if f.slack is None else f.slack_at
     cap, quiet = memo.cap, memo.quiet
-    if rising:
-        uid, share, base = max(rising, key=lambda r: r[1] - r[2])
+    if rising or slo_rising:
         before = utilization_budget if cap is None else min(cap, utilization_budget)
         cap = max(min_cores, before * c.cut_factor)
-        reason = (f"online pod {uid} waited {share:.0%} of its runnable time (baseline {base:.0%}): "
-                  f"offline CPU cut from {before:.2f} to {cap:.2f} cores")  # fmt: skip
+        if slo_rising:
+            uid, slack = min(slo_rising, key=lambda r: r[1])
+            why = f"online pod {uid} missed its SLO: p99 {-slack:.0%} above it" if slack < 0 else (
+                f"online pod {uid} has {slack:.0%} slack left to its SLO")  # fmt: skip
+        else:
+            uid, share, base = max(rising, key=lambda r: r[1] - r[2])
+            why = f"online pod {uid} waited {share:.0%} of its runnable time (baseline {base:.0%})"
+        reason = f"{why}: offline CPU cut from {before:.2f} to {cap:.2f} cores"
         return Decision(GuardMemo(cap, history, seen, 0), "cut", reason, judged)
     if cap is None:
         return Decision(GuardMemo(None, history, seen, 0), "open", "no online pod waits above its baseline", judged)
@@ -134,12 +156,17 @@ def decide(
 
 
 def feels(state: NodeState) -> list[Feel]:
-    """The online pods' latest readings that have a wait share."""
+    """The online pods' latest readings that have a wait share, with their SLO slack where they have one."""
     out = []
+    slo = state.slo
     for p in state.online:
         rq = p.run_queue
         if rq is not None and rq.wait_share is not None and rq.delay is not None:
-            out.append(Feel(p.uid, rq.wait_share, rq.delay, rq.at))
+            scrape = slo.get(p.uid) if slo else None
+            if scrape is not None and scrape.slack is not None:
+                out.append(Feel(p.uid, rq.wait_share, rq.delay, rq.at, scrape.slack, scrape.at))
+            else:
+                out.append(Feel(p.uid, rq.wait_share, rq.delay, rq.at))
     return out
 
 
@@ -153,6 +180,7 @@ class GuardReport(Report):
     def fields(self) -> dict[str, Any]:
         pods = {uid: {"judgement": j, "wait_ratio": round(share, 4),
                       "baseline_wait_ratio": None if base is None else round(base, 4)}
+                if base is not None or j == "learning" else {"judgement": j, "slo_slack": round(share, 4)}
                 for uid, (j, share, base) in sorted(self.pods.items())}  # fmt: skip
         return {"run_queue_guard": {"state": self.state, "cap_cores": self.cap_cores, "reason": self.reason,
                                     "pods": pods}}  # fmt: skip
