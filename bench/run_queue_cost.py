@@ -91,7 +91,8 @@ def main() -> None:
         without.close()
         a, b = statistics.median(cpu[True]), statistics.median(cpu[False])
         print(f"run_queue collector, {args.pods} pods x 3 containers (a process in each; {args.threaded} pods "
-              f"with 200 more threads: {threads} threads listed), online pods every {args.online_every} passes:")  # fmt: skip
+              f"with 200 more threads: {threads} threads listed), online pods every {args.online_every} "
+              "passes:")  # fmt: skip
         print(f"  pass CPU median {1e3 * b:.2f} ms without it, {1e3 * a:.2f} ms with it: {1e3 * (a - b):.2f} ms "
               f"per pass = {100 * (a - b):.3f}% of a core at 1 s (goal <= 0.1%)")  # fmt: skip
         print(f"  its own timed duration: median {1e3 * statistics.median(own):.2f} ms, "
