@@ -12,7 +12,7 @@ from agent.enforce.actions import Recorded
 from agent.enforce.strategies import cpu_suppression
 from agent.enforce.strategies.run_queue_guard import Feel, GuardMemo, RunQueueGuard, decide, judge
 from agent.node_state import node_state
-from agent.snapshot import RunQueue
+from agent.snapshot import RunQueue, SloReading
 from common.config import ConfigError
 from tests.test_capacity import GI, sample, snapshot
 
@@ -124,3 +124,32 @@ def test_switched_by_config_and_its_hysteresis_validated() -> None:
     bad = {"COLO_ENFORCEMENT__RQ_PROTECTION__QUIET_RATIO": "2", "COLO_ENFORCEMENT__RQ_PROTECTION__RISE_RATIO": "1.5"}
     with pytest.raises(ConfigError):
         load_config([], env=bad)
+
+
+@pytest.mark.parametrize(
+    ("slack", "state", "judgement"),
+    [
+        (-0.2, "cut", "rise"),  # p99 20% above the SLO: cut, whatever the run queue says
+        (0.1, "holding", "hold"),  # within the band: held
+        (0.5, "holding", "quiet"),  # quiet: counts towards growth
+    ],
+)
+def test_an_slo_pod_is_judged_by_its_slack(slack: float, state: str, judgement: str) -> None:
+    before = GuardMemo(0.8, {"a": (0.1,)}, {"a": 0.0}, 0)
+    d = decide([Feel("a", 0.1, 0.1, 1.0, slack=slack, slack_at=5.0)], before, 1.2, 2.0, C, 0.1)
+    assert (d.state, d.judged["a"][0]) == (state, judgement)
+    assert d.memo.history["a"] == (0.1, 0.1)  # the run-queue baseline keeps learning
+    if state == "cut":
+        assert "missed its SLO" in d.reason and d.memo.cap == pytest.approx(0.4)
+    again = decide([Feel("a", 0.1, 0.1, 2.0, slack=slack, slack_at=5.0)], d.memo, 1.2, 2.0, C, 0.1)
+    assert again.memo.cap == d.memo.cap  # the same scrape does not act twice
+
+
+def test_the_slack_is_in_the_report_and_the_strategy_takes_it_from_the_state() -> None:
+    on = sample("on", "online", 1.0, GI, 0.5, GI)
+    on.run_queue = RunQueue(0.01, 0.05, None, None, 3, at=7.0)
+    snap = snapshot([on, sample("off", "offline", 0, 0, 1.0, GI)], 1.6, GI, 1.0)
+    state = dataclasses.replace(node_state(snap, (4.0, None)), slo={"on": SloReading(0.06, -0.2, 6.0)})
+    plan = RunQueueGuard(EnforcementConfig(rq_protection=C)).plan(state, Recorded({}, {}, None))
+    pod = plan.report.fields()["run_queue_guard"]["pods"]["on"]
+    assert pod == {"judgement": "rise", "slo_slack": -0.2} and plan.offline_cpu_cap is not None
