@@ -61,13 +61,17 @@ from testsupport.cgtree import V1Tree
 from testsupport.k8sobjects import NODE, container_id_of, node, pod
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "interference.c")
-CONFIGS = ("A", "B", "C", "D", "F0", "F1")
+CONFIGS = ("A", "B", "C", "D", "C2", "D2", "F0", "F1")
+BATCH = ("B", "C", "D", "C2", "D2")  # the configurations with the batch pods
+AGENT = ("C", "D", "C2", "D2")  # ... and those with the agent
 DESCRIBED = {
     "A": "service alone",
     "B": "+ batch, no agent (BestEffort, shares 2)",
     "C": "+ batch, Colo's defaults",
     "D": "+ batch, Colo + run-queue protection",
     "F0": "floor: service on CPU 0 alone",
+    "C2": "+ batch, Colo's defaults, a utilization rule that lends (see LENDING)",
+    "D2": "+ batch, Colo + run-queue protection, a utilization rule that lends",
     "F1": "floor: + busy loop on CPU 1, no cgroup",
 }
 #: what (D) switches on, as the agent's environment (COLO_<KEY>, nested keys joined by '__')
@@ -75,6 +79,12 @@ PROTECTION_ENV = {"COLO_ENFORCEMENT__RQ_PROTECTION__ENABLED": "true"}
 #: both agent runs: no kubelet acts on an eviction here (the processes would run on, out of the agent's view),
 #: and this shared machine's other tenants alone can hold it above the watermark; suppression is compared
 AGENT_ENV = {"COLO_ENFORCEMENT__EVICTION__ENABLED": "false"}
+#: C2 and D2: the utilization rule as it sees a node that is mostly idle (the issue's real node: "the budget
+#: lends everything"). On this shared machine other people's processes count as system usage and hold the
+#: budget at its floor; for C2/D2 the Node declares twice the CPUs allocatable and the threshold is 1, so the
+#: budget (2 x CPUs - online - system) lends what the others do not use, and only the run-queue protection
+#: can take CPU back for the service.
+LENDING_ENV = {"COLO_ENFORCEMENT__CPU_SUPPRESS_THRESHOLD": "1.0"}
 
 
 def compile_programs(workdir: str) -> str:
@@ -214,6 +224,15 @@ class Node:
             self.pin_server(set(range(self.ncpu)))
 
     @contextlib.contextmanager
+    def allocatable(self, cpus: int) -> Iterator[None]:
+        """The Node declares `cpus` allocatable while inside."""
+        self.api.put("nodes", node(cpu=str(cpus), memory="16Gi"))
+        try:
+            yield
+        finally:
+            self.api.put("nodes", node(cpu=str(self.ncpu), memory="16Gi"))
+
+    @contextlib.contextmanager
     def agent(self, extra_env: dict[str, str]) -> Iterator[tuple[int, str]]:
         """`colo-agent` as on a node (a kubeconfig, the node's name, 1 s), ready; stopped (and every cgroup put
         back) on leaving."""
@@ -344,8 +363,12 @@ def measure(
     with contextlib.ExitStack() as stack, tempfile.NamedTemporaryFile(suffix=".lat") as out:
         antagonists: list[subprocess.Popen[bytes]] = []
         agent_pid, base = 0, ""
-        if config in ("C", "D"):
-            agent_pid, base = stack.enter_context(n.agent({**AGENT_ENV, **(PROTECTION_ENV if config == "D" else {})}))
+        if config in AGENT:
+            env = {**AGENT_ENV, **(PROTECTION_ENV if config.startswith("D") else {})}
+            if config.endswith("2"):
+                env.update(LENDING_ENV)
+                stack.enter_context(n.allocatable(2 * n.ncpu))
+            agent_pid, base = stack.enter_context(n.agent(env))
         if config == "F0":
             n.pin_server({0})
             stack.callback(n.pin_server, set(range(n.ncpu)))
@@ -355,7 +378,7 @@ def measure(
         gen = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
         time.sleep(learn)
         started = time.monotonic()
-        if config in ("B", "C", "D"):
+        if config in BATCH:
             antagonists = stack.enter_context(n.batch())
         if config == "F1":
             antagonists = stack.enter_context(n.floor_loop())
@@ -394,7 +417,7 @@ def measure(
     return Run(config, load, rep, len(raw), lost, quantile(ordered, 0.5), quantile(ordered, 0.99),
                quantile(ordered, 0.999), (busy1 - busy0) / ((total1 - total0) or 1e-9),
                service, batch, agent, max(0.0, busy - service - batch - agent), batch / idle_left if not floor else
-               float("nan"), done[0] / span if config in ("B", "C", "D") else 0.0,
+               float("nan"), done[0] / span if config in BATCH else 0.0,
                done[1] / span / 2**30 if len(done) > 1 else 0.0, writes, rq,
                ordered[:: max(1, len(ordered) // 2000)])  # fmt: skip
 
@@ -443,7 +466,7 @@ def print_table(rows: Sequence[dict[str, Any]]) -> None:
         cores = (f"service {f(r['service_cores'])}  batch {f(r['batch_cores'])}  agent {f(r['agent_cores'], 1, 3)}"
                  f"  others {f(r['others_cores'])} cores")  # fmt: skip
         print(f"    node busy {f(r['node_util'], 100, 0)}%  {cores}")
-        if r["config"] in ("B", "C", "D"):
+        if r["config"] in BATCH:
             print(f"    batch share of the idle the service left {f(r['batch_share_of_idle'], 100, 0)}%  busy loop "
                   f"{f(r['burn_rounds_per_s'], 1e-9)} G rounds/s  stream {f(r['stream_gib_per_s'])} GiB/s  Colo's "
                   f"writes {f(r['colo_writes'], 1, 0)}")  # fmt: skip
@@ -458,7 +481,8 @@ def plot(runs: Sequence[Run], rows: Sequence[dict[str, Any]], path: str) -> None
 
     loads = sorted({r.load for r in runs})
     fig, axes = plt.subplots(1, len(loads) + 1, figsize=(4.2 * (len(loads) + 1), 3.4))
-    colors = {"A": "black", "B": "tab:red", "C": "tab:orange", "D": "tab:green", "F0": "tab:gray", "F1": "tab:blue"}
+    colors = {"A": "black", "B": "tab:red", "C": "tab:orange", "D": "tab:green", "C2": "tab:brown",
+              "D2": "tab:olive", "F0": "tab:gray", "F1": "tab:blue"}  # fmt: skip
     for ax, load in zip(axes, loads, strict=False):
         for config in CONFIGS:
             lat = sorted(x for r in runs if r.load == load and r.config == config for x in r.latencies_ms)
@@ -474,9 +498,9 @@ def plot(runs: Sequence[Run], rows: Sequence[dict[str, Any]], path: str) -> None
         ax.legend(fontsize=7)
     ax = axes[-1]
     for r in runs:
-        if r.config in ("B", "C", "D"):
+        if r.config in BATCH:
             ax.scatter(r.batch_cores, r.p99_ms, color=colors[r.config], marker="o" if r.load == loads[0] else "^", s=14)
-    for config in ("B", "C", "D"):
+    for config in sorted({r.config for r in runs if r.config in BATCH}):
         ax.scatter([], [], color=colors[config], label=config, s=14)
     ax.set_xlabel("batch CPU, cores (o: lowest load, ^: higher)")
     ax.set_ylabel("p99, ms")
@@ -493,7 +517,7 @@ def schedule(configs: Sequence[str], loads: Sequence[float], reps: int, ncpu: in
     order rotated by one per repetition. The floor only where the service fits on one CPU."""
     out = []
     for rep in range(reps):
-        one = [(c, load) for load in loads for c in configs if not (c.startswith("F") and load * ncpu >= 0.9)]
+        one = [(c, load) for load in loads for c in configs if not (c.startswith("F") and load >= 0.9)]
         k = rep % len(one)
         out += [(c, load, rep) for c, load in one[k:] + one[:k]]
     return out
