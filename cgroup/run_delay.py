@@ -9,7 +9,9 @@ descriptor kept open while the thread lives (pread at offset 0 re-renders it).
 
 The work is bounded: one read visits at most `max_tasks` threads of a cgroup set, the next read continues
 where it stopped (a cursor over the sorted thread IDs), so a pod with thousands of threads costs `max_tasks`
-preads per turn and every thread is still visited every ceil(threads / max_tasks) turns. Each thread's wait
+preads per turn and every thread is still visited every ceil(threads / max_tasks) turns. The thread files
+are listed every `relist_every` reads of a set (and at once after a thread exited), not on every read: opening
+them is most of a small pod's cost. Each thread's wait
 and run times are differences from its own previous reading, so a thread read every third turn contributes
 three turns' worth when read: over a few turns the sum is whole, never counted twice. A thread first seen
 contributes nothing until its second reading (its history before the agent saw it is not this interval's);
@@ -36,6 +38,7 @@ from cgroup.files import FileCache, read_once
 from cgroup.layout import Layout
 
 MAX_TASKS = 64  # schedstat reads per cgroup set and turn
+RELIST_EVERY = 12  # reads of a set between two listings of its threads (sooner when one of them exits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,13 +52,16 @@ class TaskDelay:
 
 
 class _Set:
-    """One cgroup set's threads: each one's last (run, wait) reading, and where the next read starts."""
+    """One cgroup set's threads: each one's last (run, wait) reading, where the next read starts, and its
+    thread list with the reads left before it is listed again."""
 
-    __slots__ = ("cursor", "last")
+    __slots__ = ("cursor", "last", "stale_in", "tids")
 
     def __init__(self) -> None:
         self.last: dict[int, tuple[int, int]] = {}
         self.cursor = 0
+        self.tids: list[int] = []
+        self.stale_in = 0
 
 
 def parse_schedstat(data: bytes) -> tuple[int, int]:
@@ -78,8 +84,10 @@ class RunDelayReader:
     """Run-queue delay of cgroup sets (a pod: its own cgroup and its containers') from their threads'
     schedstat, bounded per read (module docstring); PSI totals where the unified hierarchy has them."""
 
-    def __init__(self, layout: Layout, files: FileCache, proc_root: str = "/proc", max_tasks: int = MAX_TASKS) -> None:
+    def __init__(self, layout: Layout, files: FileCache, proc_root: str = "/proc", max_tasks: int = MAX_TASKS,
+                 relist_every: int = RELIST_EVERY) -> None:  # fmt: skip
         self.layout, self.files, self.proc, self.max_tasks = layout, files, proc_root.rstrip("/"), max_tasks
+        self.relist_every = relist_every
         self._threads_file = "cgroup.threads" if layout.is_v2 else "tasks"
         self._sets: dict[str, _Set] = {}
         self._fds: dict[int, int] = {}  # thread ID -> its schedstat descriptor
@@ -103,15 +111,20 @@ class RunDelayReader:
 
     def read(self, key: str, cgroups: Sequence[str]) -> TaskDelay:
         """Wait and run time of the threads of `cgroups` (the set named `key`) since their previous readings,
-        visiting at most `max_tasks` of them (from the cursor on)."""
+        visiting at most `max_tasks` of them (from the cursor on). The threads are listed again every
+        `relist_every` reads, or at once after one of them exited: a thread started in between is counted
+        from the next listing on."""
         st = self._sets.get(key)
         if st is None:
             st = self._sets[key] = _Set()
-        tids = self.tasks(cgroups)
-        gone = [t for t in st.last if not _contains(tids, t)]
-        for t in gone:
-            del st.last[t]
-            self._release(t)
+        if st.stale_in <= 0:
+            st.tids, st.stale_in = self.tasks(cgroups), self.relist_every
+            gone = [t for t in st.last if not _contains(st.tids, t)]
+            for t in gone:
+                del st.last[t]
+                self._release(t)
+        st.stale_in -= 1
+        tids = st.tids
         n = len(tids)
         if n <= self.max_tasks:
             chosen = tids
@@ -120,21 +133,29 @@ class RunDelayReader:
             chosen = (tids[start:] + tids[:start])[: self.max_tasks]
             st.cursor = chosen[-1] + 1
         wait = run = read = 0
+        last, fds, pread = st.last, self._fds, os.pread
         for tid in chosen:
-            now = self._schedstat(tid)
-            if now is None:
-                if tid in st.last:
-                    del st.last[tid]
+            fd = fds.get(tid)
+            try:  # the hot path inline: one pread of a kept descriptor per thread
+                fields = (pread(fd, 128, 0) if fd is not None else self._open_read(tid)).split()
+                now = (int(fields[0]), int(fields[1]))
+            except (OSError, ValueError, IndexError):  # the thread exited (or its ID is reused elsewhere)
+                self._close(tid)
+                if tid in last:
+                    del last[tid]
                     self._release(tid)
+                st.stale_in = 0  # list them again on the next read
                 continue
             read += 1
-            before = st.last.get(tid)
+            before = last.get(tid)
             if before is None:
                 self._users[tid] = self._users.get(tid, 0) + 1
             else:
-                run += max(0, now[0] - before[0])
-                wait += max(0, now[1] - before[1])
-            st.last[tid] = now
+                if now[0] > before[0]:
+                    run += now[0] - before[0]
+                if now[1] > before[1]:
+                    wait += now[1] - before[1]
+            last[tid] = now
         return TaskDelay(wait, run, n, read)
 
     def pressure_total_us(self, cgroup: str, resource: str) -> int | None:
@@ -168,15 +189,9 @@ class RunDelayReader:
         self._users.clear()
         self._sets.clear()
 
-    def _schedstat(self, tid: int) -> tuple[int, int] | None:
-        fd = self._fds.get(tid)
-        try:
-            if fd is None:
-                fd = self._fds[tid] = os.open(f"{self.proc}/{tid}/schedstat", os.O_RDONLY | os.O_CLOEXEC)
-            return parse_schedstat(os.pread(fd, 128, 0))
-        except (OSError, ValueError, IndexError):  # the thread exited (or its ID is reused elsewhere)
-            self._close(tid)
-            return None
+    def _open_read(self, tid: int) -> bytes:
+        fd = self._fds[tid] = os.open(f"{self.proc}/{tid}/schedstat", os.O_RDONLY | os.O_CLOEXEC)
+        return os.pread(fd, 128, 0)
 
     def _release(self, tid: int) -> None:
         left = self._users.get(tid, 0) - 1

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.sense.collectors.run_queue import OFFLINE_EVERY
 from agent.sense.sampler import Sampler
 from agent.windows.store import WindowStore
 from cgroup import CgroupParseError, FileCache
@@ -59,7 +60,7 @@ def test_more_runnable_threads_than_cpus_wait_and_a_sleeper_does_not(v1tree: V1T
 def test_a_pod_with_many_threads_is_read_a_bounded_slice_per_turn(v1tree: V1Tree) -> None:
     _, pod, (ctr,) = v1tree.pod("burstable")
     proc = v1tree.start(ctr, THREADS, "9")  # 10 threads
-    reader = RunDelayReader(v1tree.layout, FileCache(), max_tasks=4)
+    reader = RunDelayReader(v1tree.layout, FileCache(), max_tasks=4, relist_every=100)
     wait_for(lambda: len(reader.tasks([pod, ctr])) == 10, what=f"10 threads, {reader.tasks([pod, ctr])}")
     slices = [reader.read(pod, [pod, ctr]) for _ in range(3)]
     assert [(s.tasks, s.read) for s in slices] == [(10, 4)] * 3
@@ -67,7 +68,8 @@ def test_a_pod_with_many_threads_is_read_a_bounded_slice_per_turn(v1tree: V1Tree
     proc.kill()
     proc.wait()
     wait_for(lambda: not reader.tasks([pod, ctr]))
-    gone = reader.read(pod, [pod, ctr])
+    reader.read(pod, [pod, ctr])  # finds its threads gone ...
+    gone = reader.read(pod, [pod, ctr])  # ... and lists them again
     assert (gone.tasks, gone.read) == (0, 0) and not reader._fds  # exited threads' descriptors closed
     reader.close()
 
@@ -94,21 +96,27 @@ def test_pressure_totals_on_v2(tmp_path: Path) -> None:
 
 
 @pytest.mark.cgroupv1
-def test_the_collector_fills_every_pod_from_its_second_reading(v1tree: V1Tree) -> None:
+def test_the_collector_reads_online_pods_on_their_visits_and_offline_pods_on_their_own_turn(v1tree: V1Tree) -> None:
     _, _, (on,) = v1tree.pod("burstable")
     _, _, (off,) = v1tree.pod("besteffort")
     v1tree.start(on)
     v1tree.start(off)
     source = ClassedPodSource(v1tree.layout, v1tree.model, lambda i, _: "offline" if i == 1 else "online")
-    sampler = Sampler(v1tree.layout, v1tree.model, source, WindowStore())
+    sampler = Sampler(v1tree.layout, v1tree.model, source, WindowStore())  # online pods visited every pass
+    readings: dict[str, list[float]] = {"online": [], "offline": []}
     try:
         first = sampler.sample()
         assert all(p.run_queue is not None and p.run_queue.delay is None for p in first.pods.values())
-        time.sleep(0.3)
-        second = sampler.sample()
-        for p in second.pods.values():
-            rq = p.run_queue
-            assert rq is not None and rq.threads == 1 and rq.delay is not None and rq.wait_share is not None
-            assert 0.0 <= rq.wait_share <= 1.0
+        for _ in range(2 * OFFLINE_EVERY):
+            time.sleep(0.02)
+            for p in sampler.sample().pods.values():
+                rq = p.run_queue
+                assert rq is not None and rq.threads == 1
+                readings[p.meta.pod_class].append(rq.at)
+                if rq.delay is not None:
+                    assert rq.wait_share is not None and 0.0 <= rq.wait_share <= 1.0
+        assert len(set(readings["online"])) == 2 * OFFLINE_EVERY  # a fresh reading every visit
+        read_first = {p.run_queue.at for p in first.pods.values() if p.run_queue is not None}
+        assert len(set(readings["offline"]) - read_first) == 2  # on its own turn: twice in 2 x OFFLINE_EVERY passes
     finally:
         sampler.close()

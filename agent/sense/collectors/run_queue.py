@@ -4,13 +4,16 @@ at most `MAX_TASKS` threads read per pod and turn, the rest on the next turns), 
 time that was waiting, and on the unified hierarchy where the kernel has PSI the pod's `cpu.pressure` and
 `memory.pressure` some totals as seconds stalled per second.
 
-Read on the pod's turn like its other pod collectors (offline pods every pass, online pods every
-`ONLINE_POD_EVERY` passes): each figure spans the time since the pod's previous reading. The run-queue
+Read on the pod's turn: online pods with their other pod collectors (every `ONLINE_POD_EVERY` passes, every
+pass with the run-queue protection on), offline pods every `OFFLINE_EVERY` passes on their own turn (the pods
+collector visits them every pass for the 1 s decisions, which need none of this; in between their last
+reading stands). Each figure spans the time since the pod's previous reading. The run-queue
 protection (agent/enforce/strategies/run_queue_guard.py) steers batch CPU by the online pods' figures.
 """
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 from agent.sense.collectors.context import CollectorDeps, PassContext
@@ -38,11 +41,20 @@ NODE_RUN_QUEUE_DELAY = Family(
 )
 
 
+#: passes between two readings of an offline pod (online pods: on their own turn, every pass with the run-queue
+#: protection on): the pods collector visits offline pods every pass for the 1 s decisions, which need none of
+#: this
+OFFLINE_EVERY = 5
+
+
 @dataclass(slots=True)
 class _Last:
     at: float
     cpu_us: int | None
     memory_us: int | None
+    turn: int  # the pod's turn among OFFLINE_EVERY passes
+    seq: int  # the pass it was read in
+    sample: RunQueue | None = None
 
 
 class RunQueueCollector:
@@ -54,28 +66,39 @@ class RunQueueCollector:
         self._last: dict[str, _Last] = {}
 
     def collect(self, ctx: PassContext) -> RunQueue:
-        assert ctx.pod is not None
+        assert ctx.pod is not None and ctx.meta is not None
         pod, now = ctx.pod, ctx.now
+        last = self._last.get(pod.path)
+        if (
+            last is not None
+            and last.sample is not None
+            and ctx.meta.pod_class == "offline"
+            and (ctx.seq + last.turn) % OFFLINE_EVERY
+            and ctx.seq - last.seq < OFFLINE_EVERY
+        ):
+            return last.sample  # not its turn: its last reading stands
         cgroups = (pod.path, *[c.path for c in pod.containers])
         d = self.delays.read(pod.path, cgroups)
         cpu_us = self.delays.pressure_total_us(pod.path, "cpu") if self.psi else None
         memory_us = self.delays.pressure_total_us(pod.path, "memory") if self.psi else None
         if self.psi and cpu_us is None and not self.is_v2:
             self.psi = False  # a hybrid host whose pods have no directory on the unified tree
-        last = self._last.get(pod.path)
-        self._last[pod.path] = _Last(now, cpu_us, memory_us)
+        turn = zlib.crc32(pod.path.encode()) if last is None else last.turn
         if last is None or now <= last.at:
-            return RunQueue(None, None, None, None, d.tasks, now)
-        span = now - last.at
-        runnable = d.wait_ns + d.run_ns
-        return RunQueue(
-            d.wait_ns / 1e9 / span,
-            d.wait_ns / runnable if runnable > 0 else 0.0,
-            _rate(last.cpu_us, cpu_us, span),
-            _rate(last.memory_us, memory_us, span),
-            d.tasks,
-            now,
-        )
+            sample = RunQueue(None, None, None, None, d.tasks, now)
+        else:
+            span = now - last.at
+            runnable = d.wait_ns + d.run_ns
+            sample = RunQueue(
+                d.wait_ns / 1e9 / span,
+                d.wait_ns / runnable if runnable > 0 else 0.0,
+                _rate(last.cpu_us, cpu_us, span),
+                _rate(last.memory_us, memory_us, span),
+                d.tasks,
+                now,
+            )
+        self._last[pod.path] = _Last(now, cpu_us, memory_us, turn, ctx.seq, sample)
+        return sample
 
     def forget(self, cgroup: str) -> None:
         self._last.pop(cgroup, None)
