@@ -5,10 +5,10 @@
  *
  *   server PORT THREADS ITERS   UDP echo on 127.0.0.1:PORT; each request does ITERS rounds of fixed work
  *   calibrate MICROS            prints the ITERS that take MICROS on this CPU (the minimum of many trials)
- *   loadgen PORT RATE SECONDS SEED OUT SKIP
+ *   loadgen PORT RATE SECONDS SEED OUT SKIP [START]
  *                               open-loop Poisson sender; writes one int64 per request scheduled after the first
  *                               SKIP seconds to OUT: reply time minus the request's *scheduled* send time (ns),
- *                               -1 when no reply came
+ *                               -1 when no reply came; the schedule starts at START (CLOCK_REALTIME ns) if given
  *   burn THREADS                busy threads until SIGTERM; prints the loop rounds done
  *   stream MIB                  reads and writes a MIB buffer over and over until SIGTERM; prints bytes streamed
  */
@@ -147,7 +147,8 @@ static void *receiver(void *p) {
     return NULL;
 }
 
-static int loadgen(int port, double rate, double seconds, unsigned seed, const char *out, double skip) {
+static int loadgen(int port, double rate, double seconds, unsigned seed, const char *out, double skip,
+                   int64_t at) {
     /* the generator stands for clients on other machines: real-time priority keeps its own delays out of
        the figures (its work is microseconds per request) */
     struct sched_param sp = {.sched_priority = 10};
@@ -166,7 +167,8 @@ static int loadgen(int port, double rate, double seconds, unsigned seed, const c
     g.sched = malloc(cap * sizeof(int64_t));
     g.lat = malloc(cap * sizeof(int64_t));
     srand48(seed);
-    int64_t start = now_ns(CLOCK_REALTIME) + 20000000, t = start, end = start + (int64_t)(seconds * 1e9);
+    int64_t now = now_ns(CLOCK_REALTIME), start = at > now ? at : now + 1000000;
+    int64_t t = start, end = start + (int64_t)(seconds * 1e9);
     long n = 0;
     while (n < cap) {
         t += (int64_t)(-log1p(-drand48()) / rate * 1e9); /* exponential gaps: Poisson arrivals */
@@ -254,7 +256,8 @@ int main(int argc, char **argv) {
     if (argc >= 5 && !strcmp(argv[1], "server")) return server(atoi(argv[2]), atoi(argv[3]), atol(argv[4]));
     if (argc >= 3 && !strcmp(argv[1], "calibrate")) return calibrate(atof(argv[2]));
     if (argc >= 8 && !strcmp(argv[1], "loadgen"))
-        return loadgen(atoi(argv[2]), atof(argv[3]), atof(argv[4]), (unsigned)atoi(argv[5]), argv[6], atof(argv[7]));
+        return loadgen(atoi(argv[2]), atof(argv[3]), atof(argv[4]), (unsigned)atoi(argv[5]), argv[6], atof(argv[7]),
+                       argc >= 9 ? atoll(argv[8]) : 0);
     if (argc >= 3 && !strcmp(argv[1], "burn")) return burn(atoi(argv[2]));
     if (argc >= 3 && !strcmp(argv[1], "stream")) return stream(atol(argv[2]));
     fprintf(stderr, "usage: see the comment at the top of interference.c\n");

@@ -372,11 +372,14 @@ def measure(
         if config == "F0":
             n.pin_server({0})
             stack.callback(n.pin_server, set(range(n.ncpu)))
-        t_load = time.monotonic()
+        # the schedule starts half a second from now on both clocks, so the CPU window and the latencies measured
+        # are the same span however late the generator's process starts
+        t_load = time.monotonic() + 0.5
+        start_ns = time.time_ns() + 500_000_000
         argv = [n.exe, "loadgen", str(n.port), f"{rate:.3f}", str(learn + settle + seconds), str(1000 * rep + 7),
-                out.name, str(learn + settle)]  # fmt: skip
+                out.name, str(learn + settle), str(start_ns)]  # fmt: skip
         gen = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
-        time.sleep(learn)
+        time.sleep(max(0.0, t_load + learn - time.monotonic()))
         started = time.monotonic()
         if config in BATCH:
             antagonists = stack.enter_context(n.batch())
