@@ -12,6 +12,7 @@ A document that fails is rejected whole with `DocumentRejected`, whose `reason` 
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
@@ -39,6 +40,14 @@ _TYPE_ERRORS = frozenset(
 _RANGE_ERRORS = frozenset(
     {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "string_too_long", "string_pattern_mismatch"}
 )
+
+
+def json_number(x: float | None) -> float | None:
+    """A number as the agent writes it into a document: None for unknown, NaN or infinite (JSON has no NaN)."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
 
 
 def clamp_ratio(value: float) -> float:
@@ -192,8 +201,6 @@ class NodeDocument(_Model):
     network: Network
     windows: dict[str, Window]
     units: dict[str, str]
-    # the online and offline pods' run-queue delay, summed (null: no reading); absent from an older agent
-    run_queue: dict[str, Annotated[float, Field(ge=0.0)] | None] = Field(default_factory=dict)
     timestamp: Timestamp
     seq: Bytes
     oversubscription: Oversubscription

@@ -81,11 +81,11 @@ def test_the_models_describe_exactly_what_the_agent_writes(agent_app: TestClient
 
 
 def test_a_required_field_missing_from_the_agent_is_an_error_not_a_zero() -> None:
-    # `qos` and `run_queue` came later (additive): an agent from before them is read with empty sections
+    # `qos` came later (additive): an agent from before it is read with an empty section
     optional = {k for k, f in NodeDocument.model_fields.items() if not f.is_required()}
-    assert optional == {"qos", "run_queue"}
+    assert optional == {"qos"}
     doc = real_node_document("n1", 0.3)
-    del doc["qos"], doc["run_queue"]
+    del doc["qos"]
     assert parse_sample("n1", json.dumps(doc), sorted(AGENT_WINDOWS), T0).node == "n1"
     for key in sorted(_fields(NodeDocument) - optional):
         doc = real_node_document("n1", 0.3)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from agent.enforce.actions import Action, Restore, SetCpuQuota
+from agent.enforce.actions import Action, Restore
 from agent.enforce.ledger import Ledger, Touched
 from agent.enforce.originals import Originals
 from agent.enforce.parts.registry import PARTS
@@ -46,11 +46,7 @@ class Restorer:
     def asked(self) -> frozenset[tuple[str, str]]:
         """(cgroup, file) a strategy asks a value of in this pass: not put back (read only by a restore)."""
         if self._asked is None:
-            asked = {(a.cgroup, a.file) for a in self._wishes if not isinstance(a, Restore)}
-            asked.update(
-                (c, SetCpuQuota.file) for a in self._wishes if isinstance(a, SetCpuQuota) for c in a.containers
-            )
-            self._asked = frozenset(asked)
+            self._asked = frozenset(asked for a in self._wishes if not isinstance(a, Restore) for asked in a.asks())
         return self._asked
 
     # -- RestoreIO -------------------------------------------------------------------------------------

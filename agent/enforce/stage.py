@@ -32,7 +32,7 @@ from agent.enforce.parts.registry import parts_protecting
 from agent.enforce.strategies import reconcile
 from agent.enforce.strategies.cpu_suppression import CpuReport
 from agent.enforce.strategies.memory_high import MemoryHighReport
-from agent.enforce.strategies.registry import Facts, Strategy, own_originals
+from agent.enforce.strategies.registry import Facts, Strategy, own_originals, pass_needs, report_defaults
 from agent.node_state import NodeState, node_state
 from agent.sense.slo_scrape import SloScraper
 from agent.snapshot import Snapshot
@@ -63,7 +63,7 @@ class Enforcer:
         *,
         dry_run: bool = False,
         host_root: str = "/",
-        memory_high_watermark: Callable[[], float] = lambda: 60.0,
+        memory_high_watermark: Callable[[], float] = lambda: 80.0,
         clock: Callable[[], float] = time.monotonic,
         registered: Sequence[Strategy],
         facts: Facts | None = None,
@@ -77,6 +77,7 @@ class Enforcer:
         self.ledger.load()
         self.facts = facts or detect_facts(layout, model, reader)
         self.strategies: tuple[Strategy, ...] = tuple(registered)
+        self.reads = pass_needs(self.strategies)  # what they need read each pass (the sampler's pace)
         # a pod's own limits a strategy writes (batch pods' batch values) are its originals: what restore puts back
         self.originals = Originals(layout, reader, self.ledger, config, host_root, own_originals(self.strategies))
         self.executor = (DryRunExecutor if dry_run else CgroupExecutor)(layout, reader, self.ledger, self.originals,
@@ -102,7 +103,7 @@ class Enforcer:
     # -- what a pass decided (the reports, merged) --------------------------------------------------------
     def report(self) -> dict[str, Any]:
         """Every strategy's report in one mapping, over the defaults of those not active."""
-        return enforcement_report.merged(self.reports)
+        return enforcement_report.merged(self.reports, report_defaults())
 
     def _cpu(self) -> CpuReport:
         """The CPU policy's report (an empty one while no pass had a budget, or no CPU policy runs)."""
@@ -231,7 +232,7 @@ class Enforcer:
         """What the section and the metrics show, read once."""
         return enforcement_report.EnforcementState(
             self.dry_run, self.config.cpu_policy, self.memory_status, self.reports, self.touched,
-            self.writes, self.errors, self.last_error,
+            self.writes, self.errors, self.last_error, report_defaults(),
         )  # fmt: skip
 
     def section(self) -> dict[str, Any]:

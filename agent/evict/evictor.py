@@ -2,7 +2,10 @@
 
 The node's real usage (all pods plus system) as a percentage of allocatable, averaged over a short window
 so one spike does not evict, is compared with the watermarks from the node annotations
-`volcano.sh/evicting-{cpu,memory}-{high,low}-watermark` (defaults CPU 80/30, memory 60/30):
+`volcano.sh/evicting-{cpu,memory}-{high,low}-watermark` (defaults CPU 80/30, memory 80/30, Volcano's memory
+high is 60); batch pods' CPU within their kubernetes.io/batch-cpu requests is not counted, what the node
+lent them and takes back by throttling (agent/node_state.py `watermark_usage`; docs/online-qos.md, lending and
+the watermarks):
 
 - above a high watermark the node enters the evicting state: `volcano.sh/offline-job-evicting=true`,
   oversubscription published as 0, optionally a NoSchedule taint; offline pods are evicted (lowest priority,

@@ -54,12 +54,12 @@ class Sampler:
         enabled = (enabled_from({}) if collectors is None else collectors) | always_on()  # None: the defaults
         self.collectors = enabled
         chosen = [s for s in specs() if s.name in enabled]
-        built: dict[str, Collector] = {s.name: s.factory(self.deps) for s in chosen}
+        built: dict[str, Collector[Any]] = {s.name: s.factory(self.deps) for s in chosen}
         self._node_scope = tuple((s.name, s.fills, built[s.name]) for s in chosen if s.scope == "node")
         self._pod_scope = tuple(s.name for s in chosen if s.scope == "pod")
         for collector in built.values():
             if isinstance(collector, PodsCollector):
-                collector.parts = tuple((s.name, s.fills, built[s.name]) for s in chosen if s.scope == "pod")
+                collector.parts = tuple((s.name, s.store, built[s.name]) for s in chosen if s.store is not None)
         self._built = tuple(built.values())
         self._ctx = PassContext(PassClock(s.name for s in chosen))
         self._previous: set[str] = set()  # cgroups read by the last pass

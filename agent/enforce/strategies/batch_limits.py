@@ -219,4 +219,5 @@ def _build(config: AgentConfig, facts: Facts) -> BatchLimits | None:
     return BatchLimits(config.batch, config.enforcement.cpu_period_us) if config.batch.enabled else None
 
 
-register(BatchLimits.name, _build, order=50)  # after cfs_quota: it sees the quota
+# after cfs_quota: it sees the quota; while not active, each batch pod's values and what is not written: none
+register(BatchLimits.name, _build, order=50, report_defaults={"batch": {"pods": {}, "problems": {}}})

@@ -35,6 +35,7 @@ from agent.enforce.actions import Part, Plan, Recorded, Report
 from agent.enforce.strategies.cpu_suppression import budget
 from agent.enforce.strategies.registry import Facts, register
 from agent.node_state import NodeState
+from agent.sense.pace import PassNeeds
 
 Judgement = Literal["rise", "quiet", "hold", "learning", "idle"]
 GuardState = Literal["open", "cut", "holding", "growing"]
@@ -192,6 +193,7 @@ class RunQueueGuard:
 
     def __init__(self, config: EnforcementConfig) -> None:
         self.config, self.rq = config, config.rq_protection
+        self.reads = PassNeeds(online_pods=True)  # each online pod's reading every pass, not every 5
 
     def plan(self, state: NodeState, recorded: Recorded) -> Plan:
         memo: GuardMemo = recorded.memo or GuardMemo()
@@ -207,4 +209,4 @@ def _guard(config: AgentConfig, facts: Facts) -> RunQueueGuard | None:
     return RunQueueGuard(e) if e.rq_protection.enabled and e.cpu_policy != "none" else None
 
 
-register(RunQueueGuard.name, _guard, order=15)
+register(RunQueueGuard.name, _guard, order=15, report_defaults={"run_queue_guard": {}})

@@ -14,13 +14,17 @@ protection (agent/enforce/strategies/run_queue_guard.py) steers batch CPU by the
 from __future__ import annotations
 
 import zlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from agent.sense.collectors.context import CollectorDeps, PassContext
 from agent.sense.collectors.registry import register
-from agent.snapshot import RunQueue
+from agent.snapshot import PodSample, RunQueue, Snapshot
 from cgroup.run_delay import RunDelayReader
-from common.families import Family
+from common.exposition import LabelShapes
+from common.families import Families, Family, FamilyLines, PutLine
+from contract.agent_api import json_number
 
 RUN_QUEUE_DELAY = Family(
     "colo_pod_run_queue_delay_seconds_per_second",
@@ -114,13 +118,75 @@ def _rate(before: int | None, after: int | None, span: float) -> float | None:
     return (after - before) / 1e6 / span
 
 
+def _store(sample: PodSample, part: RunQueue) -> None:
+    sample.run_queue = part
+
+
+def _series(put: PutLine, lines: Sequence[FamilyLines], labels: LabelShapes, pod: PodSample) -> None:
+    rq = pod.run_queue
+    if rq is None:
+        return
+    delay, share, stall, _node = lines
+    put(delay, labels.base, rq.delay)
+    put(share, labels.base, rq.wait_share)
+    if rq.cpu_some is not None or rq.memory_some is not None:
+        tmpl = labels.template(("resource",))
+        put(stall, tmpl % "cpu", rq.cpu_some)
+        put(stall, tmpl % "memory", rq.memory_some)
+
+
+def by_class(snap: Snapshot) -> dict[str, float | None]:
+    """Run-queue delay of the node's online and offline pods, summed over each pod's latest reading (seconds
+    per second); None for a class no pod of which has a reading."""
+    sums: dict[str, float | None] = {"online": None, "offline": None}
+    for p in snap.pods.values():
+        rq = p.run_queue
+        if rq is not None and rq.delay is not None:
+            key = "offline" if p.meta.pod_class == "offline" else "online"
+            sums[key] = (sums[key] or 0.0) + rq.delay
+    return sums
+
+
+def _node_series(f: Families, snap: Snapshot, labels: dict[str, str]) -> None:
+    for cls, delay in by_class(snap).items():
+        f.add(NODE_RUN_QUEUE_DELAY, {**labels, "class": cls}, delay)
+
+
+def _fields(pod: PodSample) -> Mapping[str, Any]:
+    """What the pod's threads felt since its previous reading (null while the collector has not read it)."""
+    rq = pod.run_queue
+    if rq is None:
+        return {"run_queue": None}
+    return {
+        "run_queue": {
+            "delay_seconds_per_second": json_number(rq.delay),
+            "wait_ratio": json_number(rq.wait_share),
+            "cpu_stall_seconds_per_second": json_number(rq.cpu_some),
+            "memory_stall_seconds_per_second": json_number(rq.memory_some),
+            "threads": rq.threads,
+        }
+    }
+
+
 register(
     "run_queue",
     True,
     RunQueueCollector,
-    fills="run_queue",
+    store=_store,
     order=52,
     scope="pod",
+    families=(RUN_QUEUE_DELAY, RUN_QUEUE_WAIT_SHARE, STALL, NODE_RUN_QUEUE_DELAY),
+    node_series=_node_series,
+    pod_series=_series,
+    pod_fields=_fields,
+    units={
+        "run_queue.delay_seconds_per_second": "seconds_per_second",
+        "run_queue.wait_ratio": "ratio",
+        "run_queue.cpu_stall_seconds_per_second": "seconds_per_second",
+        "run_queue.memory_stall_seconds_per_second": "seconds_per_second",
+        "run_queue.threads": "count",
+    },
+    example=RunQueue(0.1, 0.05, 0.02, 0.01, 3, 0.0),
     what="Run-queue delay of every pod's threads (/proc schedstat; at most 64 threads read per pod and turn) "
     "and, on cgroup v2 with PSI, its CPU and memory stall totals.",
 )
