@@ -186,45 +186,26 @@ class DiskQosConfig(Strict):
 
 
 class RunQueueProtectionConfig(Strict):
-    """Batch CPU steered by what online pods feel (agent/enforce/strategies/run_queue_guard.py): the share of
-    their threads' runnable time spent waiting for a CPU (the run_queue collector), against each pod's own
-    quiet baseline. Cuts the offline CPU budget below the utilization rule's on a rise, grows it back step by
-    step while quiet; the utilization rule stays the ceiling."""
+    """Batch CPU steered by what online pods feel (agent/enforce/strategies/run_queue_guard.py)."""
 
     #: Cut batch CPU when online pods wait on run queues more than their quiet baseline.
     enabled: bool = False
-    #: A pod's reading rises when its wait share exceeds both baseline × this and baseline + rise_points.
+    #: A reading rises above both baseline × this and baseline + rise_points (share of runnable time waiting).
     rise_ratio: float = Field(default=1.5, gt=1, le=100)
-    #: ... and baseline + this many points of its runnable time (0-1): small shares are noise.
-    rise_points: float = Field(default=0.05, gt=0, le=1)
-    #: A reading is quiet below baseline × this (or baseline + rise_points / 2): between quiet and rise, hold.
+    rise_points: float = Field(default=0.05, gt=0, le=1)  # the least rise that counts, in points of the share
+    #: A reading is quiet below baseline × this (or baseline + rise_points / 2); in between the ceiling holds.
     quiet_ratio: float = Field(default=1.2, ge=1, le=100)
-    #: A pod counts only when its threads waited at least this many seconds per second (an idle pod's share is
-    #: noise).
-    min_delay_seconds: float = Field(default=0.005, ge=0)
-    #: A pod's quiet baseline is the lowest wait share of its last this many readings (one per turn).
-    baseline_readings: int = Field(default=60, ge=2, le=10_000)
-    #: A rise multiplies the offline CPU budget by this (at once, per rising reading).
-    cut_factor: float = Field(default=0.5, gt=0, lt=1)
-    #: After this many quiet readings in a row the budget grows ...
+    cut_factor: float = Field(default=0.5, gt=0, lt=1)  # a rise multiplies the offline CPU budget by this, at once
+    #: After this many quiet readings in a row the budget grows by grow_share of allocatable per quiet reading.
     quiet_readings: int = Field(default=2, ge=1, le=100)
-    #: ... by this share of allocatable per quiet reading, until the utilization rule's budget is reached.
-    grow_share: float = Field(default=0.05, gt=0, le=1)
-    #: Scrape the latency histogram of online pods that declare an SLO (colo.io/slo-* annotations) every 5 s
-    #: and judge them by their slack instead of their run-queue wait while they have a figure.
-    slo_feedback: bool = True
-    #: An SLO pod's scrape rises when its slack, (SLO − p99) / SLO, is below this (0: p99 above the SLO).
-    slo_rise_slack: float = Field(default=0.0, ge=-1, lt=1)
-    #: ... and is quiet above this (the band between is the hysteresis).
-    slo_quiet_slack: float = Field(default=0.2, gt=-1, le=1)
+    grow_share: float = Field(default=0.05, gt=0, le=1)  # share of allocatable the budget grows per quiet reading
+    slo_feedback: bool = True  # judge pods that declare an SLO (colo.io/slo-*, scraped every 5 s) by their slack
 
     @model_validator(mode="after")
     def _hysteresis(self) -> RunQueueProtectionConfig:
-        if self.quiet_ratio >= self.rise_ratio:
-            raise ValueError("enforcement.rq_protection.quiet_ratio must be below rise_ratio")
-        if self.slo_quiet_slack <= self.slo_rise_slack:
-            raise ValueError("enforcement.rq_protection.slo_quiet_slack must be above slo_rise_slack")
-        return self
+        if self.quiet_ratio < self.rise_ratio:
+            return self
+        raise ValueError("enforcement.rq_protection.quiet_ratio must be below rise_ratio")
 
 
 class EnforcementConfig(Strict):

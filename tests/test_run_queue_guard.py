@@ -10,7 +10,7 @@ import pytest
 from agent.config import AgentConfig, EnforcementConfig, RunQueueProtectionConfig, load_config
 from agent.enforce.actions import Recorded
 from agent.enforce.strategies import cpu_suppression
-from agent.enforce.strategies.run_queue_guard import Feel, GuardMemo, RunQueueGuard, decide, judge
+from agent.enforce.strategies.run_queue_guard import BASELINE_READINGS, Feel, GuardMemo, RunQueueGuard, decide, judge
 from agent.node_state import node_state
 from agent.snapshot import RunQueue, SloReading
 from common.config import ConfigError
@@ -73,12 +73,12 @@ def test_the_ceiling_after_a_reading(
 
 
 def test_the_baseline_is_the_lowest_recent_reading_and_forgets_old_ones() -> None:
-    c = RunQueueProtectionConfig(enabled=True, baseline_readings=3)
     m = GuardMemo()
-    for t, share in enumerate((0.3, 0.1, 0.3, 0.3, 0.3)):
-        m = decide([Feel("a", share, 0.1, float(t))], m, 1.0, 2.0, c, 0.1).memo
-    assert m.history["a"] == (0.3, 0.3, 0.3)  # the 0.1 fell out: sustained contention becomes the baseline
-    d = decide([Feel("a", 0.32, 0.1, 9.0)], m, 1.0, 2.0, c, 0.1)
+    shares = (0.3, 0.1) + (0.3,) * BASELINE_READINGS
+    for t, share in enumerate(shares):
+        m = decide([Feel("a", share, 0.1, float(t))], m, 1.0, 2.0, C, 0.1).memo
+    assert m.history["a"] == (0.3,) * BASELINE_READINGS  # the 0.1 fell out: sustained contention is the baseline
+    d = decide([Feel("a", 0.32, 0.1, 999.0)], m, 1.0, 2.0, C, 0.1)
     assert d.judged["a"][0] == "quiet"
 
 

@@ -3,10 +3,10 @@ pods feel, not by how busy the node looks.
 
 The signal is each online pod's wait share: the share of its threads' runnable time spent waiting for a CPU
 since its previous reading (the run_queue collector, /proc schedstat; one reading per pod turn). Each pod is
-judged against its own quiet baseline, the lowest share of its last `baseline_readings` readings:
+judged against its own quiet baseline, the lowest share of its last `BASELINE_READINGS` readings:
 
 - a fresh reading *rises* when it is above both baseline × `rise_ratio` and baseline + `rise_points` (and the
-  pod waited at least `min_delay_seconds` per second: an idle pod's share is noise); any rising pod cuts
+  pod waited at least `MIN_DELAY_SECONDS` per second: an idle pod's share is noise); any rising pod cuts
   the ceiling on the offline CPU budget to `cut_factor` × the lower of the ceiling and the utilization rule's
   budget, at once (a Heracles-style multiplicative decrease: further and faster than the utilization rule);
 - a reading is *quiet* below baseline × `quiet_ratio` (or baseline + rise_points / 2); after `quiet_readings`
@@ -17,7 +17,7 @@ judged against its own quiet baseline, the lowest share of its last `baseline_re
 
 The utilization rule stays the floor of protection: the CPU policies (cpu_suppression.py) hold offline pods to
 the lower of this ceiling and their own budget, and never release them while it is set. A baseline taken while
-batch ran is only as low as the best the pod saw: after `baseline_readings` readings of sustained contention
+batch ran is only as low as the best the pod saw: after `BASELINE_READINGS` readings of sustained contention
 the baseline follows it (the ceiling then grows back), so a pod whose normal is busy is not starved forever.
 
 `decide` is the pure decision (signal in, ceiling out), table-tested; `RunQueueGuard` is the registered
@@ -71,11 +71,17 @@ class Decision:
     judged: Mapping[str, tuple[Judgement, float, float | None]]  # uid -> (judgement, share, baseline)
 
 
-def judge_slack(slack: float, c: RunQueueProtectionConfig) -> Judgement:
-    """An SLO pod's scrape: below `slo_rise_slack` it rises, above `slo_quiet_slack` it is quiet."""
-    if slack < c.slo_rise_slack:
+MIN_DELAY_SECONDS = 0.005  # a pod that waited less per second is not judged: an idle pod's share is noise
+BASELINE_READINGS = 60  # a pod's quiet baseline: the lowest wait share of its last this many readings
+SLO_RISE_SLACK = 0.0  # an SLO pod's p99 above its objective rises
+SLO_QUIET_SLACK = 0.2  # ... and 20% or more below it is quiet; in between the ceiling holds
+
+
+def judge_slack(slack: float) -> Judgement:
+    """An SLO pod's scrape: negative slack (p99 above the objective) rises, 20% or more slack is quiet."""
+    if slack < SLO_RISE_SLACK:
         return "rise"
-    return "quiet" if slack > c.slo_quiet_slack else "hold"
+    return "quiet" if slack >= SLO_QUIET_SLACK else "hold"
 
 
 def judge(share: float, delay: float, baseline: float | None, c: RunQueueProtectionConfig) -> Judgement:
@@ -83,7 +89,7 @@ def judge(share: float, delay: float, baseline: float | None, c: RunQueueProtect
     if baseline is None:
         return "learning"
     if share > max(baseline * c.rise_ratio, baseline + c.rise_points):
-        return "rise" if delay >= c.min_delay_seconds else "idle"
+        return "rise" if delay >= MIN_DELAY_SECONDS else "idle"
     if share <= max(baseline * c.quiet_ratio, baseline + c.rise_points / 2):
         return "quiet"
     return "hold"
@@ -105,9 +111,9 @@ def decide(
         baseline = min(past) if past else None
         fresh = memo.seen.get(f.uid) != f.at
         if fresh:
-            past = (*past, f.wait_share)[-c.baseline_readings :]  # the baseline learns with or without an SLO
+            past = (*past, f.wait_share)[-BASELINE_READINGS:]  # the baseline learns with or without an SLO
         if f.slack is not None:  # the pod's own latency, while its scrapes give one
-            verdict, fresh = judge_slack(f.slack, c), memo.seen.get(f.uid) != f.slack_at
+            verdict, fresh = judge_slack(f.slack), memo.seen.get(f.uid) != f.slack_at
             judged[f.uid] = (verdict, f.slack, None)
             if verdict == "rise" and fresh:
                 slo_rising.append((f.uid, f.slack))
