@@ -116,8 +116,10 @@ def place_labels(ax: Axes, points: Sequence[Point], renderer: RendererBase) -> l
     bb = ax.get_window_extent(renderer)
     frame = Box(bb.x0 + 1, bb.y0 + 1, bb.x1 - 1, bb.y1 - 1)
     centres = [tuple(ax.transData.transform((p.x, p.y))) for p in points]
-    markers = [Box(cx - p.radius_pt * px, cy - p.radius_pt * px, cx + p.radius_pt * px, cy + p.radius_pt * px)
-               for p, (cx, cy) in zip(points, centres, strict=True)]  # fmt: skip
+    markers = [
+        Box(cx - p.radius_pt * px, cy - p.radius_pt * px, cx + p.radius_pt * px, cy + p.radius_pt * px)
+        for p, (cx, cy) in zip(points, centres, strict=True)
+    ]
     placed: list[Box] = []
     labels: list[Annotation] = []
     for point, (cx, cy) in zip(points, centres, strict=True):
@@ -145,9 +147,17 @@ def place_labels(ax: Axes, points: Sequence[Point], renderer: RendererBase) -> l
         led = radius >= LEADER_PT or box.distance(cx, cy) > box.distance(*centres[nearest])
         leader = {"arrowstyle": "-", "lw": 0.6, "color": "0.35", "shrinkA": 1, "shrinkB": point.radius_pt * 0.8}
         label = ax.annotate(
-            point.name, (point.x, point.y), xytext=offset, textcoords="offset points", ha=ha, va=va,
-            fontsize=LABEL_FONT, zorder=6, annotation_clip=False, arrowprops=leader if led else None,
-        )  # fmt: skip
+            point.name,
+            (point.x, point.y),
+            xytext=offset,
+            textcoords="offset points",
+            ha=ha,
+            va=va,
+            fontsize=LABEL_FONT,
+            zorder=6,
+            annotation_clip=False,
+            arrowprops=leader if led else None,
+        )
         label.set_in_layout(False)
         placed.append(box)
         labels.append(label)
@@ -167,9 +177,17 @@ def draw_pareto(ax: Axes, result: Result, resource: str) -> list[Point]:
         f = result.policies[name][resource]
         colour, marker = STYLE.get(name, ("0.5", "o"))
         size = COLO_SIZE if name == "colo" else OTHER_SIZE
-        ax.scatter(f["oracle_fraction"], f["violation_rate"], s=size, c=colour, marker=marker,
-                   edgecolors="black" if name == "colo" else "none", linewidths=0.6,
-                   zorder=5 if name == "colo" else 3, label=name)  # fmt: skip
+        ax.scatter(
+            f["oracle_fraction"],
+            f["violation_rate"],
+            s=size,
+            c=colour,
+            marker=marker,
+            edgecolors="black" if name == "colo" else "none",
+            linewidths=0.6,
+            zorder=5 if name == "colo" else 3,
+            label=name,
+        )
         points.insert(0, Point(name, f["oracle_fraction"], f["violation_rate"], math.sqrt(size) / 2))
     ax.set_xlabel("oracle fraction (higher: lends more of what was safe)")
     ax.set_ylabel("violation rate (lower: safer)")

@@ -46,40 +46,53 @@ def build_flags() -> Flags:
         shown_default="127.0.0.1:8090 standalone, 0.0.0.0:8090 in a cluster",
     )
     f.add(
-        "--admission", "admission_file", "admission webhook settings and colocation profiles (YAML)",
-        metavar="FILE", shown_default="none: no webhook",
-    )  # fmt: skip
+        "--admission",
+        "admission_file",
+        "admission webhook settings and colocation profiles (YAML)",
+        metavar="FILE",
+        shown_default="none: no webhook",
+    )
     f.add_logging()
     p.add_argument("--check", action="store_true", help="validate settings and policy, print them, and exit")
     p.add_argument(
-        "--agent", action="append", default=[], metavar="NAME=URL",
+        "--agent",
+        action="append",
+        default=[],
+        metavar="NAME=URL",
         help="standalone mode, no cluster: poll the agent of node NAME at URL (e.g. http://127.0.0.2:9817); repeat "
         "for more nodes; nothing is written",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--output", choices=["table", "json"], default=None,
+        "--output",
+        choices=["table", "json"],
+        default=None,
         help="standalone: a live table, or one JSON object per cycle on stdout (default: table on a terminal, "
         "else json)",
-    )  # fmt: skip
+    )
     p.add_argument("--once", action="store_true", help="standalone: run one cycle, print it and exit (no HTTP)")
     p.add_argument(
-        "--purge-node-state", action="store_true",
+        "--purge-node-state",
+        action="store_true",
         help="after an uninstall: remove Colo's annotations and taint from every node (of node_selector), set "
         "kubernetes.io/batch-* to what its running batch pods request (removed where none), print what was "
         "written, and exit (docs/uninstall.md)",
-    )  # fmt: skip
+    )
     p.add_argument(
         "--dry-run", action="store_true", help="with --purge-node-state: print what would be removed, change nothing"
     )
     p.add_argument(
-        "--follow", type=_follow_seconds, default=None, metavar="SECONDS",
+        "--follow",
+        type=_follow_seconds,
+        default=None,
+        metavar="SECONDS",
         help="with --purge-node-state: then watch the pods and lower each node's kubernetes.io/batch-* as its "
         "remaining batch pods finish, until none is left (exit 0) or SECONDS have passed (exit 1)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--wide", action="store_true",
+        "--wide",
+        action="store_true",
         help="standalone table: whole status and capacity texts, wider than 100 columns",
-    )  # fmt: skip
+    )
     for action in p._actions:
         if action.dest in f.flag_of:
             action.default = None  # unset flags must not override the file and the environment
@@ -202,8 +215,11 @@ def purge(cfg: ControllerConfig, policy: DynamicSchedulerPolicy, *, dry_run: boo
         kube.close()
     if left:
         nodes = ", ".join(sorted(left))
-        print(f"colo-controller: after {follow:g}s batch pods still run on {nodes}: their batch resources stay at "
-              "what those pods request; run --purge-node-state --follow again", file=sys.stderr)  # fmt: skip
+        print(
+            f"colo-controller: after {follow:g}s batch pods still run on {nodes}: their batch resources stay at "
+            "what those pods request; run --purge-node-state --follow again",
+            file=sys.stderr,
+        )
         return EXIT_RUNTIME
     print("no node carries batch resources any more", flush=True)
     return EXIT_RUNTIME if failed else EXIT_OK

@@ -49,9 +49,14 @@ WATCH_SECONDS = 60
 def colo_annotations(metric_names: Iterable[str]) -> tuple[str, ...]:
     """Every node annotation Colo's agent or controller writes, given the crane metrics synced."""
     return (
-        keys.OVERSUBSCRIPTION_CPU, keys.OVERSUBSCRIPTION_MEMORY, keys.OFFLINE_JOB_EVICTING,
-        *metric_names, keys.HOT_VALUE, keys.LOAD_SCORE, keys.LEGACY_OVERSUBSCRIPTION,
-    )  # fmt: skip
+        keys.OVERSUBSCRIPTION_CPU,
+        keys.OVERSUBSCRIPTION_MEMORY,
+        keys.OFFLINE_JOB_EVICTING,
+        *metric_names,
+        keys.HOT_VALUE,
+        keys.LOAD_SCORE,
+        keys.LEGACY_OVERSUBSCRIPTION,
+    )
 
 
 def carried_batch(node: Mapping[str, Any]) -> dict[str, list[object]]:

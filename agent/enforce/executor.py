@@ -146,8 +146,15 @@ class ConfirmedSettings:
 class CgroupExecutor:
     """Writes through a CgroupWriter; `writes`, `errors` and `last_error` are exported as they are."""
 
-    def __init__(self, layout: Layout, reader: CgroupReader, ledger: Ledger, originals: Originals,
-                 host_root: str = "/", clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+    def __init__(
+        self,
+        layout: Layout,
+        reader: CgroupReader,
+        ledger: Ledger,
+        originals: Originals,
+        host_root: str = "/",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.layout, self.reader, self.ledger, self.originals = layout, reader, ledger, originals
         self.writer = CgroupWriter(layout, reader)
         self.settings = ConfirmedSettings(reader, clock)
@@ -199,15 +206,24 @@ class CgroupExecutor:
         self.ledger.save()
         return Outcome(self.writes - writes, frozenset(failed), refused)
 
-    def _displaced_own_quotas(self, actions: Sequence[Action], ours: list[Action], prepared: list[_Step],
-                              steps: list[_Step], own_parts: frozenset[str]) -> list[_Step]:  # fmt: skip
+    def _displaced_own_quotas(
+        self,
+        actions: Sequence[Action],
+        ours: list[Action],
+        prepared: list[_Step],
+        steps: list[_Step],
+        own_parts: frozenset[str],
+    ) -> list[_Step]:
         """A pod's own value (a quota) that a tighter wish took the place of, which is not written now (refused,
         or no original of it could be had): the pod's own limit still goes, on every pass until it holds."""
         if len(ours) == len(actions):
             return []  # no wish took another's place (the common pass)
         kept, chosen = {id(s) for s in steps}, {id(a) for a in ours}
-        dropped = {(s.action.cgroup, s.action.file) for s in prepared
-                   if not isinstance(s.action, Restore) and id(s) not in kept}  # fmt: skip
+        dropped = {
+            (s.action.cgroup, s.action.file)
+            for s in prepared
+            if not isinstance(s.action, Restore) and id(s) not in kept
+        }
         own = [a for a in actions if not isinstance(a, Restore) and a.part in own_parts and id(a) not in chosen]
         return [step for a in own if (a.cgroup, a.file) in dropped and (step := self._prepare(a)) is not None]
 
@@ -397,8 +413,9 @@ class CgroupExecutor:
             return None
         return quota_change(self.writer, path, cur, quota, period, threshold)
 
-    def move_cpuset(self, pod: str, current: frozenset[int], pod_cpus: frozenset[int],
-                     containers: dict[str, frozenset[int]]) -> bool:  # fmt: skip
+    def move_cpuset(
+        self, pod: str, current: frozenset[int], pod_cpus: frozenset[int], containers: dict[str, frozenset[int]]
+    ) -> bool:
         """Pod to the union first, containers to theirs, pod to its own: v1 refuses a child CPU outside its
         parent and a parent that drops a child's CPU, whether the new set grows, shrinks or moves."""
         union = current | pod_cpus

@@ -26,13 +26,21 @@ class Writes(Protocol):
 
     def quota_change(self, path: str, quota: int | None, period: int, threshold: float = 0.0) -> LimitChange | None: ...
 
-    def move_cpuset(self, pod: str, current: frozenset[int], pod_cpus: frozenset[int],
-                    containers: dict[str, frozenset[int]]) -> bool: ...  # fmt: skip
+    def move_cpuset(
+        self, pod: str, current: frozenset[int], pod_cpus: frozenset[int], containers: dict[str, frozenset[int]]
+    ) -> bool: ...
 
 
 class Restorer:
-    def __init__(self, layout: Layout, reader: CgroupReader, ledger: Ledger, executor: Writes, originals: Originals,
-                 proc_root: str) -> None:  # fmt: skip
+    def __init__(
+        self,
+        layout: Layout,
+        reader: CgroupReader,
+        ledger: Ledger,
+        executor: Writes,
+        originals: Originals,
+        proc_root: str,
+    ) -> None:
         self.layout, self.reader, self.ledger = layout, reader, ledger
         self.executor, self.originals, self.proc_root = executor, originals, proc_root
         self._wishes: Sequence[Action] = ()
@@ -61,8 +69,9 @@ class Restorer:
         """Putting back compares with what the cgroup holds now."""
         return self.reader.cpu_settings(cgroup)
 
-    def move_cpuset(self, pod: str, current: frozenset[int], pod_cpus: frozenset[int],
-                    containers: dict[str, frozenset[int]]) -> bool:  # fmt: skip
+    def move_cpuset(
+        self, pod: str, current: frozenset[int], pod_cpus: frozenset[int], containers: dict[str, frozenset[int]]
+    ) -> bool:
         return self.executor.move_cpuset(pod, current, pod_cpus, containers)
 
     def record_oom(self, entry: Touched, scores: dict[str, int]) -> None:

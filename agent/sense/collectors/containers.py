@@ -47,8 +47,20 @@ class _Container:
     """A container's slot between its turns: its counter files, its turn, its last memory.stat figures and
     its last sample."""
 
-    __slots__ = ("anon", "at", "file", "files", "inactive", "periods", "read", "sample", "stated", "throttled", "turn",
-                 "usage_ns")  # fmt: skip
+    __slots__ = (
+        "anon",
+        "at",
+        "file",
+        "files",
+        "inactive",
+        "periods",
+        "read",
+        "sample",
+        "stated",
+        "throttled",
+        "turn",
+        "usage_ns",
+    )
 
     def __init__(self, files: CounterFiles, turn: int) -> None:
         self.files, self.turn = files, turn
@@ -64,8 +76,13 @@ class _PodContainers:
 
     __slots__ = ("cgroups", "due", "paths", "samples")
 
-    def __init__(self, cgroups: tuple[ContainerCgroup, ...], due: int, paths: tuple[str, ...],
-                 samples: tuple[ContainerSample, ...]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        cgroups: tuple[ContainerCgroup, ...],
+        due: int,
+        paths: tuple[str, ...],
+        samples: tuple[ContainerSample, ...],
+    ) -> None:
         self.cgroups, self.due, self.paths, self.samples = cgroups, due, paths, samples
 
 

@@ -43,9 +43,11 @@ SECTOR = 512  # /proc/diskstats counts 512-byte sectors whatever the device's ow
 def _rates(rates: CounterRates, key: str, now: float, values: tuple[int, int, int, int]) -> DiskRates:
     rb, wb, r, w = values
     return DiskRates(
-        rates.rate((key, 0), rb, now), rates.rate((key, 1), wb, now), rates.rate((key, 2), r, now),
+        rates.rate((key, 0), rb, now),
+        rates.rate((key, 1), wb, now),
+        rates.rate((key, 2), r, now),
         rates.rate((key, 3), w, now),
-    )  # fmt: skip
+    )
 
 
 class PodDiskCollector:

@@ -59,8 +59,24 @@ class _Pod:
     counter and its time for the rate; the detail of its last turn), and its last visit (the sample, and the
     pod's cgroups and metadata it was taken for) that stands between an online pod's turns."""
 
-    __slots__ = ("anon", "at", "detailed", "file", "files", "inactive", "limit", "paths", "pod", "sample",
-                 "throttled", "throttling", "turn", "turn_cpu", "usage_ns", "visited")  # fmt: skip
+    __slots__ = (
+        "anon",
+        "at",
+        "detailed",
+        "file",
+        "files",
+        "inactive",
+        "limit",
+        "paths",
+        "pod",
+        "sample",
+        "throttled",
+        "throttling",
+        "turn",
+        "turn_cpu",
+        "usage_ns",
+        "visited",
+    )
 
     def __init__(self, files: CounterFiles, turn: int) -> None:
         self.files, self.turn = files, turn
@@ -202,8 +218,20 @@ class PodsCollector:
         ns_per_second = None if at is None else counter_rate(before, at, usage_ns, now)
         cores = None if ns_per_second is None else ns_per_second / 1e9
         ctx.seen.add(path)
-        sample = PodSample(meta, pod.qos, path, cores, max(0, usage - st.inactive), st.anon, usage, st.file,
-                           st.throttled, (), {}, st.limit)  # fmt: skip
+        sample = PodSample(
+            meta,
+            pod.qos,
+            path,
+            cores,
+            max(0, usage - st.inactive),
+            st.anon,
+            usage,
+            st.file,
+            st.throttled,
+            (),
+            {},
+            st.limit,
+        )
         if parts:
             ctx.meta, ctx.pod = meta, pod
             add = ctx.clock.add
