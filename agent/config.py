@@ -28,6 +28,7 @@ ENV_PREFIX = "COLO_"
 POD_STATE_FILE = f"/var/lib/colo/{STATE_FILE_NAME}"
 DISK_COLLECTORS = ("disk", "disk_devices")  # what disk QoS reads (agent/sense/collectors/disk.py)
 LogLevel = Literal["debug", "info", "warning", "error"]
+PredictorName = Annotated[str, RegisteredName("predictor", "agent.capacity.predictors.registry")]
 
 __all__ = ["AgentConfig", "ConfigError", "build_parser", "load_config"]
 
@@ -59,50 +60,25 @@ else:
     CollectorsConfig = switches_model(CollectorSwitches)
 
 
-PredictorName = Annotated[str, RegisteredName("predictor", "agent.capacity.predictors.registry")]
-
-
-class LearnedMarginConfig(Strict):
-    """The learned lending margin (agent/capacity/margin.py): shrunk when online usage enters lent capacity."""
-
-    #: The factor is multiplied by this when online usage enters lent capacity (at most once in 300 s).
-    decrease: float = Field(default=0.5, gt=0, lt=1)
-    #: It grows back by this much an hour.
-    increase_per_hour: float = Field(default=0.05, gt=0, le=1)
-    #: The factor's least value (1: no learned margin).
-    floor: float = Field(default=0.2, gt=0, le=1)
-
-
 class OversubscriptionConfig(Strict):
     """How capacity is computed (agent/capacity/lendable.py) and published (capacity/owner.py, docs/publishing.md)."""
 
     #: Publish capacity on every node, not only on nodes labelled volcano.sh/oversubscription=true.
     enabled_on_all_nodes: bool = False
-    #: The capacity predictor of both resources, a registered one (docs/simulation.md); unset: each its own.
-    predictor: PredictorName | None = None
+    predictor: PredictorName | None = None  # both resources' predictor (docs/simulation.md); unset: each its own
     #: CPU's predictor (chosen with colo-sim, docs/simulation.md); given, it wins over `predictor` for CPU.
     cpu_predictor: PredictorName = "week_peak"
     #: Memory's predictor (chosen under the memory watermark's bound); given, it wins over `predictor`.
     memory_predictor: PredictorName = "nsigma"
-    #: nsigma: N, the deviations above the hour's mean (5: Bashir et al.'s configuration).
-    nsigma: float = Field(default=5.0, ge=0)
-    #: time_of_day, week_peak: the days of hourly maxima they read (at most the 7 the windows keep).
-    profile_days: int = Field(default=7, ge=1, le=7)
-    profile_margin: float = Field(default=0.1, ge=0, description="time_of_day: its peak is raised by this share")
     #: Until its history is this long, the predictor is trusted in proportion to it (a cold start).
     trust_seconds: float = Field(default=3600.0, ge=0)
-    #: Without history a node lends at most allocatable × this − usage (the peers' rule: koordinator's 60 %).
-    cold_reclaim_ratio: float = Field(default=0.6, ge=0, le=1)
     #: The window peaks are taken over (max_avg_1d: a day's highest 5-minute average), or the 5-minute one if higher.
     peak_window: str = "max_avg_1d"
-    #: An online pod seen for less than this adds the share of its unused request it has not shown it needs
-    #: (per-pod predictors: counts its request); a predictor needs this much history.
+    #: An online pod seen for less than this adds part of its unused request; a predictor needs this much history.
     min_history_seconds: float = Field(default=300.0, ge=0)
-    #: Share of allocatable CPU online peak, system peak and batch capacity may fill together (chosen with
-    #: colo-sim on the Bitbrains month's first half: the most lent within 0.5 % violations, docs/simulation.md).
+    #: Share of allocatable CPU online peak, system peak and batch may fill together (docs/simulation.md).
     cpu_reclaim_ratio: float = Field(default=0.98, gt=0, le=1)
-    #: Share of allocatable memory they may fill, never more than pressure_margin_percent below eviction's memory
-    #: high watermark (memory is taken back only by eviction, and arriving online pods need room at once).
+    #: Share of allocatable memory they may fill, at most pressure_margin_percent below the memory watermark.
     memory_reclaim_ratio: float = Field(default=0.7, gt=0, le=1)
     update_fraction: float = Field(
         default=0.1, ge=0, le=1,
@@ -131,8 +107,8 @@ class OversubscriptionConfig(Strict):
     #: Publish kubernetes.io/batch-* in node status; false (or the label removed) holds them at what the
     #: node's batch pods request until none do, then removes them.
     extended_resources: bool = True
-    #: The learned lending margin (agent/capacity/margin.py), per resource.
-    learned_margin: LearnedMarginConfig = Field(default_factory=lambda: LearnedMarginConfig())
+    #: The learned lending margin's least factor (agent/capacity/margin.py; 1: no learned margin).
+    margin_floor: float = Field(default=0.2, gt=0, le=1)
 
 
 class EvictionConfig(Strict):
@@ -209,6 +185,29 @@ class DiskQosConfig(Strict):
     include_devices: tuple[str, ...] = ()
 
 
+class RunQueueProtectionConfig(Strict):
+    """Batch CPU steered by what online pods feel (agent/enforce/strategies/run_queue_guard.py)."""
+
+    #: Cut batch CPU when online pods wait on run queues more than their quiet baseline.
+    enabled: bool = False
+    #: A reading rises above both baseline × this and baseline + rise_points (share of runnable time waiting).
+    rise_ratio: float = Field(default=1.5, gt=1, le=100)
+    rise_points: float = Field(default=0.05, gt=0, le=1)  # the least rise that counts, in points of the share
+    #: A reading is quiet below baseline × this (or baseline + rise_points / 2); in between the ceiling holds.
+    quiet_ratio: float = Field(default=1.2, ge=1, le=100)
+    cut_factor: float = Field(default=0.5, gt=0, lt=1)  # a rise multiplies the offline CPU budget by this, at once
+    #: After this many quiet readings in a row the budget grows by grow_share of allocatable per quiet reading.
+    quiet_readings: int = Field(default=2, ge=1, le=100)
+    grow_share: float = Field(default=0.05, gt=0, le=1)  # share of allocatable the budget grows per quiet reading
+    slo_feedback: bool = True  # judge pods that declare an SLO (colo.io/slo-*, scraped every 5 s) by their slack
+
+    @model_validator(mode="after")
+    def _hysteresis(self) -> RunQueueProtectionConfig:
+        if self.quiet_ratio < self.rise_ratio:
+            return self
+        raise ValueError("enforcement.rq_protection.quiet_ratio must be below rise_ratio")
+
+
 class EnforcementConfig(Strict):
     """Offline suppression and OOM preference (agent/enforce/stage.py)."""
 
@@ -249,6 +248,7 @@ class EnforcementConfig(Strict):
     ledger_file: str = "/var/lib/colo/enforcement-ledger.json"  # "" keeps the ledger in memory only
     eviction: EvictionConfig = EvictionConfig()
     disk: DiskQosConfig = DiskQosConfig()
+    rq_protection: RunQueueProtectionConfig = RunQueueProtectionConfig()
 
 
 class CpuBurstConfig(Strict):

@@ -18,7 +18,7 @@ if higher); reclaimable = max(0, Σ online requests − online peak) unless the 
 Cold start: a predictor's peak is trusted in proportion to the history behind it, trust = min(1, history /
 `trust_seconds`). Where the predictor would lend more than the safer of the peers' rules at their defaults
 (koordinator's allocatable × 0.6 − usage, which Volcano's 0.6 × (allocatable − usage) never goes below), each
-model lends cold + trust × (predicted − cold), with cold = max(0, allocatable × `cold_reclaim_ratio` − system −
+model lends cold + trust × (predicted − cold), with cold = max(0, allocatable × 0.6 (`cold_reclaim_ratio`) − system −
 online usage now): a node whose windows are young or lost lends as the peers do, and more as the evidence
 grows. Windows restored from the state file carry their history: a restart is not a cold start, and the
 pods' ages are seeded from their own series' history (`PodAges.from_windows`).
@@ -79,8 +79,7 @@ def memory_fill_limit(high_watermark_percent: float, margin_percent: float) -> f
 def params_from(config: OversubscriptionConfig, memory_high_watermark: float | None = None) -> CapacityParams:
     """The capacity parameters of an agent configuration's oversubscription section, with the memory ratio
     bounded by eviction's high memory watermark when it is given."""
-    m = config.learned_margin
-    margin = MarginParams(m.decrease, m.increase_per_hour, m.floor) if m.floor < 1 else None
+    margin = MarginParams(floor=config.margin_floor) if config.margin_floor < 1 else None
     limit = 1.0 if memory_high_watermark is None else memory_fill_limit(memory_high_watermark,
                                                                         config.pressure_margin_percent)  # fmt: skip
     given = config.model_fields_set  # a resource's own key, when given, wins over `predictor`
@@ -92,16 +91,11 @@ def params_from(config: OversubscriptionConfig, memory_high_watermark: float | N
         config.min_history_seconds,
         config.cpu_reclaim_ratio,
         config.memory_reclaim_ratio,
-        None,
-        cpu,
-        memory,
-        config.nsigma,
-        config.profile_days,
-        config.profile_margin,
-        config.trust_seconds,
-        config.cold_reclaim_ratio,
-        margin,
-        limit,
+        predictor=None,
+        cpu_predictor=cpu,
+        memory_predictor=memory,
+        margin=margin,
+        memory_fill_limit=limit,
     )
 
 

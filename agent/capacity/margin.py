@@ -4,10 +4,11 @@ online usage enters capacity that was lent and grown back slowly.
 A would-be violation is seen on the node itself: the online pods' usage of the last minute (`avg_1m` of the
 node's online series) plus the usage outside pods is above allocatable minus what the previous pass lent. The
 rule is additive increase, multiplicative decrease (Chiu and Jain, "Analysis of the increase and decrease
-algorithms for congestion avoidance in computer networks", Computer Networks and ISDN Systems 17(1), 1989:
-the rule that converges to the safe side from any start): on such an event the factor is multiplied by
-`margin_decrease` (at most once per `margin_hold_seconds`, so a 1 s agent and a 300 s replay cut alike, as TCP
-halves once per round trip); otherwise it grows by `margin_increase_per_hour` × the hours passed; it stays
+algorithms for congestion avoidance in computer networks", Computer Networks and ISDN Systems 17(1), 1989,
+the rule TCP's congestion control follows: a cut fast enough to stop repeated overload, a slow probe back): on
+such an event the factor is multiplied by
+`decrease` 0.5 (at most once per 300 s, so a 1 s agent and a 300 s replay cut alike, as TCP
+halves once per round trip); otherwise it grows by 0.05 × the hours passed; it stays
 within [`margin_floor`, 1]. `margin_floor` 1 switches it off.
 
 The factor is kept with the windows (their store's notes: saved in the state file, restored at start), so a

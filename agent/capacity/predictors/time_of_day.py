@@ -1,7 +1,7 @@
 """`time_of_day`: daily batch runs and business hours repeat, so the node's online peak over the coming hour is
 taken from the same hours of the last days: the highest 5-minute average of this hour of the day and the next
-one over the last `profile_days` days (the hourly maxima the windows keep for the node's series, a week at
-most), raised by `profile_margin`, or the last hour's peak (`max_avg_1h`) if higher. Until one day of the
+one over the last 7 days (`profile_days`) (the hourly maxima the windows keep for the node's series, a week at
+most), raised by 10 % (`profile_margin`), or the last hour's peak (`max_avg_1h`) if higher. Until one day of the
 profile is known: the `node_peak` predictor."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`week_peak`: the highest 5-minute average of the node's online usage over the last `profile_days` days (the
+"""`week_peak`: the highest 5-minute average of the node's online usage over the last 7 days (`profile_days`; the
 hourly maxima the windows keep, a week at most), or `node_peak`'s if higher. Memory that an idle node's pods
 took a few days ago they may take again (on the shared trace a day's peak misses such returns: docs/simulation.md);
 until the hourly maxima hold anything: `node_peak`."""
