@@ -285,3 +285,8 @@ def test_predictor_names_both_resources_and_a_resources_own_key_wins() -> None:
     assert (both.predictor_for("cpu"), both.predictor_for("memory")) == ("pod_peaks", "pod_peaks")
     own = params_from(OversubscriptionConfig.model_validate({"predictor": "pod_peaks", "memory_predictor": "max"}))
     assert (own.predictor_for("cpu"), own.predictor_for("memory")) == ("pod_peaks", "max")
+    keys = {"trust_seconds": 60.0, "margin_floor": 0.5, "cpu_reclaim_ratio": 0.9, "min_history_seconds": 10.0}
+    given = params_from(OversubscriptionConfig.model_validate(keys))
+    assert (given.trust_seconds, given.cpu_reclaim_ratio, given.min_history_seconds) == (60.0, 0.9, 10.0)
+    assert given.margin is not None and given.margin.floor == 0.5
+    assert params_from(OversubscriptionConfig.model_validate({"margin_floor": 1.0})).margin is None

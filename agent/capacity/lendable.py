@@ -94,6 +94,7 @@ def params_from(config: OversubscriptionConfig, memory_high_watermark: float | N
         predictor=None,
         cpu_predictor=cpu,
         memory_predictor=memory,
+        trust_seconds=config.trust_seconds,
         margin=margin,
         memory_fill_limit=limit,
     )
