@@ -56,7 +56,7 @@ def _pyarrow() -> tuple[Any, Any, Any, Any]:
     return pa, pc, ds, pafs
 
 
-def _filesystem(path: str) -> tuple[Any, str]:
+def filesystem(path: str) -> tuple[Any, str]:
     _, _, _, pafs = _pyarrow()
     try:
         if "://" in path:
@@ -66,9 +66,9 @@ def _filesystem(path: str) -> tuple[Any, str]:
         raise TraceError(f"{path}: cannot open it: {_one_line(exc)}") from None
 
 
-def _dataset(path: str) -> tuple[Any, Any, str]:
+def open_dataset(path: str) -> tuple[Any, Any, str]:
     pa, _, ds, _ = _pyarrow()
-    fs, root = _filesystem(path)
+    fs, root = filesystem(path)
     partitioning = ds.partitioning(pa.schema([("node", pa.string())]), flavor="hive")
     try:
         dataset = ds.dataset(root, format="parquet", filesystem=fs, partitioning=partitioning)
@@ -163,7 +163,7 @@ class PartitionRows:
     divisor: float
 
     def load(self) -> tuple[list[tuple[str, str]], Batch]:
-        fs, _ = _filesystem(self.root)
+        fs, _ = filesystem(self.root)
         pods = Pods()
         intake = Intake(pods, keep=True, divisor=self.divisor)
         for batch in arrow_batches(file_batches(fs, self.files, LONG_HEADER[1:]), pods, Counter(), self.node):
@@ -193,7 +193,7 @@ def plan_parquet(
 ) -> Plan:
     """The plan of a Parquet file or dataset (see the module's docstring for which is held in memory)."""
     pa, _, _, _ = _pyarrow()
-    dataset, _, _ = _dataset(path)
+    dataset, _, _ = open_dataset(path)
     pods = Pods()
     skipped: Counter[str] = Counter()
     try:
@@ -223,7 +223,7 @@ def _plan_partitions(
     sizes: dict[str, NodeSize] | None,
 ) -> Plan:
     """One pass over every node's files for the summary; the unplaced pods' rows are kept (they are packed)."""
-    fs, _ = _filesystem(path)
+    fs, _ = filesystem(path)
     skipped: Counter[str] = Counter()
     intake = Intake(pods, keep=False)
     for node in sorted(partitions):
@@ -283,7 +283,7 @@ def write_node(fs: Any, root: str, node: str, rows: Iterable[Sample] | Batch, na
 
 def write_plan(plan: Plan, target: str) -> int:
     """Write every node of an in-memory plan as a dataset partitioned by node; unplaced pods keep no node."""
-    fs, root = _filesystem(target)
+    fs, root = filesystem(target)
     total = 0
     for spec in plan.nodes:
         names, rows = spec.rows.load()
