@@ -110,12 +110,19 @@ def prometheus_duration(text: str) -> float:
 
 def from_prometheus(args: argparse.Namespace) -> TraceRows:
     """--prometheus URL --since D: the cluster's samples, one per --step (default 300 s)."""
-    from colo_sim.prometheus import DEFAULT_STEP_S, PrometheusError, read_prometheus
+    from colo_sim.prometheus import DEFAULT_STEP_S, PrometheusError, read_allocatable, read_prometheus
 
+    step = args.step or DEFAULT_STEP_S
     try:
-        return TraceRows(read_prometheus(args.prometheus, args.prometheus_since, step_s=args.step or DEFAULT_STEP_S))
+        rows = TraceRows(read_prometheus(args.prometheus, args.prometheus_since, step_s=step))
     except PrometheusError as exc:
         raise TraceError(str(exc)) from None
+    try:  # each node's own size; --node-cpu and --node-memory for the nodes without one
+        found = read_allocatable(args.prometheus, args.prometheus_since, step_s=step)
+        args.node_sizes = {node: NodeSize(cpu, memory) for node, (cpu, memory) in found.items()}
+    except PrometheusError:
+        args.node_sizes = {}
+    return rows
 
 
 SOURCES["prometheus"] = from_prometheus
@@ -166,8 +173,6 @@ def build_parser() -> argparse.ArgumentParser:
                    "can read")  # fmt: skip
     p.add_argument("--max-span", type=duration, default=MAX_SPAN_S, metavar="DURATION",
                    help="refuse a trace whose times span more than this (default: 366d)")  # fmt: skip
-    p.add_argument("--concurrency", type=whole, default=4, metavar="N",
-                   help="with --prometheus: queries in flight at once (default: 4)")  # fmt: skip
     return p
 
 
@@ -275,19 +280,18 @@ def load_plan(args: argparse.Namespace, settings: Settings, chosen: list[str]) -
     from colo_sim.replay import plan_samples
     from colo_sim.trace import csv_batches, no_row_reasons
 
-    sizes = getattr(args, "node_sizes", None)
     if args.trace is None:
         rows = SOURCES[chosen[0]](args)
         save(args.save, rows.samples)
         plan = plan_samples(rows.samples, settings, rows.skipped)
-        sizes = getattr(args, "node_sizes", None)
+        sizes: dict[str, NodeSize] | None = getattr(args, "node_sizes", None)
         if sizes:
             plan.nodes = [dataclasses.replace(n, size=sizes.get(n.name, n.size)) for n in plan.nodes]
         return plan
     if is_parquet(args.trace):
         if args.format == "bitbrains":
             raise TraceError(f"{args.trace}: a Parquet trace is in the long format (colo-sim convert writes it)")
-        plan = plan_parquet(args.trace, settings.node, settings.pack_to, settings.step_s, settings.max_span_s, sizes)
+        plan = plan_parquet(args.trace, settings.node, settings.pack_to, settings.step_s, settings.max_span_s)
     else:
         pods = Pods()
         intake = Intake(pods, keep=True)

@@ -193,7 +193,12 @@ def plan_parquet(
 ) -> Plan:
     """The plan of a Parquet file or dataset (see the module's docstring for which is held in memory)."""
     pa, _, _, _ = _pyarrow()
-    dataset, _, _ = open_dataset(path)
+    dataset, fs, root = open_dataset(path)
+    if sizes is None:  # a pull's dataset knows each node's allocatable (colo_sim.prometheus_pull)
+        from colo_sim.prometheus_pull import read_manifest
+
+        manifest = read_manifest(fs, root) or {}
+        sizes = {str(n): NodeSize(float(v[0]), float(v[1])) for n, v in manifest.get("allocatable", {}).items()}
     pods = Pods()
     skipped: Counter[str] = Counter()
     try:
