@@ -67,10 +67,11 @@ def filesystem(path: str) -> tuple[Any, str]:
 
 
 def open_dataset(path: str) -> tuple[Any, Any, str]:
-    pa, _, ds, _ = _pyarrow()
+    pa, _, ds, pafs = _pyarrow()
     fs, root = filesystem(path)
-    partitioning = ds.partitioning(pa.schema([("node", pa.string())]), flavor="hive")
     try:
+        is_dir = fs.get_file_info(root).type == pafs.FileType.Directory
+        partitioning = ds.partitioning(pa.schema([("node", pa.string())]), flavor="hive") if is_dir else None
         dataset = ds.dataset(root, format="parquet", filesystem=fs, partitioning=partitioning)
         names = set(dataset.schema.names)
     except (OSError, ValueError, pa.ArrowException) as exc:
