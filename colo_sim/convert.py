@@ -27,7 +27,7 @@ PROG = "colo-sim convert"
 
 
 def build_parser() -> OneLineParser:
-    from colo_sim.main import duration, prometheus_duration, whole
+    from colo_sim.arguments import duration, prometheus_duration, whole
     from colo_sim.trace import HEADERS
 
     p = OneLineParser(prog=PROG, description="Write a trace or a Prometheus pull as a Parquet dataset "
@@ -63,8 +63,10 @@ def convert_main(argv: Sequence[str]) -> int:
                                           args.concurrency, progress=_progress)  # fmt: skip
             except PrometheusError as exc:
                 return fail(str(exc))
-            print(f"{PROG}: {written.rows} rows of {written.nodes} nodes written to {args.to}"
-                  + (f" ({written.resumed} nodes already there)" if written.resumed else ""), file=sys.stderr)  # fmt: skip
+            resumed = f" ({written.resumed} nodes already there)" if written.resumed else ""
+            print(
+                f"{PROG}: {written.rows} rows of {written.nodes} nodes written to {args.to}{resumed}", file=sys.stderr
+            )
             return 0
         rows, nodes, skipped, warnings = convert_trace(args.trace, args.format, args.to)
     except TraceError as exc:
@@ -85,7 +87,7 @@ def _progress(done: int, total: int) -> None:
 
 def convert_trace(path: str, fmt: str | None, target: str) -> tuple[int, int, dict[str, int], list[str]]:
     """Write the usable rows of the trace at `path` as a dataset at `target`; (rows, nodes, skipped, warnings)."""
-    from colo_sim.parquet_trace import filesystem, arrow_batches, file_batches, is_parquet, write_node
+    from colo_sim.parquet_trace import arrow_batches, file_batches, filesystem, is_parquet, write_node
     from colo_sim.trace import LONG_HEADER, csv_batches, no_row_reasons
 
     pods = Pods()

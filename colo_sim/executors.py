@@ -80,7 +80,7 @@ def dask(address: str) -> Executor:
     except ImportError:
         raise ExecutorError("--cluster needs Dask distributed: pip install 'colo[fleet]'") from None
     try:
-        client = Client(address, timeout="20s", set_as_default=False)
+        client = Client(address, timeout="20s", set_as_default=False)  # type: ignore[no-untyped-call]
     except (OSError, TimeoutError, ValueError) as exc:
         raise ExecutorError(f"--cluster {address}: cannot reach the Dask scheduler: {exc}") from None
     workers = max(1, sum(info.get("nthreads", 1) for info in client.scheduler_info()["workers"].values()))
@@ -90,6 +90,6 @@ def dask(address: str) -> Executor:
             yield from _ordered(lambda t: client.submit(replay_node, t, pure=False), lambda f: f.result(), work,
                                 AHEAD * workers)  # fmt: skip
         finally:
-            client.close()
+            client.close()  # type: ignore[no-untyped-call]
 
     return run

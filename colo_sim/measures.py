@@ -89,6 +89,7 @@ class Tally:
     def add(self, lent: Series, oracle: Series, allocatable: float, lo: int, hi: int) -> None:
         """Count the node-steps lo..hi-1."""
         self.merge(self.part(lent, oracle, allocatable, lo, hi))
+
     def summary(self, step_s: float, resource: str) -> dict[str, float]:
         unit = step_s / 3600.0 / (GIB if resource == "memory" else 1.0)
         return {

@@ -12,6 +12,7 @@ step is allocated: one row with a wild time would otherwise make every node's gr
 from __future__ import annotations
 
 import datetime
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -19,8 +20,8 @@ import numpy as np
 
 from colo_sim.columns import Batch, Intake, Pods, Summary
 from colo_sim.packing import NodeSize, pack
-from colo_sim.timeline import Timeline, infer_step
-from colo_sim.trace import TraceError
+from colo_sim.timeline import Timeline, infer_step, intake_samples, node_trace
+from colo_sim.trace import Sample, TraceError
 
 #: The longest span of a trace accepted by default: a year and a day.
 MAX_SPAN_S = 366 * 86400.0
@@ -67,8 +68,10 @@ def grid_of(summary: Summary, pods: Pods, step: float | None, max_span_s: float)
     span = summary.t_end - summary.t0
     if span > max_span_s:
         seen = summary.count > 0  # the wild row is the end farther from the pods' typical first and last times
-        wild_late = summary.t_end - float(np.median(summary.last_t[seen])) >= float(
-            np.median(summary.first_t[seen])) - summary.t0
+        wild_late = (
+            summary.t_end - float(np.median(summary.last_t[seen]))
+            >= float(np.median(summary.first_t[seen])) - summary.t0
+        )
         code, t = (summary.last_pod, summary.t_end) if wild_late else (summary.first_pod, summary.t0)
         node, pod = pods.names[code]
         where = f"pod {pod!r}" + (f" on node {node!r}" if node else "")
@@ -137,3 +140,17 @@ def _local(rows: Batch, pods: Pods) -> InlineRows:
     local = Batch(inverse.reshape(-1).astype(np.int64), rows.t, rows.cpu_request, rows.cpu_usage,
                   rows.memory_request, rows.memory_usage)  # fmt: skip
     return InlineRows([pods.names[c] for c in uniq.tolist()], local)
+
+
+def build(samples: Sequence[Sample], size: NodeSize, pack_to: float, step: float | None = None) -> Timeline:
+    """The timeline of `samples` (non-empty, each pod's in time order) with every node built at once."""
+    pods = Pods()
+    intake = Intake(pods, keep=True, divisor=1.0)
+    intake_samples(samples, pods, intake)
+    plan = plan_rows(intake, pods, size, pack_to, step)
+    grid = plan.grid
+    nodes = []
+    for spec in plan.nodes:
+        names, rows = spec.rows.load()
+        nodes.append(node_trace(spec.name, spec.size, [p for _, p in names], rows, grid))
+    return Timeline(grid.t0, grid.step, grid.steps, nodes, plan.pods)

@@ -16,6 +16,7 @@ a sample) and grouped by node in memory.
 
 from __future__ import annotations
 
+import json
 import os
 import urllib.parse
 from collections import Counter
@@ -31,6 +32,9 @@ from colo_sim.packing import NodeSize
 from colo_sim.trace import LONG_HEADER, Sample, TraceError
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+#: A dataset's own facts (a Prometheus pull's range and each node's allocatable, `colo_sim.prometheus_pull`);
+#: Parquet readers skip files whose name starts with "_".
+MANIFEST = "_colo_sim.json"
 VALUES = LONG_HEADER[2:]  # unix_s and the four quantities
 
 
@@ -60,7 +64,8 @@ def filesystem(path: str) -> tuple[Any, str]:
     _, _, _, pafs = _pyarrow()
     try:
         if "://" in path:
-            return pafs.FileSystem.from_uri(path)
+            fs, root = pafs.FileSystem.from_uri(path)
+            return fs, str(root)
         return pafs.LocalFileSystem(), os.path.abspath(path)
     except Exception as exc:  # pyarrow raises several types for a URL it cannot open
         raise TraceError(f"{path}: cannot open it: {_one_line(exc)}") from None
@@ -128,7 +133,7 @@ def arrow_batches(
 def _codes(pod_col: Any, node: str | None, node_col: Any, pods: Pods) -> np.ndarray[Any, np.dtype[np.int64]]:
     """Each row's pod code, looking up each distinct (node, pod) of the batch once."""
     _, pc, _, _ = _pyarrow()
-    pod_dict = pc.dictionary_encode(pod_col).combine_chunks() if hasattr(pod_col, "chunks") else pc.dictionary_encode(pod_col)
+    pod_dict = pc.dictionary_encode(pod_col)
     pod_idx = np.asarray(pod_dict.indices.to_numpy(zero_copy_only=False), np.int64)
     pod_names = pod_dict.dictionary.to_pylist()
     if node is not None:
@@ -141,7 +146,8 @@ def _codes(pod_col: Any, node: str | None, node_col: Any, pods: Pods) -> np.ndar
     uniq, inverse = np.unique(pair, return_inverse=True)
     lookup = np.array([pods.code(node_names_[u // len(pod_names)], pod_names[u % len(pod_names)])
                        for u in uniq.tolist()], np.int64)  # fmt: skip
-    return lookup[inverse.reshape(-1)]
+    codes: np.ndarray[Any, np.dtype[np.int64]] = lookup[inverse.reshape(-1)]
+    return codes
 
 
 def file_batches(fs: Any, files: Iterable[str], columns: Iterable[str]) -> Iterator[Any]:
@@ -196,8 +202,6 @@ def plan_parquet(
     pa, _, _, _ = _pyarrow()
     dataset, fs, root = open_dataset(path)
     if sizes is None:  # a pull's dataset knows each node's allocatable (colo_sim.prometheus_pull)
-        from colo_sim.prometheus_pull import read_manifest
-
         manifest = read_manifest(fs, root) or {}
         sizes = {str(n): NodeSize(float(v[0]), float(v[1])) for n, v in manifest.get("allocatable", {}).items()}
     pods = Pods()
@@ -255,6 +259,15 @@ def _plan_partitions(
     return Plan(grid, specs, pods_seen, summary.samples, dict(sorted(intake.skipped.items())), intake.warnings)
 
 
+def read_manifest(fs: Any, root: str) -> dict[str, Any] | None:
+    try:
+        with fs.open_input_stream(f"{root}/{MANIFEST}") as f:
+            doc = json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
 # ---------------------------------------------------------------------- writing
 
 
@@ -262,8 +275,14 @@ def partition_dir(root: str, node: str) -> str:
     return f"{root.rstrip('/')}/node={urllib.parse.quote(node, safe='') if node else NULL_PARTITION}"
 
 
-def write_node(fs: Any, root: str, node: str, rows: Iterable[Sample] | Batch, names: list[tuple[str, str]] | None = None,
-               part: str = "part-0") -> int:
+def write_node(
+    fs: Any,
+    root: str,
+    node: str,
+    rows: Iterable[Sample] | Batch,
+    names: list[tuple[str, str]] | None = None,
+    part: str = "part-0",
+) -> int:
     """Write one node's rows as `root/node=NAME/<part>.parquet` (a temporary name renamed when complete, so
     an interrupted write leaves no partial file); returns the rows written."""
     pa, _, _, _ = _pyarrow()
@@ -284,7 +303,7 @@ def write_node(fs: Any, root: str, node: str, rows: Iterable[Sample] | Batch, na
     partial = f"{directory}/.{part}.parquet.partial"
     pq.write_table(table, partial, filesystem=fs, compression="zstd")
     fs.move(partial, final)
-    return table.num_rows
+    return int(table.num_rows)
 
 
 def write_plan(plan: Plan, target: str) -> int:

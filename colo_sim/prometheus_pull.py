@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from colo_sim.parquet_trace import filesystem, partition_dir, write_node
+from colo_sim.parquet_trace import MANIFEST, filesystem, partition_dir, read_manifest, write_node
 from colo_sim.prometheus import (
     _CONTAINERS,
     DEFAULT_TIMEOUT_S,
@@ -42,7 +42,6 @@ from colo_sim.prometheus import (
     read_allocatable,
 )
 
-MANIFEST = "_colo_sim.json"
 PART = "part-00000"
 
 
@@ -65,15 +64,6 @@ def node_promql(name: str, step_s: int, namespaces: list[str], pods: list[str]) 
 def _alternatives(names: list[str]) -> str:
     """A RE2 alternation matching exactly `names` (PromQL anchors =~ at both ends); escaped for a PromQL string."""
     return "|".join(re.escape(n) for n in sorted(set(names))).replace("\\", "\\\\").replace('"', '\\"')
-
-
-def read_manifest(fs: Any, root: str) -> dict[str, Any] | None:
-    try:
-        with fs.open_input_stream(f"{root}/{MANIFEST}") as f:
-            doc = json.loads(f.read())
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
 
 
 def _write_manifest(fs: Any, root: str, doc: dict[str, Any]) -> None:

@@ -44,7 +44,9 @@ class Progress:
         if not self.on or total <= 0:
             return
         filled = self.width * done // total
-        self.stream.write(f"\rcolo-sim: {self.label} [{'#' * filled}{' ' * (self.width - filled)}] {done}/{total} nodes")
+        self.stream.write(
+            f"\rcolo-sim: {self.label} [{'#' * filled}{' ' * (self.width - filled)}] {done}/{total} nodes"
+        )
         if done >= total:
             self.stream.write("\n")
         self.stream.flush()

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from colo_sim.columns import Batch, Intake, Pods
-from colo_sim.packing import NodeSize, pack
+from colo_sim.packing import NodeSize
 from colo_sim.trace import Sample
 
 #: One pod at one step: (pod index on its node, cpu request, cpu usage, memory request, memory usage).
@@ -117,22 +117,3 @@ def intake_samples(samples: Sequence[Sample], pods: Pods, intake: Intake) -> Non
     values = np.array([(s.unix_s, s.cpu_request_cores, s.cpu_usage_cores, s.memory_request_bytes,
                         s.memory_usage_bytes) for s in samples], np.float64).reshape(-1, 5)  # fmt: skip
     intake.add(Batch(code, *(np.ascontiguousarray(values[:, i]) for i in range(5))))
-
-
-def build(samples: Sequence[Sample], size: NodeSize, pack_to: float, step: float | None = None) -> Timeline:
-    """The timeline of `samples` (non-empty, each pod's in time order) with every node built at once."""
-    from colo_sim.node_plan import plan_rows
-
-    pods = Pods()
-    intake = Intake(pods, keep=True, divisor=1.0)
-    intake_samples(samples, pods, intake)
-    plan = plan_rows(intake, pods, size, pack_to, step)
-    grid = plan.grid
-    nodes = []
-    for spec in plan.nodes:
-        names, rows = spec.rows.load()
-        nodes.append(node_trace(spec.name, spec.size, [p for _, p in names], rows, grid))
-    return Timeline(grid.t0, grid.step, grid.steps, nodes, plan.pods)
-
-
-__all__ = ["NodeTrace", "PodStep", "Timeline", "build", "infer_step", "node_trace", "pack"]

@@ -220,7 +220,9 @@ def _long(rows: Iterable[list[str]], skipped: Counter[str]) -> Iterator[Fields]:
         yield (row[0].strip(), pod, t, creq, cuse, mreq, muse)
 
 
-def csv_batches(path: str, fmt: Format | None, pods: Pods, skipped: Counter[str], rows: int = 1 << 18) -> Iterator[Batch]:
+def csv_batches(
+    path: str, fmt: Format | None, pods: Pods, skipped: Counter[str], rows: int = 1 << 18
+) -> Iterator[Batch]:
     """The CSV file's rows whose numbers are usable, as batches of at most `rows` rows in file order (the checks
     that need a pod's history are `colo_sim.columns.Intake`'s); skipped rows counted in `skipped`."""
     with open_csv(path, fmt) as (reader, found):

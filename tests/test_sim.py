@@ -17,10 +17,10 @@ from agent.snapshot import NodeSample, PodMeta, PodSample, Snapshot
 from agent.windows import WindowStore
 from colo_sim import main as cli
 from colo_sim.measures import Tally, future_max, oracle_lend
+from colo_sim.node_plan import build
 from colo_sim.packing import NodeSize, pack
 from colo_sim.policies import colo, koordinator, maximum, nsigma, percentile, volcano
 from colo_sim.replay import Settings, replay
-from colo_sim.timeline import build
 from colo_sim.trace import LONG_HEADER, Sample, TraceError, parse_rows, read_trace
 
 GI = float(1 << 30)

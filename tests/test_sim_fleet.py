@@ -76,8 +76,8 @@ def test_a_converted_dataset_and_a_parquet_file_replay_as_the_csv(
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    from colo_sim.parquet_trace import PartitionRows, plan_parquet
     from colo_sim.packing import NodeSize
+    from colo_sim.parquet_trace import PartitionRows, plan_parquet
 
     rows = fleet_rows()
     del rows[50]  # no skipped row: a dataset holds the usable rows only
