@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from agent.capacity import CapacityParams
+from agent.capacity.lendable import CapacityParams
 from colo_sim.arguments import duration, fraction, instant, memory, positive, prometheus_duration, whole
 from colo_sim.node_plan import MAX_SPAN_S
 from colo_sim.packing import NodeSize
@@ -105,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def colo_params(path: str | None) -> CapacityParams:
     """The colo policy's parameters: the agent's defaults, or the oversubscription section of `path`."""
-    from agent.capacity import params_from
+    from agent.capacity.lendable import params_from
     from agent.config import load_config
 
     config = load_config(["--config", path] if path else [], env={})

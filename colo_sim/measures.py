@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from agent.windows import quantile
+from agent.windows.store import quantile
 
 GIB = float(1 << 30)
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
-from agent.capacity import CapacityParams
+from agent.capacity.lendable import CapacityParams
 from colo_sim.columns import Intake, Pods
 from colo_sim.measures import Part, Tally
 from colo_sim.node_plan import MAX_SPAN_S, NodeSpec, Plan, plan_rows

@@ -90,15 +90,88 @@ def upward_imports(graph: Mapping[str, Set[str]]) -> list[str]:
     return [f"{a} -> {b}" for a, targets in sorted(graph.items()) for b in sorted(targets) if LAYERS[b] >= LAYERS[a]]
 
 
+# The agent by stage (docs/design.md): each of its top-level modules and stage packages has a layer, and imports
+# only units of lower layers — sense below remember's readers, decide and act above both, the pipeline that runs
+# them and the composition root on top. Every module of agent/ belongs to one unit.
+AGENT_UNITS = {
+    "agent.snapshot": 0,
+    "agent.node_state": 1,
+    "agent.windows": 2,
+    "agent.sense": 3,
+    "agent.config": 4, "agent.view": 4,
+    "agent.runtime": 5,
+    "agent.cluster": 6,
+    "agent.capacity": 7, "agent.enforce": 7,
+    "agent.evict": 8,
+    "agent.pipeline": 9,
+    "agent.main": 10,
+}  # fmt: skip
+#: The most modules agent/ keeps at its top (the composition root and the types every stage shares).
+AGENT_TOP_MODULES = 8
+
+
+def agent_unit(module: str) -> str | None:
+    """The unit (top-level module or stage package) an agent module belongs to."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) >= 2 and ".".join(parts[:2]) in AGENT_UNITS else None
+
+
+def unit_violations(graph: Mapping[str, Set[str]]) -> list[str]:
+    """'a -> b' for each import of a unit of the same or a higher layer by a module of another unit."""
+    found = set()
+    for module, targets in graph.items():
+        mine = agent_unit(module)
+        for target in targets:
+            theirs = agent_unit(target)
+            if mine and theirs and mine != theirs and AGENT_UNITS[theirs] >= AGENT_UNITS[mine]:
+                found.add(f"{mine} -> {theirs}")
+    return sorted(found)
+
+
+def test_every_agent_module_is_in_a_unit() -> None:
+    graph = module_graph(ROOT, "agent")
+    assert sorted(m for m in graph if m != "agent" and agent_unit(m) is None) == []
+
+
+def test_agent_units_import_only_lower_layers() -> None:
+    assert unit_violations(module_graph(ROOT, "agent")) == []
+
+
+def test_the_unit_check_finds_an_upward_import(tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "agent", tmp_path / "agent")
+    sampler = tmp_path / "agent" / "sense" / "sampler.py"
+    sampler.write_text(sampler.read_text(encoding="utf-8") + "\nfrom agent.capacity import lendable\n")
+    assert unit_violations(module_graph(tmp_path, "agent")) == ["agent.sense -> agent.capacity"]
+
+
+def test_agent_keeps_few_modules_at_its_top() -> None:
+    top = [p.name for p in (ROOT / "agent").glob("*.py") if p.name != "__init__.py"]
+    assert len(top) <= AGENT_TOP_MODULES, sorted(top)
+
+
+#: No shipped module grows past this many lines: past it, it holds more than one thing.
+MAX_MODULE_LINES = 500
+
+
+def test_no_shipped_module_is_over_the_line_limit() -> None:
+    too_long = [
+        f"{path.relative_to(ROOT)}: {n}"
+        for package in LAYERS
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    ]
+    assert too_long == []
+
+
 # Inside the agent, enforcement by layer (README, "collect → store → decide → act"): the cgroup parts and the
 # vocabulary of actions at the bottom, act (the executor, restore, the originals) above them, decide (the
 # strategies) above act, the enforcement stage on top. A module never reaches one of a higher layer, not
 # even through a module of no layer (a strategy may use the executor's types; the executor never a strategy).
 AGENT_LAYERS = {
-    "agent.parts": 0, "agent.ledger": 0, "agent.actions": 0,
-    "agent.quota_changes": 1, "agent.originals": 1, "agent.restore": 1, "agent.executor": 1,
-    "agent.strategies": 2,
-    "agent.enforcer": 3,
+    "agent.enforce.parts": 0, "agent.enforce.ledger": 0, "agent.enforce.actions": 0,
+    "agent.enforce.quota_changes": 1, "agent.enforce.originals": 1, "agent.enforce.restore": 1, "agent.enforce.executor": 1,
+    "agent.enforce.strategies": 2,
+    "agent.enforce.stage": 3,
 }  # fmt: skip
 
 
@@ -166,11 +239,11 @@ def test_no_cycle_between_modules_of_a_package(package: str) -> None:
 def test_the_module_cycle_check_finds_type_checking_cycles(tmp_path: Path) -> None:
     (tmp_path / "agent").mkdir()
     (tmp_path / "agent" / "__init__.py").write_text("")
-    (tmp_path / "agent" / "enforcer.py").write_text("from agent import report\n")
+    (tmp_path / "agent" / "stage.py").write_text("from agent import report\n")
     (tmp_path / "agent" / "report.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from agent.enforcer import Enforcer\n"
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from agent.stage import Enforcer\n"
     )
-    assert cycles(module_graph(tmp_path, "agent")) == [["agent.enforcer", "agent.report"]]
+    assert cycles(module_graph(tmp_path, "agent")) == [["agent.report", "agent.stage"]]
 
 
 def test_agent_modules_reach_only_lower_layers() -> None:
@@ -182,15 +255,21 @@ def test_the_layer_check_fails_when_act_imports_decide(tmp_path: Path) -> None:
     module of no layer: both are found."""
     shutil.copytree(ROOT / "agent", tmp_path / "agent")
     assert layer_violations(module_graph(tmp_path, "agent")) == []
-    executor = tmp_path / "agent" / "executor.py"
-    executor.write_text(executor.read_text(encoding="utf-8") + "\nfrom agent.strategies import cpu_suppression\n")
-    assert "agent.executor -> agent.strategies.cpu_suppression" in layer_violations(module_graph(tmp_path, "agent"))
+    executor = tmp_path / "agent" / "enforce" / "executor.py"
     executor.write_text(
-        executor.read_text(encoding="utf-8").replace("from agent.strategies import cpu_suppression", "")
+        executor.read_text(encoding="utf-8") + "\nfrom agent.enforce.strategies import cpu_suppression\n"
     )
-    (tmp_path / "agent" / "helper.py").write_text("from agent.strategies import registry\n")
-    (tmp_path / "agent" / "parts" / "extra.py").write_text("from agent import helper\n")
-    assert "agent.parts.extra -> agent.strategies.registry" in layer_violations(module_graph(tmp_path, "agent"))
+    assert "agent.enforce.executor -> agent.enforce.strategies.cpu_suppression" in layer_violations(
+        module_graph(tmp_path, "agent")
+    )
+    executor.write_text(
+        executor.read_text(encoding="utf-8").replace("from agent.enforce.strategies import cpu_suppression", "")
+    )
+    (tmp_path / "agent" / "helper.py").write_text("from agent.enforce.strategies import registry\n")
+    (tmp_path / "agent" / "enforce" / "parts" / "extra.py").write_text("from agent import helper\n")
+    assert "agent.enforce.parts.extra -> agent.enforce.strategies.registry" in layer_violations(
+        module_graph(tmp_path, "agent")
+    )
 
 
 def test_packages_import_only_lower_layers() -> None:
