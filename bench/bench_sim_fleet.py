@@ -30,7 +30,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -135,13 +134,9 @@ def samples_of(trace: str) -> int:
 
 def vm_series() -> list[np.ndarray]:
     """Each Bitbrains VM's usable rows as an array of (unix_s, creq, cuse, mreq, muse), in time order."""
-    from colo_sim.columns import Intake, Pods
-    from colo_sim.trace import csv_batches
+    from colo_sim.csv_arrow import read_csv
 
-    pods = Pods()
-    intake = Intake(pods, keep=True, divisor=1.0)
-    for batch in csv_batches(TRACE, "bitbrains", pods, Counter()):
-        intake.add(batch)
+    _, intake = read_csv(TRACE, "bitbrains")
     rows = intake.rows()
     order = np.argsort(rows.code, kind="stable")
     table = np.stack([rows.t, rows.cpu_request, rows.cpu_usage, rows.memory_request, rows.memory_usage], 1)[order]

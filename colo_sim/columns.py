@@ -181,6 +181,20 @@ class Intake:
         s.count += np.bincount(b.code, minlength=len(s.count))
 
 
+def usable(values: Floats, empty: npt.NDArray[np.bool_], skipped: Counter[str]) -> npt.NDArray[np.bool_]:
+    """Which rows of `values` (one row of numbers per column, NaN where a number did not parse) are usable, by
+    the CSV reader's rules in its order: an empty pod name (`empty_pod`), then a number that is missing, NaN or
+    infinite (`not_a_number`), then a negative one (`negative`); the others are counted in `skipped`."""
+    not_number = ~np.isfinite(values).all(axis=0) & ~empty
+    negative = (values < 0).any(axis=0) & ~empty & ~not_number
+    for reason, mask in (("empty_pod", empty), ("not_a_number", not_number), ("negative", negative)):
+        n = int(mask.sum())
+        if n:
+            skipped[reason] += n
+    ok: npt.NDArray[np.bool_] = ~(empty | not_number | negative)
+    return ok
+
+
 def order_check(code: Codes, t: Floats, last: Floats) -> tuple[npt.NDArray[np.bool_] | None, int, int]:
     """Which rows keep their pod's time moving forward: a row is usable when its time is after every earlier
     usable time of its pod (`last` holds each pod's latest before this batch, -inf for none; it is not

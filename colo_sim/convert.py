@@ -88,24 +88,25 @@ def _progress(done: int, total: int) -> None:
 def convert_trace(path: str, fmt: str | None, target: str) -> tuple[int, int, dict[str, int], list[str]]:
     """Write the usable rows of the trace at `path` as a dataset at `target`; (rows, nodes, skipped, warnings)."""
     from colo_sim.parquet_trace import arrow_batches, file_batches, filesystem, is_parquet, write_node
-    from colo_sim.trace import LONG_HEADER, csv_batches, no_row_reasons
+    from colo_sim.trace import LONG_HEADER, no_row_reasons
 
-    pods = Pods()
-    intake = Intake(pods, keep=True)
-    skipped: Counter[str] = Counter()
     if is_parquet(path):
         from colo_sim.parquet_trace import open_dataset
 
+        pods = Pods()
+        intake = Intake(pods, keep=True)
+        skipped: Counter[str] = Counter()
         dataset, fs_in, _ = open_dataset(path)
         files = sorted(f.path for f in dataset.get_fragments())
-        batches = arrow_batches(file_batches(fs_in, files, LONG_HEADER), pods, skipped)
+        for batch in arrow_batches(file_batches(fs_in, files, LONG_HEADER), pods, skipped):
+            intake.add(batch)
+        intake.skipped.update(skipped)
+        if intake.summary.samples == 0:
+            raise TraceError(f"{path}: no usable row ({no_row_reasons(dict(intake.skipped))})")
     else:
-        batches = csv_batches(path, fmt, pods, skipped)  # type: ignore[arg-type]
-    for batch in batches:
-        intake.add(batch)
-    intake.skipped.update(skipped)
-    if intake.summary.samples == 0:
-        raise TraceError(f"{path}: no usable row ({no_row_reasons(dict(intake.skipped))})")
+        from colo_sim.csv_arrow import read_csv
+
+        pods, intake = read_csv(path, fmt)  # type: ignore[arg-type]
     rows = intake.rows()
     node_names = sorted({node for node, _ in pods.names})
     index = {n: i for i, n in enumerate(node_names)}

@@ -12,7 +12,6 @@ import dataclasses
 import json
 import os
 import sys
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -201,11 +200,10 @@ def plot_problem(path: str) -> str | None:
 
 def load_plan(args: argparse.Namespace, settings: Settings, chosen: list[str]) -> Plan:
     """The plan of the input named on the command line (--trace or a source), after --save when asked."""
-    from colo_sim.columns import Intake, Pods
+    from colo_sim.csv_arrow import read_csv
     from colo_sim.node_plan import plan_rows
     from colo_sim.parquet_trace import is_parquet, plan_parquet
     from colo_sim.replay import plan_samples
-    from colo_sim.trace import csv_batches, no_row_reasons
 
     if args.trace is None:
         rows = SOURCES[chosen[0]](args)
@@ -220,14 +218,7 @@ def load_plan(args: argparse.Namespace, settings: Settings, chosen: list[str]) -
             raise TraceError(f"{args.trace}: a Parquet trace is in the long format (colo-sim convert writes it)")
         plan = plan_parquet(args.trace, settings.node, settings.pack_to, settings.step_s, settings.max_span_s)
     else:
-        pods = Pods()
-        intake = Intake(pods, keep=True)
-        skipped: Counter[str] = Counter()
-        for batch in csv_batches(args.trace, args.format, pods, skipped):
-            intake.add(batch)
-        intake.skipped.update(skipped)
-        if intake.summary.samples == 0:
-            raise TraceError(f"{args.trace}: no usable row ({no_row_reasons(dict(intake.skipped))})")
+        pods, intake = read_csv(args.trace, args.format)
         plan = plan_rows(intake, pods, settings.node, settings.pack_to, settings.step_s, settings.max_span_s)
     if args.save:
         save(args.save, plan_samples_of(plan))

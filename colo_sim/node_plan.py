@@ -116,11 +116,12 @@ def plan_rows(
         raise TraceError("no usable row")
     grid = grid_of(summary, pods, step, max_span_s)
     packed = packed_nodes(pods, summary, size, pack_to)
-    named = sorted({node for node, _ in pods.names if node})
+    seen = np.flatnonzero(summary.count > 0).tolist()
+    named = sorted({pods.names[c][0] for c in seen if pods.names[c][0]})
     names = node_names(named, packed)
     index = {name: i for i, name in enumerate(names)}
-    node_of = np.array([index[node] if node else len(named) + packed[c] for c, (node, _) in enumerate(pods.names)],
-                       np.int64)  # fmt: skip
+    node_of = np.array([index[node] if node else len(named) + packed.get(c, 0) for c, (node, _) in
+                        enumerate(pods.names)], np.int64)  # fmt: skip
     rows = intake.rows()
     where = node_of[rows.code]
     order = np.argsort(where, kind="stable")
@@ -131,7 +132,8 @@ def plan_rows(
     for i, name in enumerate(names):
         part = grouped.take(slice(bounds[i], bounds[i + 1]))  # type: ignore[arg-type]
         specs.append(NodeSpec(name, (sizes or {}).get(name, size), _local(part, pods)))
-    return Plan(grid, specs, len(pods), summary.samples, dict(sorted(intake.skipped.items())), intake.warnings)
+    pods_seen = int((summary.count > 0).sum())
+    return Plan(grid, specs, pods_seen, summary.samples, dict(sorted(intake.skipped.items())), intake.warnings)
 
 
 def _local(rows: Batch, pods: Pods) -> InlineRows:

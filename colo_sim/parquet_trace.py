@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from colo_sim.columns import Batch, Intake, Pods
+from colo_sim.columns import Batch, Intake, Pods, usable
 from colo_sim.node_plan import NodeSpec, Plan, grid_of, node_names, packed_nodes, plan_rows
 from colo_sim.packing import NodeSize
 from colo_sim.trace import LONG_HEADER, Sample, TraceError
@@ -117,20 +117,15 @@ def arrow_batches(
             values.append(np.asarray(pc.fill_null(col, np.nan).to_numpy(zero_copy_only=False), np.float64))
         table = np.vstack(values)
         empty = np.asarray(pc.equal(pod_col, "").to_numpy(zero_copy_only=False), bool)
-        not_number = ~np.isfinite(table).all(axis=0) & ~empty
-        negative = (table < 0).any(axis=0) & ~empty & ~not_number
-        ok = ~(empty | not_number | negative)
-        for reason, mask in (("empty_pod", empty), ("not_a_number", not_number), ("negative", negative)):
-            n = int(mask.sum())
-            if n:
-                skipped[reason] += n
+        ok = usable(table, empty, skipped)
         if not ok.any():
             continue
-        codes = _codes(pod_col, None if node is None else node, None if node is not None else node_col, pods)
-        yield Batch(codes[ok], *(np.ascontiguousarray(table[i][ok]) for i in range(5)))
+        keep = pa.array(ok)
+        codes = coded(pc.filter(pod_col, keep), node, None if node is not None else pc.filter(node_col, keep), pods)
+        yield Batch(codes, *(np.ascontiguousarray(table[i][ok]) for i in range(5)))
 
 
-def _codes(pod_col: Any, node: str | None, node_col: Any, pods: Pods) -> np.ndarray[Any, np.dtype[np.int64]]:
+def coded(pod_col: Any, node: str | None, node_col: Any, pods: Pods) -> np.ndarray[Any, np.dtype[np.int64]]:
     """Each row's pod code, looking up each distinct (node, pod) of the batch once."""
     _, pc, _, _ = _pyarrow()
     pod_dict = pc.dictionary_encode(pod_col)

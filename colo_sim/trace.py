@@ -49,7 +49,7 @@ HEADERS: dict[Format, tuple[str, ...]] = {"long": LONG_HEADER, "bitbrains": BITB
 
 #: Why a row was skipped.
 SKIP_REASONS = (
-    "column_count",  # not the header's number of columns
+    "column_count",  # not the header's number of columns (a blank line is no row: not counted)
     "not_a_number",  # a numeric column that does not parse, or is NaN or infinite
     "negative",  # a negative time, request or usage
     "zero_cores",  # bitbrains: cores or cpu_prov_mhz of 0 (the usage in cores is undefined)
@@ -181,6 +181,8 @@ def _reject(fields: list[str], skipped: Counter[str]) -> None:
 def _bitbrains(rows: Iterable[list[str]], skipped: Counter[str]) -> Iterator[Fields]:
     for row in rows:
         if len(row) != 7:
+            if not row:
+                continue  # a blank line is not a row
             skipped["column_count"] += 1
             continue
         try:
@@ -202,6 +204,8 @@ def _bitbrains(rows: Iterable[list[str]], skipped: Counter[str]) -> Iterator[Fie
 def _long(rows: Iterable[list[str]], skipped: Counter[str]) -> Iterator[Fields]:
     for row in rows:
         if len(row) != 7:
+            if not row:
+                continue  # a blank line is not a row
             skipped["column_count"] += 1
             continue
         pod = row[1].strip()

@@ -8,6 +8,7 @@ import gzip
 import json
 import os
 import random
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -187,3 +188,36 @@ def test_the_progress_bar_is_drawn_on_a_terminal_only(tmp_path: Path) -> None:
         quiet = Progress(f)
         quiet(1, 4)
     assert (tmp_path / "log").read_text() == ""
+
+
+def test_pyarrows_csv_reader_reads_what_the_standard_reader_reads(tmp_path: Path) -> None:
+    """The same usable rows and skip counts from pyarrow's CSV reader as from the csv module's; a number
+    pyarrow parses differently from float() (spaces around it, a word) sends the file to the csv module."""
+
+    from colo_sim.columns import Intake, Pods
+    from colo_sim.csv_arrow import Unsupported, arrow_csv_batches, read_csv
+    from colo_sim.trace import csv_batches
+
+    def rows_of(reader: object, path: str) -> tuple[object, ...]:
+        pods, intake, skipped = Pods(), Intake(Pods(), keep=True), Counter()
+        intake.pods = pods
+        for batch in reader(path, None, pods, skipped):  # type: ignore[operator]
+            intake.add(batch)
+        r = intake.rows()
+        return (pods.names, dict(skipped + intake.skipped),
+                *(getattr(r, f).tolist() for f in ("code", "t", "cpu_request", "cpu_usage", "memory_request")))  # fmt: skip
+
+    long_rows = ["n,a,10,1,0.5,100,50", "n,a,10,1", "n,a,20,1,nan,100,50", "n,a,20,1,-0.5,100,50", "n,,20,1,0.5,100,50",
+                 "n,a,5,1,0.5,100,50", "n,a,10,1,0.5,100,50", "", "n,a,30,1,0.5,100,50", "m, a ,5,1,0.5,100,50",
+                 '"q,x",b,7,1,inf,1,1', "m,b,8,1,,1,1", "m,b,9,1,NA,1,1", "m,b,10,2,0.25,3,1e3"]  # fmt: skip
+    bb_rows = ["1,10,0,0,0,1,1", "1,10,1,inf,0,1,1", "1,20,1,100,50,1,1", "1,30,1,100,50,1,-1", ",40,2,200,20,1,1",
+               "1,50,4,10000.0,2500.0,1024,512"]  # fmt: skip
+    for name, header, rows in (("long.csv", LONG, long_rows), ("bb.csv", BITBRAINS, bb_rows)):
+        path = write_csv(tmp_path / name, rows, header)
+        python, arrow = rows_of(csv_batches, path), rows_of(arrow_csv_batches, path)
+        assert python == arrow and len(python[2]) >= 2  # type: ignore[arg-type]
+    spaced = write_csv(tmp_path / "spaced.csv", ["n,a,10, 1 ,0.5,100,50", "n,a,20,1,x,100,50"])
+    with pytest.raises(Unsupported):
+        rows_of(arrow_csv_batches, spaced)
+    _, intake = read_csv(spaced, None)
+    assert intake.summary.samples == 1 and dict(intake.skipped) == {"not_a_number": 1}
