@@ -19,6 +19,7 @@ import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from colo_sim.replay import NodeOutcome, NodeTask, replay_node
@@ -66,7 +67,10 @@ def local(jobs: int) -> Executor:
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
 
             def result(future: Future[NodeOutcome]) -> NodeOutcome:
-                return future.result()
+                try:
+                    return future.result()
+                except BrokenProcessPool as exc:  # a worker killed (out of memory, a signal)
+                    raise ExecutorError(f"a replay process died: {exc}") from None
 
             yield from _ordered(lambda t: pool.submit(replay_node, t), result, work, AHEAD * jobs)
 
@@ -87,9 +91,27 @@ def dask(address: str) -> Executor:
 
     def run(work: Iterable[NodeTask]) -> Iterator[NodeOutcome]:
         try:
-            yield from _ordered(lambda t: client.submit(replay_node, t, pure=False), lambda f: f.result(), work,
+            yield from _ordered(lambda t: client.submit(replay_node, t, pure=False), _dask_result, work,
                                 AHEAD * workers)  # fmt: skip
         finally:
             client.close()  # type: ignore[no-untyped-call]
 
     return run
+
+
+def _dask_result(future: Any) -> NodeOutcome:
+    """A task's outcome; the engine's own failures (a worker lost, the scheduler gone) as one line. An error
+    of the replay itself (TraceError: a worker that cannot read the dataset) is re-raised as it is."""
+    from distributed import KilledWorker
+
+    from colo_sim.trace import TraceError
+
+    try:
+        outcome: NodeOutcome = future.result()
+    except TraceError:
+        raise
+    except KilledWorker as exc:
+        raise ExecutorError(f"Dask lost the workers replaying a node: {exc}") from None
+    except (OSError, TimeoutError) as exc:
+        raise ExecutorError(f"the Dask cluster failed: {exc}") from None
+    return outcome

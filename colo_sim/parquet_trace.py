@@ -165,11 +165,15 @@ class PartitionRows:
     divisor: float
 
     def load(self) -> tuple[list[tuple[str, str]], Batch]:
+        pa, _, _, _ = _pyarrow()
         fs, _ = filesystem(self.root)
         pods = Pods()
         intake = Intake(pods, keep=True, divisor=self.divisor)
-        for batch in arrow_batches(file_batches(fs, self.files, LONG_HEADER[1:]), pods, Counter(), self.node):
-            intake.add(batch)
+        try:
+            for batch in arrow_batches(file_batches(fs, self.files, LONG_HEADER[1:]), pods, Counter(), self.node):
+                intake.add(batch)
+        except (OSError, pa.ArrowException) as exc:  # e.g. a worker that cannot see the dataset
+            raise TraceError(f"{self.root}: node {self.node!r}: cannot read it: {_one_line(exc)}") from None
         return pods.names, intake.rows()
 
 

@@ -221,3 +221,23 @@ def test_pyarrows_csv_reader_reads_what_the_standard_reader_reads(tmp_path: Path
         rows_of(arrow_csv_batches, spaced)
     _, intake = read_csv(spaced, None)
     assert intake.summary.samples == 1 and dict(intake.skipped) == {"not_a_number": 1}
+
+
+def test_a_node_whose_files_cannot_be_read_at_replay_is_one_error(tmp_path: Path) -> None:
+    """A worker that cannot see the dataset (here: a node's file gone after the first pass) names the node."""
+    from colo_sim.executors import local
+    from colo_sim.packing import NodeSize
+    from colo_sim.parquet_trace import plan_parquet
+    from colo_sim.replay import Settings, run_plan
+    from colo_sim.trace import TraceError
+
+    rows = fleet_rows(nodes=2, unplaced=0, steps=30)
+    del rows[50]
+    path = write_csv(tmp_path / "t.csv", rows)
+    assert cli.main(["convert", "--trace", path, "--to", str(tmp_path / "ds")]) == 0
+    settings = Settings(node=NodeSize(8.0, 24 * GI))
+    plan = plan_parquet(str(tmp_path / "ds"), settings.node, 1.0, None, 1e9)
+    (tmp_path / "ds" / "node=node-1" / "part-00000.parquet").unlink()
+    for jobs in (1, 2):
+        with pytest.raises(TraceError, match="node 'node-1': cannot read it"):
+            run_plan(plan, settings, executor=local(jobs))
