@@ -136,7 +136,7 @@ def vm_series() -> list[np.ndarray]:
     """Each Bitbrains VM's usable rows as an array of (unix_s, creq, cuse, mreq, muse), in time order."""
     from colo_sim.csv_arrow import read_csv
 
-    _, intake = read_csv(TRACE, "bitbrains")
+    _, intake = read_csv(TRACE, "bitbrains", fast=True)
     rows = intake.rows()
     order = np.argsort(rows.code, kind="stable")
     table = np.stack([rows.t, rows.cpu_request, rows.cpu_usage, rows.memory_request, rows.memory_usage], 1)[order]

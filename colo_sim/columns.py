@@ -44,6 +44,16 @@ class Batch:
         return Batch(self.code[index], self.t[index], self.cpu_request[index], self.cpu_usage[index],
                      self.memory_request[index], self.memory_usage[index])  # fmt: skip
 
+    def reorder(self, index: npt.NDArray[np.intp]) -> None:
+        """Put the rows in the order `index`, one column at a time (never two copies of every column at once)."""
+        for f in _FIELDS:
+            setattr(self, f, getattr(self, f)[index])
+
+    def compact(self) -> Batch:
+        """The rows in arrays of their own (a view into a larger parsed block would keep the block alive)."""
+        return Batch(*(np.array(getattr(self, f), copy=True) if getattr(self, f).base is not None else getattr(self, f)
+                       for f in _FIELDS))  # fmt: skip
+
     @staticmethod
     def concat(parts: list[Batch]) -> Batch:
         if not parts:
@@ -124,14 +134,14 @@ class Intake:
         if len(batch):
             self._summarise(batch)
             if self.keep:
-                self._parts.append(batch)
+                self._parts.append(batch.compact())
         return batch
 
     def rows(self) -> Batch:
-        """Every kept row, in input order."""
-        whole = Batch.concat(self._parts)
-        self._parts = [whole] if len(whole) else []
-        return whole
+        """Every kept row, in input order, handed over: the intake keeps no reference to them (the caller's
+        copy grouped by node is then the only one)."""
+        parts, self._parts = self._parts, []
+        return Batch.concat(parts)
 
     def _unit(self, t: float) -> float:
         for limit, name, divisor in UNIT_LIMITS:

@@ -106,7 +106,7 @@ def convert_trace(path: str, fmt: str | None, target: str) -> tuple[int, int, di
     else:
         from colo_sim.csv_arrow import read_csv
 
-        pods, intake = read_csv(path, fmt)  # type: ignore[arg-type]
+        pods, intake = read_csv(path, fmt, fast=True)  # type: ignore[arg-type]
     rows = intake.rows()
     node_names = sorted({node for node, _ in pods.names})
     index = {n: i for i, n in enumerate(node_names)}

@@ -1,6 +1,6 @@
 """The CSV trace read by pyarrow's streaming CSV reader: the same rows and skip counts as the standard
 library's reader (`colo_sim.trace.csv_batches`), parsed in C in blocks of a few MB — a third of the CPU on
-the shared trace (1.2 s instead of 3.7 s) — and never the whole file at once.
+the shared trace (1.2 s instead of 3.7 s) — and never the whole file at once; `read_csv` says when it is used.
 
 pyarrow parses a number a little more strictly than Python's `float()` (no surrounding spaces, no `_`
 between digits): a file with such a number makes this reader give up (`Unsupported`), and the caller reads
@@ -50,7 +50,7 @@ def arrow_csv_batches(path: str, fmt: Format | None, pods: Pods, skipped: Counte
         gz = probe.read(2) == b"\x1f\x8b"
     try:
         stream = pa.input_stream(path, compression="gzip" if gz else None)
-        read = pacsv.ReadOptions(column_names=names, skip_rows=1, block_size=BLOCK)
+        read = pacsv.ReadOptions(column_names=names, skip_rows=1, block_size=BLOCK, use_threads=False)
         parse = pacsv.ParseOptions(invalid_row_handler=bad_row, ignore_empty_lines=True, newlines_in_values=True)
         convert = pacsv.ConvertOptions(column_types=types, strings_can_be_null=False, quoted_strings_can_be_null=False)
         reader = pacsv.open_csv(stream, read_options=read, parse_options=parse, convert_options=convert)
@@ -101,14 +101,18 @@ def _checked(rb: Any, fmt: Format, pods: Pods, skipped: Counter[str]) -> Batch:
     return Batch(codes, *(np.ascontiguousarray(v) for v in values))
 
 
-def read_csv(path: str, fmt: Format | None, keep: bool = True) -> tuple[Pods, Intake]:
-    """Every usable row of the CSV file at `path` through an Intake (pyarrow's reader, else the standard
-    library's); TraceError when none is usable."""
+def read_csv(path: str, fmt: Format | None, fast: bool = False) -> tuple[Pods, Intake]:
+    """Every usable row of the CSV file at `path` through an Intake (kept); TraceError when none is usable.
+
+    `fast`: pyarrow's reader first (the standard library's when it gives up). Measured on the shared trace it
+    saves 2.7 s of CPU of the whole replay's 28.7 s, but the process then peaks at 429 MiB instead of 260 MiB
+    (pyarrow's libraries, its reader's buffers and what the allocator keeps of them): `colo-sim convert` uses
+    it, the replay does not."""
     from colo_sim.trace import csv_batches, no_row_reasons
 
-    for reader in (arrow_csv_batches, csv_batches):
+    for reader in (arrow_csv_batches, csv_batches) if fast else (csv_batches,):
         pods = Pods()
-        intake = Intake(pods, keep=keep)
+        intake = Intake(pods, keep=True)
         skipped: Counter[str] = Counter()
         try:
             for batch in reader(path, fmt, pods, skipped):

@@ -122,12 +122,13 @@ def plan_rows(
     index = {name: i for i, name in enumerate(names)}
     node_of = np.array([index[node] if node else len(named) + packed.get(c, 0) for c, (node, _) in
                         enumerate(pods.names)], np.int64)  # fmt: skip
-    rows = intake.rows()
-    where = node_of[rows.code]
-    order = np.argsort(where, kind="stable")
-    grouped = rows.take(order)
-    del rows, order
+    grouped = intake.rows()
+    where = node_of[grouped.code]
     bounds = [0, *np.cumsum(np.bincount(where, minlength=len(names))).tolist()]
+    order = np.argsort(where, kind="stable")
+    del where
+    grouped.reorder(order)
+    del order
     specs = []
     for i, name in enumerate(names):
         part = grouped.take(slice(bounds[i], bounds[i + 1]))  # type: ignore[arg-type]
