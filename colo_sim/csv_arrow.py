@@ -106,8 +106,8 @@ def read_csv(path: str, fmt: Format | None, fast: bool = False) -> tuple[Pods, I
 
     `fast`: pyarrow's reader first (the standard library's when it gives up). Measured on the shared trace it
     saves 2.7 s of CPU of the whole replay's 28.7 s, but the process then peaks at 429 MiB instead of 260 MiB
-    (pyarrow's libraries, its reader's buffers and what the allocator keeps of them): `colo-sim convert` uses
-    it, the replay does not."""
+    (pyarrow's libraries, its reader's buffers and what the allocator keeps of them): `colo-sim convert` and a
+    parallel replay (where the read is the part no other process shares) use it, `--jobs 1` does not."""
     from colo_sim.trace import csv_batches, no_row_reasons
 
     for reader in (arrow_csv_batches, csv_batches) if fast else (csv_batches,):

@@ -201,6 +201,7 @@ def plot_problem(path: str) -> str | None:
 def load_plan(args: argparse.Namespace, settings: Settings, chosen: list[str]) -> Plan:
     """The plan of the input named on the command line (--trace or a source), after --save when asked."""
     from colo_sim.csv_arrow import read_csv
+    from colo_sim.executors import cpus
     from colo_sim.node_plan import plan_rows
     from colo_sim.parquet_trace import is_parquet, plan_parquet
     from colo_sim.replay import plan_samples
@@ -218,7 +219,9 @@ def load_plan(args: argparse.Namespace, settings: Settings, chosen: list[str]) -
             raise TraceError(f"{args.trace}: a Parquet trace is in the long format (colo-sim convert writes it)")
         plan = plan_parquet(args.trace, settings.node, settings.pack_to, settings.step_s, settings.max_span_s)
     else:
-        pods, intake = read_csv(args.trace, args.format)
+        # in parallel, the read is the part no other process shares: pyarrow's faster reader then, for more memory
+        parallel = bool(args.cluster) or (args.jobs or cpus()) > 1
+        pods, intake = read_csv(args.trace, args.format, fast=parallel)
         plan = plan_rows(intake, pods, settings.node, settings.pack_to, settings.step_s, settings.max_span_s)
     if args.save:
         save(args.save, plan_samples_of(plan))
