@@ -2,7 +2,7 @@
 (`--cluster ADDRESS`). Each runs `colo_sim.replay.replay_node` on one node per task and yields the outcomes in
 node order, so the merged result never depends on which node finished first.
 
-At most a few tasks per worker are in flight: a node's rows travel with its task (or are read by the worker
+At most `AHEAD` tasks per worker are in flight: a node's rows travel with its task (or are read by the worker
 from the dataset), and the outcomes are merged as they arrive, so memory stays that of a few nodes.
 
 Dask distributed rather than Ray: a platform team that runs batch jobs on Kubernetes already has it or can
@@ -26,9 +26,11 @@ from colo_sim.replay import NodeOutcome, NodeTask, replay_node
 
 Executor = Callable[[Iterable[NodeTask]], Iterator[NodeOutcome]]
 
-#: Tasks submitted ahead per worker: enough to keep a worker busy while the parent merges, few enough that
-#: the rows in flight stay a few nodes' worth.
-AHEAD = 2
+#: Tasks in flight per worker. The outcomes are taken in node order, so a slow node holds back the merge
+#: while later ones finish: with 8 per worker a worker finds another node to replay meanwhile. What waits costs
+#: little: a queued task is the node's file names, or a reference to rows the parent already holds (pickled only
+#: when sent), and an outcome is a few numbers per policy.
+AHEAD = 8
 
 
 class ExecutorError(Exception):
