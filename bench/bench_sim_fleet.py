@@ -121,7 +121,7 @@ def shared_trace(repeat: int) -> None:
     try:
         from distributed import LocalCluster
     except ImportError:
-        print("  Dask: skipped (pip install 'colo[fleet]')")
+        print("  Dask: skipped (.venv/bin/pip install -e '.[fleet]')")
         return
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",  # type: ignore[no-untyped-call]
                            dashboard_address=None)  # fmt: skip

@@ -8,6 +8,9 @@ import datetime
 import math
 import re
 
+#: The longest span of a trace accepted by default (`--max-span`): a year and a day.
+MAX_SPAN_S = 366 * 86400.0
+
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([smhd]?)\s*$")
 _UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 

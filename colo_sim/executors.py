@@ -84,7 +84,9 @@ def dask(address: str) -> Executor:
     try:
         from distributed import Client
     except ImportError:
-        raise ExecutorError("--cluster needs Dask distributed: pip install 'colo[fleet]'") from None
+        raise ExecutorError(
+            "--cluster needs Dask distributed: .venv/bin/pip install -e '.[fleet]' in a clone"
+        ) from None
     try:
         client = Client(address, timeout="20s", set_as_default=False)  # type: ignore[no-untyped-call]
     except (OSError, TimeoutError, ValueError) as exc:

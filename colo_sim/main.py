@@ -16,8 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from agent.capacity.lendable import CapacityParams
-from colo_sim.arguments import duration, fraction, instant, memory, positive, prometheus_duration, whole
-from colo_sim.node_plan import MAX_SPAN_S
+from colo_sim.arguments import MAX_SPAN_S, duration, fraction, instant, memory, positive, prometheus_duration, whole
 from colo_sim.packing import NodeSize
 from colo_sim.trace import HEADERS, Sample, TraceError, TraceRows
 from common.buildinfo import version_line
@@ -90,12 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save", metavar="FILE",
                    help="also write the samples read (e.g. a Prometheus pull) as a long-format trace")  # fmt: skip
     p.add_argument("--plot", metavar="FILE.png",
-                   help="draw the Pareto picture and one node over time (needs colo[sim])")  # fmt: skip
+                   help="draw the Pareto picture and one node over time (needs matplotlib: make sim)")  # fmt: skip
     p.add_argument("--jobs", type=whole, metavar="N",
                    help="replay nodes in N processes (default: the CPUs; one for a small trace)")  # fmt: skip
     p.add_argument("--cluster", metavar="ADDRESS", default=os.environ.get("DASK_SCHEDULER_ADDRESS"),
                    help="replay nodes on the Dask cluster whose scheduler is at ADDRESS (tcp://host:8786; default: "
-                   "$DASK_SCHEDULER_ADDRESS); needs colo[fleet], and the trace at a path or URL the workers "
+                   "$DASK_SCHEDULER_ADDRESS); needs the fleet extra, and the trace at a path or URL the workers "
                    "can read")  # fmt: skip
     p.add_argument("--max-span", type=duration, default=MAX_SPAN_S, metavar="DURATION",
                    help="refuse a trace whose times span more than this (default: 366d)")  # fmt: skip
@@ -108,7 +107,7 @@ def colo_params(path: str | None) -> CapacityParams:
     from agent.config import load_config
 
     config = load_config(["--config", path] if path else [], env={})
-    return params_from(config.oversubscription)
+    return params_from(config.oversubscription, config.enforcement.eviction.memory_high_watermark)
 
 
 #: Below this many samples the nodes are replayed in this process whatever --jobs says: starting processes
@@ -118,6 +117,11 @@ SMALL_TRACE = 100_000
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    import importlib.util
+
+    if importlib.util.find_spec("numpy") is None and not {"-h", "--help", "--version"} & set(argv):
+        print(f"{PROG}: the replay needs numpy: make sim (the sim extra)", file=sys.stderr)
+        return EXIT_CONFIG
     if argv[:1] == ["convert"]:
         from colo_sim.convert import convert_main
 
@@ -187,7 +191,7 @@ def plot_problem(path: str) -> str | None:
     import importlib.util
 
     if importlib.util.find_spec("matplotlib") is None:
-        return "--plot needs matplotlib: pip install 'colo[sim]'"
+        return "--plot needs matplotlib: make sim"
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         return f"--plot {path}: is a directory"

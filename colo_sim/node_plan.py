@@ -18,13 +18,11 @@ from typing import Protocol
 
 import numpy as np
 
+from colo_sim.arguments import MAX_SPAN_S
 from colo_sim.columns import Batch, Intake, Pods, Summary
 from colo_sim.packing import NodeSize, pack
 from colo_sim.timeline import Timeline, infer_step, intake_samples, node_trace
 from colo_sim.trace import Sample, TraceError
-
-#: The longest span of a trace accepted by default: a year and a day.
-MAX_SPAN_S = 366 * 86400.0
 
 
 class NodeRows(Protocol):

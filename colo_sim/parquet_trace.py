@@ -56,7 +56,7 @@ def _pyarrow() -> tuple[Any, Any, Any, Any]:
         import pyarrow.dataset as ds
         import pyarrow.fs as pafs
     except ImportError:
-        raise TraceError("Parquet input and output need pyarrow: pip install 'colo[sim]'") from None
+        raise TraceError("Parquet input and output need pyarrow: make sim") from None
     return pa, pc, ds, pafs
 
 

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from agent.capacity.lendable import CapacityParams
+from colo_sim.arguments import MAX_SPAN_S
 from colo_sim.columns import Intake, Pods
 from colo_sim.measures import Part, Tally
-from colo_sim.node_plan import MAX_SPAN_S, NodeSpec, Plan, plan_rows
+from colo_sim.node_plan import NodeSpec, Plan, plan_rows
 from colo_sim.packing import NodeSize
 from colo_sim.policies import POLICY_NAMES, Lending, Runner, colo, koordinator, maximum, oracle, volcano
 from colo_sim.timeline import NodeTrace, Timeline, intake_samples, node_trace

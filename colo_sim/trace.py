@@ -27,11 +27,10 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import numpy as np
-
-from colo_sim.columns import Batch, Pods
+if TYPE_CHECKING:
+    from colo_sim.columns import Batch, Pods
 
 Format = Literal["long", "bitbrains"]
 
@@ -244,5 +243,9 @@ def csv_batches(
 
 
 def _batch(codes: list[int], values: list[float]) -> Batch:
+    import numpy as np  # here: the module is read by colo-sim before it checks that numpy is installed
+
+    from colo_sim.columns import Batch
+
     table = np.array(values, np.float64).reshape(-1, 5)
     return Batch(np.array(codes, np.int64), *(np.ascontiguousarray(table[:, i]) for i in range(5)))
