@@ -24,6 +24,15 @@ OFFLINE_CPU_RELEASED = Family(
 OFFLINE_POD_CPU_QUOTA = Family("colo_offline_pod_cpu_quota_cores", "CPU quota given to an offline pod, cores", ("uid",))
 OFFLINE_POD_MEMORY_HIGH = Family("colo_offline_pod_memory_high_bytes", "memory.high given to an offline pod", ("uid",))
 ENFORCEMENT_WRITES = Family("colo_enforcement_writes", "cgroup writes made by enforcement", ("result",), "counter")
+LEDGER_SAVE_FAILED = Family(
+    "colo_enforcement_ledger_save_failed",
+    "1 while the last save of the enforcement ledger did not reach the disk (no cgroup is changed until it does)",
+)
+LEDGER_UNTRUSTED = Family(
+    "colo_enforcement_ledger_untrusted",
+    "1 when the ledger found at start could not be read (kept aside with a .corrupt- suffix): originals come "
+    "from the pod specs until the agent restarts",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +48,8 @@ class EnforcementState:
     writes: int
     errors: int
     last_error: str | None
+    ledger_save_failed: bool = False
+    ledger_untrusted: bool = False
 
 
 #: Report keys, in the section's order, and their values while no active strategy reports them.
@@ -101,4 +112,8 @@ def metrics(e: EnforcementState) -> Iterable[Metric]:
     w.add_metric(["ok"], float(e.writes))
     w.add_metric(["error"], float(e.errors))
     out.append(w)
+    for family, value in ((LEDGER_SAVE_FAILED, e.ledger_save_failed), (LEDGER_UNTRUSTED, e.ledger_untrusted)):
+        g = family.metric()
+        g.add_metric([], 1.0 if value else 0.0)
+        out.append(g)
     return out
