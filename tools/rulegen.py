@@ -61,18 +61,21 @@ def render(source: Path = RULES) -> str:
     return HEADER + body
 
 
+def stale(out: Path = OUT) -> bool:
+    """Whether `out` differs from what the rules file generates."""
+    return (out.read_text(encoding="utf-8") if out.exists() else "") != render()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.rulegen", description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when the PrometheusRule is stale")
     args = parser.parse_args(argv)
-    text = render()
     if args.check:
-        current = OUT.read_text(encoding="utf-8") if OUT.exists() else ""
-        if current != text:
+        if stale():
             print(f"stale: {OUT.relative_to(ROOT)} (run python -m tools.rulegen)", file=sys.stderr)
             return 1
         return 0
-    OUT.write_text(text, encoding="utf-8")
+    OUT.write_text(render(), encoding="utf-8")
     print(f"wrote {OUT.relative_to(ROOT)}")
     return 0
 
