@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from agent.collectors import enabled_from, switches_model
+from agent.sense.collectors import enabled_from, switches_model
 from common.cli import Flags
 from common.config import ConfigError, load
 from common.listen import ListenAddress, split_host_port
@@ -24,7 +24,7 @@ ENV_PREFIX = "COLO_"
 #: The DaemonSet's state file, on the node's /var/lib/colo hostPath (the manifests create the directory).
 POD_STATE_FILE = "/var/lib/colo/agent-state.json"
 STATE_FILE_NAME = "agent-state.json"
-DISK_COLLECTORS = ("disk", "disk_devices")  # what disk QoS reads (agent/collectors/disk.py)
+DISK_COLLECTORS = ("disk", "disk_devices")  # what disk QoS reads (agent/sense/collectors/disk.py)
 LogLevel = Literal["debug", "info", "warning", "error"]
 
 __all__ = ["AgentConfig", "ConfigError", "build_parser", "load_config"]
@@ -45,7 +45,7 @@ class ClassifyConfig(Strict):
 
 class CollectorSwitches(Strict):
     """The `collectors` section's base: its fields, one per switchable collector, come from the collectors'
-    registry (agent/collectors/registry.py)."""
+    registry (agent/sense/collectors/registry.py)."""
 
     def enabled(self) -> frozenset[str]:
         return enabled_from(self.model_dump())
@@ -58,8 +58,8 @@ else:
 
 
 class OversubscriptionConfig(Strict):
-    """How oversubscribable capacity is computed (agent/capacity.py) and published (agent/oversubscription.py,
-    agent/publish_policy.py, docs/publishing.md)."""
+    """How oversubscribable capacity is computed (agent/capacity/lendable.py) and published (agent/capacity/owner.py,
+    agent/capacity/publish_rules.py, docs/publishing.md)."""
 
     #: Publish capacity on every node, not only on nodes labelled volcano.sh/oversubscription=true.
     enabled_on_all_nodes: bool = False
@@ -111,7 +111,7 @@ class OversubscriptionConfig(Strict):
 
 
 class EvictionConfig(Strict):
-    """Eviction by watermarks (agent/eviction.py); node annotations override the watermarks."""
+    """Eviction by watermarks (agent/evict/evictor.py); node annotations override the watermarks."""
 
     #: Evict offline pods while the node is above a high watermark.
     enabled: bool = True
@@ -152,7 +152,7 @@ class EvictionConfig(Strict):
 
 
 class DiskQosConfig(Strict):
-    """Offline pods' disk bandwidth and IOPS per block device (agent/strategies/disk_qos.py, docs/disk-qos.md).
+    """Offline pods' disk bandwidth and IOPS per block device (agent/enforce/strategies/disk_qos.py, docs/disk-qos.md).
     A budget of 0 leaves that direction unlimited."""
 
     #: Hold offline pods to a per-device disk budget (switches the disk and disk_devices collectors on).
@@ -182,7 +182,7 @@ class DiskQosConfig(Strict):
 
 
 class EnforcementConfig(Strict):
-    """Offline suppression and OOM preference (agent/enforcer.py)."""
+    """Offline suppression and OOM preference (agent/enforce/stage.py)."""
 
     #: Suppress offline pods' CPU and give them the lowest OOM preference.
     enabled: bool = True
@@ -224,14 +224,14 @@ class EnforcementConfig(Strict):
 
 
 class CpuBurstConfig(Strict):
-    """CFS burst for online pods with a CPU limit (agent/strategies/cpu_burst.py)."""
+    """CFS burst for online pods with a CPU limit (agent/enforce/strategies/cpu_burst.py)."""
 
     enabled: bool = False  # every online pod; without it a pod opts in by volcano.sh/enable-quota-burst=true
     burst_percent: int = Field(default=100, ge=1, le=100)  # of the quota: the kernel refuses a burst above it
 
 
 class QuotaBurstConfig(Strict):
-    """Raise a throttled online container's quota while the node is idle (agent/strategies/quota_burst.py)."""
+    """Raise a throttled online container's quota while the node is idle (agent/enforce/strategies/quota_burst.py)."""
 
     #: Raise a throttled online container's quota while the node is idle.
     enabled: bool = False
@@ -243,7 +243,7 @@ class QuotaBurstConfig(Strict):
 
 
 class MemoryQosConfig(Strict):
-    """memory.min/low and memory.high for online pods on cgroup v2 (agent/strategies/memory_qos.py)."""
+    """memory.min/low and memory.high for online pods on cgroup v2 (agent/enforce/strategies/memory_qos.py)."""
 
     #: memory.min/low (and optionally memory.high) for online pods, cgroup v2 only.
     enabled: bool = False
@@ -253,7 +253,7 @@ class MemoryQosConfig(Strict):
 
 
 class NetworkQosConfig(Strict):
-    """Egress limits of offline pods (agent/strategies/net_egress.py, docs/network-qos.md); off by default."""
+    """Egress limits of offline pods (agent/enforce/strategies/net_egress.py, docs/network-qos.md); off by default."""
 
     #: Hold offline pods' egress to a node budget with a token bucket in each pod's network namespace (needs
     #: collectors.pod_network).
@@ -291,7 +291,7 @@ class QosConfig(Strict):
 
 
 class BatchConfig(Strict):
-    """Batch pods' own limits from kubernetes.io/batch-cpu / batch-memory (agent/strategies/batch_limits.py).
+    """Batch pods' own limits from kubernetes.io/batch-cpu / batch-memory (agent/enforce/strategies/batch_limits.py).
 
     The CFS period is `enforcement.cpu_period_us` (keep it equal to kubelet's --cpu-cfs-quota-period), so
     suppression and the batch limits never disagree on it."""
@@ -357,7 +357,7 @@ class AgentConfig(Strict):
 
     @model_validator(mode="after")
     def _window_names(self) -> AgentConfig:
-        from agent.windows import WINDOW_NAMES
+        from agent.windows.store import WINDOW_NAMES
 
         if self.oversubscription.peak_window not in WINDOW_NAMES:
             raise ValueError(f"oversubscription.peak_window must be one of {', '.join(WINDOW_NAMES)}")

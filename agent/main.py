@@ -82,10 +82,10 @@ def build_agent(
     """The composition root: every part of the agent built in dependency order, each given what it needs.
     With `kube` the agent runs in a cluster (pods from the API server, capacity, eviction, enforcement);
     without, standalone (pods from the cgroup tree). Nothing is replaced or added after this returns."""
-    from agent.collectors.containers import CONTAINER_EVERY
-    from agent.collectors.pods import ONLINE_POD_EVERY
     from agent.runtime import Agent, Host, load_windows_for
-    from agent.sampler import CgroupPodSource, PodSource, Sampler
+    from agent.sense.collectors.containers import CONTAINER_EVERY
+    from agent.sense.collectors.pods import ONLINE_POD_EVERY
+    from agent.sense.sampler import CgroupPodSource, PodSource, Sampler
     from agent.view import AgentView
     from cgroup import CgroupReader
 
@@ -96,9 +96,9 @@ def build_agent(
     own = {"process": process_metrics()}
     source: PodSource
     if kube is not None:
-        from agent.cluster import ClusterLink
-        from agent.enforcer import detect_facts
-        from agent.strategies.registry import strategies
+        from agent.cluster.link import ClusterLink
+        from agent.enforce.stage import detect_facts
+        from agent.enforce.strategies.registry import strategies
 
         facts = detect_facts(host.layout, host.model, reader)
         registered = strategies(config, facts)  # one list, built once

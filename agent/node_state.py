@@ -6,7 +6,7 @@
     allocatable   = the Node's status.allocatable, else the machine's capacity (standalone, or no Node yet)
 
 The root's figures stand for the online pods because an online pod's own readings are taken every few
-passes (agent/collectors/pods.py): their sum would lag, the root's does not; they also count what a pod
+passes (agent/sense/collectors/pods.py): their sum would lag, the root's does not; they also count what a pod
 not (yet) known to the agent uses as online, not as system.
 
 Capacity, eviction and enforcement all read one `NodeState` built from one snapshot, so no two of them can
@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agent.snapshot import PodSample, Snapshot
+from agent.snapshot import PodMeta, PodSample, Snapshot
 
 Resource = Literal["cpu", "memory"]
 
@@ -44,6 +44,27 @@ def batch_request(pod: PodSample, resource: Resource) -> float:
     if batch is None:
         return 0.0
     return batch.cpu_request_milli / 1000 if resource == "cpu" else float(batch.memory_request_bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRequests:
+    """Σ of the batch requests of the node's pods that have not finished, as the scheduler counts them."""
+
+    pods: int = 0
+    cpu_milli: int = 0
+    memory_bytes: int = 0
+
+
+def batch_requests(metas: Iterable[PodMeta]) -> BatchRequests:
+    """Σ of the pods' batch requests (the caller passes the pods that have not finished)."""
+    pods = cpu = memory = 0
+    for meta in metas:
+        if meta.batch is None:
+            continue
+        pods += 1
+        cpu += meta.batch.cpu_request_milli
+        memory += meta.batch.memory_request_bytes
+    return BatchRequests(pods, cpu, memory)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +112,7 @@ class NodeState:
     # and enforcement holds offline pods below their own limits (quota or cpuset); online QoS gives nothing then
     evicting: bool = False
     offline_suppressed: bool = False
-    # read for the enforcement stage's strategies (agent/enforcement_inputs.py) before they plan:
+    # read for the enforcement stage's strategies (agent/enforce/inputs.py) before they plan:
     memory_high_percent: float = 60.0  # the high memory watermark (eviction's, from the Node's annotations)
     exclusive_cpus: frozenset[int] = frozenset()  # CPUs kubelet's CPU manager gave containers for themselves
     parent_cpus: Mapping[str, frozenset[int]] = field(default_factory=dict)  # pod's parent cgroup -> effective CPUs

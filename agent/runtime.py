@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from agent.config import AgentConfig
-from agent.sampler import Sampler
+from agent.sense.sampler import Sampler
 from agent.snapshot import Snapshot
 from agent.view import AgentView
-from agent.window_state import load_windows, save_windows
-from agent.windows import WindowStore, wall_aligned_phase
+from agent.windows.persist import load_windows, save_windows
+from agent.windows.store import WindowStore, wall_aligned_phase
 from cgroup import CgroupReader, DriverDecision, Layout, PathModel, detect_driver, detect_layout
 from common.logs import Repeats, repeated
 

@@ -10,10 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agent.pass_clock import CollectorRun
 from cgroup.kubelet_rules import BatchResources, pod_total
 
 PodClass = Literal["online", "offline", "unknown"]
+
+
+@dataclass(frozen=True, slots=True)
+class CollectorRun:
+    """How one collector did in a pass (agent/sense/pass_clock.py times it)."""
+
+    name: str
+    success: bool
+    duration_seconds: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +139,7 @@ class DiskRates:
 
 @dataclass(frozen=True, slots=True)
 class DiskSample:
-    """A block device of the node (agent/collectors/disk.py): its rates and the share of the time it was busy
+    """A block device of the node (agent/sense/collectors/disk.py): its rates and the share of the time it was busy
     (/proc/diskstats io_ticks)."""
 
     name: str
@@ -205,7 +213,7 @@ class NodeSample:
 class PodsTotal:
     """Every pod's cgroups together, read from the kubepods root each pass (its counters are hierarchical):
     the online pods' usage is this minus the offline pods', fresh each second while online pods' own
-    readings are taken every few passes (agent/collectors/pods.py)."""
+    readings are taken every few passes (agent/sense/collectors/pods.py)."""
 
     cpu_cores: float | None  # None on the first pass or after a counter reset
     memory_working_set_bytes: int

@@ -11,7 +11,7 @@ from typing import Any
 from prometheus_client.metrics_core import Metric
 
 from agent.snapshot import Snapshot
-from agent.windows import WindowStore
+from agent.windows.store import WindowStore
 
 log = logging.getLogger(__name__)
 MetricSource = Callable[[], Iterable[Metric]]

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import yaml
 
-from agent.collectors.containers import CONTAINER_EVERY
-from agent.sampler import CgroupPodSource, Sampler
-from agent.windows import WindowStore
+from agent.sense.collectors.containers import CONTAINER_EVERY
+from agent.sense.sampler import CgroupPodSource, Sampler
+from agent.windows.store import WindowStore
 from cgroup import CgroupWriter
 from testsupport.cgtree import V1Tree
 

@@ -29,14 +29,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from agent.batch_capacity import batch_requests
+from agent.capacity.owner import OversubscriptionOwner
+from agent.cluster.node_writer import NodePublisher
 from agent.config import OversubscriptionConfig
-from agent.node_state import StateBuilder
-from agent.oversubscription import OversubscriptionOwner
-from agent.publisher import NodePublisher
+from agent.node_state import StateBuilder, batch_requests
 from agent.snapshot import ContainerBatch, NodeSample, PodBatch, PodMeta, PodSample, Snapshot
 from agent.view import AgentView
-from agent.windows import WindowStore
+from agent.windows.store import WindowStore
 from cgroup.kubelet_rules import BatchResources
 from kube import Informer, Kube
 from testsupport.k8sobjects import NODE, node

@@ -14,7 +14,8 @@ import statistics
 import time
 from collections.abc import Callable
 
-from agent import batch_capacity
+from agent.capacity import batch_floor as batch_capacity
+from agent.node_state import batch_requests
 from agent.snapshot import ContainerBatch, PodBatch, PodMeta, PodSample
 from cgroup.kubelet_rules import BatchResources
 
@@ -50,10 +51,10 @@ def main() -> None:
     args = parser.parse_args()
     samples = pods(args.pods)
     metas = [p.meta for p in samples]
-    requests = batch_capacity.batch_requests(metas)
+    requests = batch_requests(metas)
     use = batch_capacity.batch_use(samples)
     parts: dict[str, Callable[[], object]] = {
-        "batch_requests (allocated)": lambda: batch_capacity.batch_requests(metas),
+        "batch_requests (allocated)": lambda: batch_requests(metas),
         "batch_use (usage above requests)": lambda: batch_capacity.batch_use(samples),
         "section": lambda: batch_capacity.section({"cpu": 5500, "memory": 14 << 30}, requests, use),
     }

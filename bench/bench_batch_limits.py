@@ -12,12 +12,12 @@ import argparse
 import statistics
 import time
 
-from agent.actions import Recorded
 from agent.config import BatchConfig
-from agent.ledger import Touched
+from agent.enforce.actions import Recorded
+from agent.enforce.ledger import Touched
+from agent.enforce.strategies.batch_limits import BatchLimits
 from agent.node_state import node_state
 from agent.snapshot import ContainerBatch, ContainerSample, NodeSample, PodBatch, PodMeta, PodSample, Snapshot
-from agent.strategies.batch_limits import BatchLimits
 from cgroup.kubelet_rules import BatchResources
 
 

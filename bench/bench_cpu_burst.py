@@ -19,8 +19,8 @@ import statistics
 import time
 
 from agent.config import QuotaBurstConfig
-from agent.enforcer import Enforcer
-from agent.strategies.quota_burst import NodeCpu, QuietSince, plan_quota_burst
+from agent.enforce.stage import Enforcer
+from agent.enforce.strategies.quota_burst import NodeCpu, QuietSince, plan_quota_burst
 from cgroup import CgroupReader, CgroupWriter
 from contract.annotations import ENABLE_QUOTA_BURST as ENABLE
 from testsupport.cgtree import V1Tree

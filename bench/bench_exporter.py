@@ -41,7 +41,7 @@ from agent.snapshot import (
     TierSample,
 )
 from agent.view import AgentView
-from agent.windows import SeriesKey, WindowStore
+from agent.windows.store import SeriesKey, WindowStore
 
 PROMETHEUS_ACCEPT = (
     "application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,"

@@ -16,11 +16,11 @@ import statistics
 import time
 from typing import Any
 
-from agent.actions import Recorded
 from agent.config import AgentConfig
+from agent.enforce.actions import Recorded
+from agent.enforce.strategies.registry import Facts, strategies
 from agent.node_state import node_state
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
-from agent.strategies.registry import Facts, strategies
 
 GI, MI = 1 << 30, 1 << 20
 QOS = ("cpu_burst", "quota_burst", "memory_qos")

@@ -5,7 +5,7 @@ Run: `.venv/bin/python -m bench.bench_sim [--repeat 3] [--trace PATH] [--pods 25
 1. The whole trace (/work/shared/traces/bitbrains_rnd_dev.csv.gz: 250 VMs, 30 days, 1.8 M samples; GWA-T-12
    Bitbrains, Shen et al., CCGrid 2015) read and replayed through every policy, `--repeat` times: the read,
    the replay and their sum, median and spread (min-max). Skipped when the trace is absent.
-2. `agent.capacity.compute_state` on a node of `--pods` online pods whose windows hold a simulated day: one
+2. `agent.capacity.lendable.compute_state` on a node of `--pods` online pods whose windows hold a simulated day: one
    pass's capacity stage with the `node_peak` predictor (the default) and with `pod_peaks` (the rule before
    issue 20), median and p10-p90 per pass.
 """
@@ -19,10 +19,10 @@ import statistics
 import time
 from collections.abc import Callable
 
-from agent.capacity import PREDICTORS, CapacityParams, PodAges, compute_state, online_key, system_key
+from agent.capacity.lendable import PREDICTORS, CapacityParams, PodAges, compute_state
 from agent.node_state import node_state
 from agent.snapshot import NodeSample, PodMeta, PodSample, Snapshot
-from agent.windows import SeriesKey, WindowStore
+from agent.windows.store import SeriesKey, WindowStore, online_key, system_key
 from colo_sim.replay import Settings, replay
 from colo_sim.trace import read_trace
 

@@ -18,8 +18,8 @@ import tracemalloc
 import uuid
 from collections.abc import Callable
 
-from agent.window_state import load_windows, save_windows
-from agent.windows import SeriesKey, WindowStore
+from agent.windows.persist import load_windows, save_windows
+from agent.windows.store import SeriesKey, WindowStore
 
 
 def series_keys(pods: int) -> list[SeriesKey]:

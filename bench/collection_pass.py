@@ -1,6 +1,6 @@
 """Benchmark: the collection pass's cost by node size — 50, 100, 250 and 500 pods x 3 containers on the real v1
 hierarchy, every third pod offline (as `bench.agent_cluster` registers them), the sampler built with the
-agent's defaults (online pods on their turn every `agent.collectors.pods.ONLINE_POD_EVERY` passes, offline
+agent's defaults (online pods on their turn every `agent.sense.collectors.pods.ONLINE_POD_EVERY` passes, offline
 pods and the kubepods root every pass, containers on their turn every `CONTAINER_EVERY` passes, memory.stat
 every `container_memory_detail_every`); `--online-every 1` reads every pod every pass, as with quota burst.
 
@@ -17,11 +17,11 @@ import argparse
 import statistics
 import time
 
-from agent.collectors.containers import CONTAINER_EVERY
-from agent.collectors.pods import ONLINE_POD_EVERY
 from agent.config import AgentConfig
-from agent.sampler import Sampler
-from agent.windows import WindowStore
+from agent.sense.collectors.containers import CONTAINER_EVERY
+from agent.sense.collectors.pods import ONLINE_POD_EVERY
+from agent.sense.sampler import Sampler
+from agent.windows.store import WindowStore
 from bench.agent_overhead import build, percentile
 from testsupport.classed_pods import ClassedPodSource
 

@@ -20,11 +20,11 @@ import time
 from collections.abc import Callable
 
 from agent.config import AgentConfig, EnforcementConfig
-from agent.enforcer import Enforcer, detect_facts
-from agent.sampler import CgroupPodSource, Sampler
+from agent.enforce.stage import Enforcer, detect_facts
+from agent.enforce.strategies.registry import strategies
+from agent.sense.sampler import CgroupPodSource, Sampler
 from agent.snapshot import ContainerSample, DiskRates, DiskSample, NodeSample, PodClass, PodMeta, PodSample, Snapshot
-from agent.strategies.registry import strategies
-from agent.windows import WindowStore
+from agent.windows.store import WindowStore
 from bench.agent_overhead import percentile
 from cgroup import CgroupReader
 from testsupport.disk import MIB, DiskTree, dd, loop_device

@@ -15,7 +15,7 @@ import tempfile
 import time
 
 from agent.config import EnforcementConfig
-from agent.enforcer import Enforcer
+from agent.enforce.stage import Enforcer
 from agent.snapshot import ContainerSample, NodeSample, PodClass, PodMeta, PodSample, Snapshot
 from bench.agent_overhead import percentile
 from cgroup import CgroupReader

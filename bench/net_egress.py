@@ -22,12 +22,12 @@ import time
 from collections.abc import Callable, Iterator
 
 from agent.config import EnforcementConfig, NetworkQosConfig
-from agent.enforcer import Enforcer
-from agent.pod_source import CgroupPodSource
-from agent.sampler import Sampler
+from agent.enforce.stage import Enforcer
+from agent.enforce.strategies.net_egress import NetEgress
+from agent.sense.pod_source import CgroupPodSource
+from agent.sense.sampler import Sampler
 from agent.snapshot import NodeSample, PodMeta, PodSample, Snapshot
-from agent.strategies.net_egress import NetEgress
-from agent.windows import WindowStore
+from agent.windows.store import WindowStore
 from bench.agent_overhead import percentile
 from cgroup import CgroupReader
 from testsupport.cgtree import V1Tree, end_processes

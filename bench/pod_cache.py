@@ -1,4 +1,4 @@
-"""What the agent's pod informer holds per pod, whole and through the agent's transform (agent/pod_fields.py),
+"""What the agent's pod informer holds per pod, whole and through the agent's transform (agent/sense/pod_fields.py),
 and what the transform costs per watched pod.
 
 Each pod is parsed from its own JSON text, as a watch event is, and kept as the informer's cache would keep
@@ -20,7 +20,7 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
-from agent.pod_fields import pod_transform
+from agent.sense.pod_fields import pod_transform
 from testsupport.k8sobjects import pod as small_pod
 from testsupport.realistic_pod import realistic_pod
 

@@ -23,20 +23,20 @@ import statistics
 import time
 from collections.abc import Callable
 
-from agent.sampler import feed_windows
+from agent.sense.sampler import feed_windows
 from agent.snapshot import PodSample, Snapshot
 from agent.view import AgentView
-from agent.windows import SeriesKey, WindowStore
+from agent.windows.store import SeriesKey, WindowStore
 from bench.bench_exporter import Synthetic
-from exporter.collector import ColoCollector
 from exporter.encoding import Rendered
+from exporter.snapshot_metrics import ColoCollector
 from exporter.stats import WindowStatsCache
 
 SCRAPE_EVERY = 15  # ticks (seconds) between scrapes
 
 
 def feeder(store: WindowStore) -> Callable[[Snapshot], None]:
-    """The sampler's own feed (`agent.sampler.feed_windows`) over `store`; every synthetic sample is new, so
+    """The sampler's own feed (`agent.sense.sampler.feed_windows`) over `store`; every synthetic sample is new, so
     every pod is fed every tick, as with quota burst on."""
     fed: dict[str, PodSample] = {}
 

@@ -4,8 +4,9 @@ A pod that asks for `kubernetes.io/batch-cpu` / `kubernetes.io/batch-memory` ins
 BestEffort to kubelet: it gets `cpu.shares` 2 and nothing else. The node agent is meant to write, from the
 batch values, exactly what kubelet writes from cpu/memory, so these are kubelet's own rules
 (pkg/kubelet/cm/helpers_linux.go: MilliCPUToQuota, MilliCPUToShares, ResourceConfigForPod; the runtime's
-shares→weight conversion on cgroup v2), as pure functions a future agent strategy can import without the
-controller. Not wired into the agent yet.
+shares→weight conversion on cgroup v2), as pure functions; and what a pod's cgroups hold before Colo
+touches them (shares, quota, oom_score_adj), for when no trustworthy reading exists (a lost or damaged
+ledger) and for the OOM preference of processes first seen later.
 """
 
 from __future__ import annotations
@@ -174,3 +175,30 @@ def pod_values(
     if containers and all(r.memory_limit for r in containers):
         memory = pod_total(containers, [r.memory_limit for r in containers]) + overhead_memory
     return CgroupValues(shares, shares_to_weight(shares, formula), quota, period_us, memory, tuple(problems))
+
+
+#: kubelet's oom_score_adj (pkg/kubelet/qos/policy.go).
+GUARANTEED_OOM_SCORE_ADJ = -997
+BESTEFFORT_OOM_SCORE_ADJ = 1000
+
+
+def kubelet_shares(request_cores: float) -> int:
+    """cpu.shares kubelet gives a pod for its CPU request (2 for none)."""
+    return max(2, min(262144, int(request_cores * 1024)))
+
+
+def kubelet_oom_score_adj(qos: str, memory_request_bytes: int, memory_capacity_bytes: int) -> int:
+    """kubelet's oom_score_adj for a pod's containers: the fallback when no process could be read."""
+    if qos == "guaranteed":
+        return GUARANTEED_OOM_SCORE_ADJ
+    if qos == "besteffort" or memory_capacity_bytes <= 0:
+        return BESTEFFORT_OOM_SCORE_ADJ
+    adj = 1000 - (1000 * memory_request_bytes) // memory_capacity_bytes
+    return min(max(1000 + GUARANTEED_OOM_SCORE_ADJ, adj), BESTEFFORT_OOM_SCORE_ADJ - 1)
+
+
+def kubelet_quota(limit_cores: float | None) -> int | None:
+    """The CFS quota kubelet gives a CPU limit over its default period (MilliCPUToQuota); None: no limit."""
+    if limit_cores is None or limit_cores <= 0:
+        return None
+    return max(1000, round(limit_cores * 1000) * QUOTA_PERIOD_US // 1000)

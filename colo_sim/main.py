@@ -15,7 +15,7 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 
-from agent.capacity import CapacityParams
+from agent.capacity.lendable import CapacityParams
 from colo_sim.packing import NodeSize
 from colo_sim.trace import HEADERS, TraceError, TraceRows, read_trace
 from common.buildinfo import version_line
@@ -144,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def colo_params(path: str | None) -> CapacityParams:
     """The colo policy's parameters: the agent's defaults, or the oversubscription section of `path`."""
-    from agent.capacity import params_from
+    from agent.capacity.lendable import params_from
     from agent.config import load_config
 
     config = load_config(["--config", path] if path else [], env={})

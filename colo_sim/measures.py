@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from agent.windows import quantile
+from agent.windows.store import quantile
 
 GIB = float(1 << 30)
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
-from agent.capacity import CapacityParams
+from agent.capacity.lendable import CapacityParams
 from colo_sim.measures import Tally
 from colo_sim.packing import NodeSize
 from colo_sim.policies import POLICY_NAMES, Lending, Runner, colo, koordinator, maximum, oracle, volcano

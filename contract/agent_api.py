@@ -100,7 +100,7 @@ class Network(_Model):
 
 
 class CapacityDetail(_Model):
-    """The computation behind one published capacity (agent.capacity), in `unit` (cores or bytes)."""
+    """The computation behind one published capacity (agent.capacity.lendable), in `unit` (cores or bytes)."""
 
     allocatable: Finite
     reclaimable: Finite
@@ -113,7 +113,7 @@ class CapacityDetail(_Model):
 
 
 class BatchResource(_Model):
-    """One batch resource (agent/batch_capacity.py) in `unit` (millicores or bytes): the published
+    """One batch resource (agent/capacity/batch_floor.py) in `unit` (millicores or bytes): the published
     allocatable, Σ batch requests of the node's pods (allocated), and free = allocatable − allocated (negative
     when over-allocated)."""
 

@@ -30,7 +30,7 @@ def evicting_watermark(resource: str, level: str) -> str:
     return f"volcano.sh/evicting-{resource}-{level}-watermark"
 
 
-# ---- Kubernetes extended resources (node status): the batch-resource model's numbers (agent/capacity.py)
+# ---- Kubernetes extended resources (node status): the batch-resource model's numbers (agent/capacity/lendable.py)
 #: Node status capacity and allocatable (written by colo-agent), pod requests and limits (read by both; a
 #: colocation profile converts cpu/memory to them): batch CPU in integer milli-cores.
 BATCH_CPU = "kubernetes.io/batch-cpu"

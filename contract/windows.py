@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-#: Every window of a series, in the agent's order (see agent.windows for their definitions).
+#: Every window of a series, in the agent's order (see agent.windows.store for their definitions).
 WINDOW_NAMES: tuple[str, ...] = (
     "avg_1m",
     "avg_5m",

@@ -31,7 +31,7 @@ from kube import Kube
 
 log = logging.getLogger(__name__)
 
-#: The taint the agent sets while evicting (agent/actuator.py), key and effect.
+#: The taint the agent sets while evicting (agent/evict/kube_actions.py), key and effect.
 EVICTING_TAINT = (keys.OFFLINE_JOB_EVICTING, "NoSchedule")
 BATCH_RESOURCES = (keys.BATCH_CPU, keys.BATCH_MEMORY)
 

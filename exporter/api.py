@@ -22,14 +22,14 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from agent.enforce.strategies.batch_limits import problems_of
 from agent.snapshot import ContainerSample, DiskRates, NetworkRates, PodMeta, PodSample, Pressure, Snapshot
-from agent.strategies.batch_limits import problems_of
 from agent.view import AgentView
-from agent.windows import WindowValue
+from agent.windows.store import WindowValue
 from contract.agent_api import MAX_BYTES, MAX_CORES
 from contract.windows import NODE_WINDOW_PREFIX, POD_WINDOW_FIELD, WINDOW_NAMES
-from exporter.collector import node_label, pod_order
 from exporter.pod_lines import normalize_qos
+from exporter.snapshot_metrics import node_label, pod_order
 from exporter.stats import WindowSet, WindowStatsCache
 
 log = logging.getLogger(__name__)

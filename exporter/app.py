@@ -38,11 +38,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agent.view import AgentView
-from agent.windows import WINDOW_NAMES
+from agent.windows.store import WINDOW_NAMES
 from exporter.api import node_document, pods_document, units_document
-from exporter.collector import DEFAULT_LABEL_KEYS, ColoCollector
 from exporter.encoding import CONTENT_TYPE_OPENMETRICS, CONTENT_TYPE_TEXT
 from exporter.render import RenderCache
+from exporter.snapshot_metrics import DEFAULT_LABEL_KEYS, ColoCollector
 from exporter.stats import WindowStatsCache
 from serving.limits import Gate, Rejected
 from serving.server import Server

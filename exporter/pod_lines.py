@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from agent.collectors import containers, disk, pod_network, pods, psi
+from agent.sense.collectors import containers, disk, pod_network, pods, psi
 from agent.snapshot import PodSample
 from common.exposition import EXPONENT, LabelShapes, escape, go_float
 from common.families import Families, Family

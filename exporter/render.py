@@ -58,8 +58,8 @@ from typing import TypeVar
 
 from agent.snapshot import Snapshot
 from agent.view import AgentView
-from exporter.collector import ColoCollector
 from exporter.encoding import TEXT, Rendered, Variant
+from exporter.snapshot_metrics import ColoCollector
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Both the Prometheus render and ``/api/v1/pods`` need all twelve windows of every pod and of the node at
 the snapshot's ``mono``. Computing them is the most expensive part of either (a sort of the 5-minute raw
 samples per series; the long windows are kept by the series from one minute to the next, see
-`agent.series_windows`), so the result is cached per snapshot ``seq``: concurrent callers for the same
+`agent.windows.stats`), so the result is cached per snapshot ``seq``: concurrent callers for the same
 snapshot wait for one computation instead of each doing it. A series' windows are one row (`WindowSet`
 reads it by name), not a dict each.
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from agent.snapshot import Snapshot
 from agent.view import AgentView
-from agent.windows import WINDOW_NAMES, WindowValue
+from agent.windows.store import WINDOW_NAMES, WindowValue
 from common.families import Family
 
 RESOURCES: tuple[str, str] = ("cpu", "memory")

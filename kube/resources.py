@@ -102,7 +102,7 @@ def pod_batch_requests(pod: Mapping[str, Any]) -> tuple[int, int] | None:
     """(batch-cpu milli-cores, batch-memory bytes) a pod holds on its node's batch allocatable, as the
     scheduler counts it (init containers and sidecars by kubelet's rule, `spec.overhead` not included: it
     counts against plain cpu/memory); None for a pod without batch resources or one that has finished.
-    The agent counts its node's pods the same way (agent/batch_capacity.py)."""
+    The agent counts its node's pods the same way (agent/capacity/batch_floor.py)."""
     if (pod.get("status") or {}).get("phase") in FINISHED_PHASES:
         return None
     spec = pod.get("spec") or {}

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from agent import main
-from agent.cluster import ClusterLink
+from agent.cluster.link import ClusterLink
 from agent.config import AgentConfig, EnforcementConfig
-from agent.enforcer import Enforcer
+from agent.enforce.stage import Enforcer
 from agent.runtime import Agent
 from cgroup import CgroupReader, Layout, PathModel
 from kube import Kube

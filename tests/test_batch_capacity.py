@@ -1,4 +1,4 @@
-"""Batch capacity against running batch pods (agent/batch_capacity.py): tables, and the README's example."""
+"""Batch capacity against running batch pods (agent/capacity/batch_floor.py): tables, and the README's example."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from agent.batch_capacity import BatchRequests, BatchUse, allocatable, batch_requests, batch_use, figures
+from agent.capacity.batch_floor import BatchUse, allocatable, batch_use, figures
+from agent.capacity.owner import OversubscriptionOwner
 from agent.config import OversubscriptionConfig
-from agent.node_state import node_state
-from agent.oversubscription import OversubscriptionOwner
+from agent.node_state import BatchRequests, batch_requests, node_state
 from agent.snapshot import ContainerBatch, NodeSample, PodBatch, PodMeta, PodSample, Snapshot
 from agent.view import AgentView
-from agent.windows import WindowStore
+from agent.windows.store import WindowStore
 from cgroup.kubelet_rules import BatchResources
 from kube.resources import node_allocatable
 

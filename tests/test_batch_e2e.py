@@ -4,7 +4,7 @@ a colocation profile (colo-controller's webhook over HTTPS) converts a pod's cpu
 kubernetes.io/batch-* → the converted pod, as the JSON patch leaves it, bound to the node with its container
 statuses → the agent's informer lists it and classifies it offline (by its batch resources alone: the
 profile sets no other marker) → the node advertises batch capacity in status, with the pod's requests
-allocated → the agent writes the pod's batch limits into its cgroups (agent/strategies/batch_limits.py)."""
+allocated → the agent writes the pod's batch limits into its cgroups (agent/enforce/strategies/batch_limits.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Any
 import jsonpatch  # type: ignore[import-untyped]
 import pytest
 
-from agent.cluster import ClusterLink
+from agent.cluster.link import ClusterLink
 from agent.runtime import Agent
 from cgroup import CgroupReader, CgroupWriter
 from controller.admission.server import AdmissionWebhook

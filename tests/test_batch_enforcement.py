@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agent.enforcer import Enforcer
+from agent.enforce.stage import Enforcer
 from agent.snapshot import ContainerBatch, ContainerSample, NodeSample, PodBatch, PodMeta, PodSample, Snapshot
 from cgroup import CgroupReader, CgroupWriter
 from cgroup.kubelet_rules import BatchResources
@@ -213,7 +213,7 @@ def test_values_kubelet_would_reject_are_reported_not_written(
     uid, path, (ctr,) = besteffort_pod(tree)
     bad = BatchResources(cpu_request=500, cpu_limit=300, memory_request=256 * MI, memory_limit=128 * MI)
     enf = enforcer(tree)
-    with caplog.at_level(logging.WARNING, "agent.enforcer"):
+    with caplog.at_level(logging.WARNING, "agent.enforce"):
         for _ in range(3):
             enf.on_snapshot(snapshot([batch_sample(uid, path, [ctr], bad)], node_cpu=0.3))
     s = reader.cpu_settings(ctr)

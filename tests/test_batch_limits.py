@@ -10,14 +10,23 @@ from dataclasses import replace
 
 import pytest
 
-from agent.actions import Action, Plan, Recorded, Restore, SetCpuQuota, SetCpuShares, SetMemoryLimit, merge_wishes
 from agent.config import BatchConfig, EnforcementConfig
-from agent.ledger import Touched
+from agent.enforce.actions import (
+    Action,
+    Plan,
+    Recorded,
+    Restore,
+    SetCpuQuota,
+    SetCpuShares,
+    SetMemoryLimit,
+    merge_wishes,
+)
+from agent.enforce.ledger import Touched
+from agent.enforce.strategies import cpu_suppression
+from agent.enforce.strategies.batch_limits import BatchLimits, as_originals, problems_of, targets
+from agent.enforce.strategies.cpu_suppression import CfsQuota, OfflineCpu
 from agent.node_state import NodeState, node_state
 from agent.snapshot import ContainerBatch, ContainerSample, NodeSample, PodBatch, PodMeta, PodSample, Snapshot
-from agent.strategies import cpu_suppression
-from agent.strategies.batch_limits import BatchLimits, as_originals, problems_of, targets
-from agent.strategies.cpu_suppression import CfsQuota, OfflineCpu
 from cgroup.kubelet_rules import BatchResources
 
 GI = 1 << 30
@@ -121,7 +130,7 @@ def test_values_kubelet_would_reject_are_reported_not_written(
     caplog: pytest.LogCaptureFixture,
 ) -> None:  # fmt: skip
     p = batch_pod(containers=[("main", "c1", r) for r in containers], cpu_request=cpu_request, cpu_limit=cpu_limit)
-    with caplog.at_level(logging.WARNING, "agent.enforcer"):
+    with caplog.at_level(logging.WARNING, "agent.enforce"):
         first = plan([p])
         again = plan([p], memo=first.memo)
     assert first.actions == () and again.actions == ()
@@ -246,7 +255,7 @@ TIER = "/kubepods/besteffort"
 
 
 def _apply(actions: list[Action], held: dict[str, int | None], entry: Touched) -> list[int | None]:
-    """The executor's handling of the pod cgroup's quota (agent/executor.py): one SetCpuQuota per cgroup
+    """The executor's handling of the pod cgroup's quota (agent/enforce/executor.py): one SetCpuQuota per cgroup
     (the tightest), what holds (within the tolerance) skipped, a Restore back to the recorded original, the
     ledger's `quota` flag set by suppression's first write and cleared by its restore."""
     writes: list[int | None] = []

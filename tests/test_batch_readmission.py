@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from agent.batch_capacity import BatchRequests, batch_requests
+from agent.capacity.owner import OversubscriptionOwner
+from agent.cluster.node_writer import NodePublisher
 from agent.config import OversubscriptionConfig
-from agent.oversubscription import OversubscriptionOwner
-from agent.publisher import NodePublisher
+from agent.node_state import BatchRequests, batch_requests
 from agent.snapshot import PodMeta
 from kube import Kube
 from kube.quantity import parse_quantity

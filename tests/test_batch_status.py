@@ -8,14 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.batch_capacity import batch_requests
+from agent.capacity.owner import OversubscriptionOwner
+from agent.cluster.node_writer import NodePublisher
 from agent.config import OversubscriptionConfig
-from agent.node_state import StateBuilder
-from agent.oversubscription import OversubscriptionOwner
-from agent.publisher import NodePublisher
+from agent.node_state import StateBuilder, batch_requests
 from agent.snapshot import NodeSample, PodSample, Snapshot
 from agent.view import AgentView
-from agent.windows import WindowStore
+from agent.windows.store import WindowStore
 from kube import Kube
 from kube.resources import node_allocatable
 from tests.test_batch_capacity import batch_meta, online, sample

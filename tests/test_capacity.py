@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from agent.capacity import CapacityParams, compute
+from agent.capacity.lendable import CapacityParams, compute
+from agent.capacity.owner import parse_types
 from agent.node_state import node_state
-from agent.oversubscription import parse_types
 from agent.snapshot import NodeSample, PodMeta, PodSample, Snapshot
-from agent.windows import WindowStore
+from agent.windows.store import WindowStore
 from kube.resources import node_allocatable, pod_limits, pod_requests
 
 GI = 1 << 30
@@ -218,8 +218,8 @@ def test_oversubscription_metrics_and_section_when_computed() -> None:
     """The published integers and the computation behind them live side by side and both export."""
     from prometheus_client.core import GaugeMetricFamily
 
+    from agent.capacity.owner import OversubscriptionOwner
     from agent.config import OversubscriptionConfig
-    from agent.oversubscription import OversubscriptionOwner
     from agent.view import AgentView
 
     now = 10_000.0

@@ -1,13 +1,21 @@
-"""The node_peak predictor (agent.capacity, issue 20): the node's online peak from its own series, young pods'
+"""The node_peak predictor (agent.capacity.lendable, issue 20): the node's online peak from its own series, young pods'
 requests, the system peak from a window, and each publishing model's number by its own rule."""
 
 from __future__ import annotations
 
 import pytest
 
-from agent.capacity import CapacityParams, OnlinePod, PodAges, online_key, params_from, resource_capacity, system_key
+from agent.capacity.lendable import (
+    CapacityParams,
+    OnlinePod,
+    PodAges,
+    online_key,
+    params_from,
+    resource_capacity,
+    system_key,
+)
 from agent.config import OversubscriptionConfig
-from agent.windows import WindowStore
+from agent.windows.store import WindowStore
 
 NOW = 100_000.0
 P = CapacityParams(peak_window="max_avg_1h", min_history_seconds=300.0, cpu_reclaim_ratio=0.9)

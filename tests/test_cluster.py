@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agent.cluster import ClusterLink
+from agent.cluster.link import ClusterLink
 from agent.config import AgentConfig
 from agent.main import build_agent, wants_cluster
 from agent.runtime import Agent
@@ -361,7 +361,7 @@ def test_extended_resources_by_default(v1tree_cgroupfs: V1Tree, kube: Kube, kube
 
 def test_static_pod_mirror_maps_to_its_cgroup(v1tree_cgroupfs: V1Tree) -> None:
     """A mirror pod's UID is not its cgroup's: kubelet names the cgroup after the config hash."""
-    from agent.kubepods import KubePodSource
+    from agent.sense.pod_source import KubePodSource
     from contract.classify import Classifier
 
     tree = v1tree_cgroupfs

@@ -8,8 +8,8 @@ import zlib
 
 import pytest
 
-from agent.sampler import CgroupPodSource, Sampler
-from agent.windows import WindowStore
+from agent.sense.sampler import CgroupPodSource, Sampler
+from agent.windows.store import WindowStore
 from testsupport.cgtree import V1Tree
 
 

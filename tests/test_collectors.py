@@ -7,11 +7,11 @@ import zlib
 
 import pytest
 
-from agent.collectors import always_on, names, specs
 from agent.config import AgentConfig, load_config
-from agent.rates import CpuRates
-from agent.sampler import CgroupPodSource, Sampler
-from agent.windows import WindowStore
+from agent.sense.collectors import always_on, names, specs
+from agent.sense.rates import CpuRates
+from agent.sense.sampler import CgroupPodSource, Sampler
+from agent.windows.store import WindowStore
 from common.config import ConfigError
 from testsupport.cgtree import V1Tree
 
@@ -70,8 +70,8 @@ def test_containers_are_read_on_their_turn_and_stand_in_between(v1tree_cgroupfs:
 
 
 def test_a_name_or_an_order_registered_twice_is_refused() -> None:
-    from agent.collectors.pods import PodsCollector
-    from agent.collectors.registry import register
+    from agent.sense.collectors.pods import PodsCollector
+    from agent.sense.collectors.registry import register
 
     with pytest.raises(ValueError, match="registered twice"):
         register("pods", True, PodsCollector, fills="pods", order=99)

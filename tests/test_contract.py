@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import BaseModel
 
-import agent.cluster
+import agent.cluster.link
 import contract.classify
 from contract.agent_api import NodeDocument, Oversubscription, PodUsage, Window, parse_pods_document
 from contract.windows import NODE_WINDOW_KEYS
@@ -99,7 +99,7 @@ def test_a_required_field_missing_from_the_agent_is_an_error_not_a_zero() -> Non
 
 
 def test_classification_is_one_implementation() -> None:
-    assert agent.cluster.Classifier is contract.classify.Classifier
+    assert agent.cluster.link.Classifier is contract.classify.Classifier
 
 
 def _loaded_after(code: str) -> list[str]:

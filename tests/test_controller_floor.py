@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agent.kubepods import pod_meta
+from agent.sense.pod_source import pod_meta
 from contract.annotations import BATCH_CPU, BATCH_MEMORY, LOAD_SCORE, OVERSUBSCRIPTION_CPU, OVERSUBSCRIPTION_MEMORY
 from contract.classify import Classifier as AgentClassifier
 from controller.floor import SilentAgents, allocated_by_node, batch_facts, floor_writes

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agent.windows import WINDOW_NAMES
+from agent.windows.store import WINDOW_NAMES
 from controller.config import load_config
 from controller.durations import parse_go_duration
 from controller.errors import ConfigError

@@ -8,11 +8,10 @@ import dataclasses
 
 import pytest
 
-from agent.actions import Recorded
 from agent.config import BatchConfig, EnforcementConfig
-from agent.snapshot import ContainerBatch, PodBatch, PodSample
-from agent.strategies.batch_limits import BatchLimits
-from agent.strategies.cpu_suppression import (
+from agent.enforce.actions import Recorded
+from agent.enforce.strategies.batch_limits import BatchLimits
+from agent.enforce.strategies.cpu_suppression import (
     CfsQuota,
     Demands,
     OfflineCpu,
@@ -21,6 +20,7 @@ from agent.strategies.cpu_suppression import (
     split_shape,
     split_shaped,
 )
+from agent.snapshot import ContainerBatch, PodBatch, PodSample
 from cgroup.kubelet_rules import BatchResources
 from tests.test_batch_limits import batch_pod, state_of
 from tests.test_registry import GI, TIER, pod, recorded, state
@@ -101,7 +101,7 @@ def test_the_strategy_splits_every_budget_as_afresh() -> None:
         assert plan.report.quota_cores == expected  # type: ignore[attr-defined]
 
 
-# -- batch targets kept by PodMeta (agent/strategies/batch_limits.py) ---------------------------------------
+# -- batch targets kept by PodMeta (agent/enforce/strategies/batch_limits.py) ---------------------------------------
 def test_batch_targets_follow_a_new_meta_and_forget_pods_that_left() -> None:
     strategy = BatchLimits(BatchConfig())
 

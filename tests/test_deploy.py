@@ -28,12 +28,14 @@ from packaging.version import Version
 from prometheus_client.parser import text_string_to_metric_families
 
 import kube.permissions as kp
-from agent.actuator import EVICTING_TAINT
+from agent.capacity.owner import ANNOTATION_CPU, ANNOTATION_MEMORY, BATCH_CPU, BATCH_MEMORY, OversubscriptionOwner
 from agent.config import AgentConfig, EnforcementConfig, EvictionConfig, OversubscriptionConfig, load_config
-from agent.enforcer import Enforcer
-from agent.eviction import EVICTING_ANNOTATION, Evictor
+from agent.enforce.stage import Enforcer
+from agent.enforce.strategies.cpu_suppression import CpuReport
+from agent.enforce.strategies.memory_high import MemoryHighReport
+from agent.evict.evictor import EVICTING_ANNOTATION, Evictor
+from agent.evict.kube_actions import EVICTING_TAINT
 from agent.node_state import node_state
-from agent.oversubscription import ANNOTATION_CPU, ANNOTATION_MEMORY, BATCH_CPU, BATCH_MEMORY, OversubscriptionOwner
 from agent.snapshot import (
     ContainerSample,
     InterfaceSample,
@@ -44,10 +46,8 @@ from agent.snapshot import (
     Snapshot,
     TierSample,
 )
-from agent.strategies.cpu_suppression import CpuReport
-from agent.strategies.memory_high import MemoryHighReport
 from agent.view import AgentView
-from agent.windows import WindowStore
+from agent.windows.store import WindowStore
 from cgroup import CgroupReader, CgroupWriter, Layout, PathModel
 from cgroup.driver import DEFAULT_KUBELET_CONFIGS
 from cgroup.layout import Mount
@@ -56,8 +56,8 @@ from controller.config import load_config as load_controller_config
 from controller.main import main as controller_main
 from controller.metrics import ControllerMetrics
 from controller.policy import default_policy, load_policy
-from exporter.collector import POD_LABELS, ColoCollector
 from exporter.encoding import encode_families
+from exporter.snapshot_metrics import POD_LABELS, ColoCollector
 from kube import ApiError, Kube
 from kube.permissions import Permission
 from kube.resources import node_allocatable

@@ -7,15 +7,23 @@ import time
 
 import pytest
 
-from agent.actions import Recorded, Restore
-from agent.collectors.disk import parse_diskstats
 from agent.config import AgentConfig, DiskQosConfig
-from agent.ledger import Touched
+from agent.enforce.actions import Recorded, Restore
+from agent.enforce.ledger import Touched
+from agent.enforce.parts.disk import SetIoLimits
+from agent.enforce.strategies.cpu_suppression import OfflineCpu
+from agent.enforce.strategies.disk_qos import (
+    DiskMemo,
+    DiskQos,
+    chosen_devices,
+    per_container,
+    pressure,
+    split_limits,
+    step,
+)
 from agent.node_state import NodeState, node_state
-from agent.parts.disk import SetIoLimits
+from agent.sense.collectors.disk import parse_diskstats
 from agent.snapshot import ContainerSample, DiskRates, DiskSample, NodeSample, PodMeta, PodSample, Snapshot
-from agent.strategies.cpu_suppression import OfflineCpu
-from agent.strategies.disk_qos import DiskMemo, DiskQos, chosen_devices, per_container, pressure, split_limits, step
 from cgroup.blkio import IoCounters, IoLimit, _parse_v1_stat, parse_io_max, parse_io_stat
 
 MIB = 1 << 20

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from agent.config import AgentConfig, EnforcementConfig
-from agent.enforcer import Enforcer, detect_facts
-from agent.sampler import CgroupPodSource, Sampler
+from agent.enforce.stage import Enforcer, detect_facts
+from agent.enforce.strategies.registry import strategies
+from agent.sense.sampler import CgroupPodSource, Sampler
 from agent.snapshot import ContainerSample, DiskRates, DiskSample, NodeSample, PodMeta, PodSample, Snapshot
-from agent.strategies.registry import strategies
-from agent.windows import WindowStore
+from agent.windows.store import WindowStore
 from cgroup import CgroupReader
 from cgroup.blkio import NO_LIMIT, IoLimit, io_limits
 from testsupport.cgtree import v1_available

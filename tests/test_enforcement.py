@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from agent.cluster import ClusterLink
+from agent.cluster.link import ClusterLink
 from agent.config import EnforcementConfig
-from agent.enforcer import Enforcer, kubelet_oom_score_adj, kubelet_shares
+from agent.enforce.stage import Enforcer, kubelet_oom_score_adj, kubelet_shares
 from agent.node_state import NodeState
 from agent.runtime import Agent
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot

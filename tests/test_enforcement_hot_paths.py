@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from agent.procfs import HostProc
+from agent.sense.procfs import HostProc
 from cgroup import CgroupReader, CgroupWriter
 from testsupport.cgtree import V1Tree
 from testsupport.waiting import wait_for

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from agent.config import EnforcementConfig
-from agent.enforcer import Enforcer
-from agent.executor import REPROBE_SECONDS, ConfirmedSettings
+from agent.enforce.executor import REPROBE_SECONDS, ConfirmedSettings
+from agent.enforce.stage import Enforcer
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
 from cgroup import CgroupReader, CgroupWriter, PathModel, parse_container_id
 from testsupport.cgtree import V1Tree

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
+from agent.capacity.owner import OversubscriptionOwner
+from agent.cluster.node_writer import ApiHealth
 from agent.config import EvictionConfig, OversubscriptionConfig
-from agent.eviction import EVICTING_ANNOTATION, Evictor, parse_watermarks
-from agent.oversubscription import OversubscriptionOwner
-from agent.publisher import ApiHealth
+from agent.evict.choice import victim_order
+from agent.evict.evictor import EVICTING_ANNOTATION, Evictor, parse_watermarks
 from agent.snapshot import ContainerBatch, NodeSample, PodBatch, PodMeta, PodSample, Snapshot
-from agent.strategies.eviction_choice import victim_order
 from agent.view import AgentView
-from agent.windows import WindowStore
+from agent.windows.store import WindowStore
 from cgroup import CgroupWriter
 from cgroup.kubelet_rules import BatchResources
 from kube import Kube

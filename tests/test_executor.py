@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.actions import (
+from agent.config import AgentConfig, EnforcementConfig
+from agent.enforce.actions import (
     Action,
     Plan,
     Recorded,
@@ -25,14 +26,13 @@ from agent.actions import (
     SetMemoryLimit,
     SetOomScoreAdj,
 )
-from agent.config import AgentConfig, EnforcementConfig
-from agent.enforcer import Enforcer, detect_facts
-from agent.executor import CgroupExecutor
-from agent.ledger import Ledger, Touched
+from agent.enforce.executor import CgroupExecutor
+from agent.enforce.ledger import Ledger, Touched
+from agent.enforce.originals import Originals
+from agent.enforce.stage import Enforcer, detect_facts
+from agent.enforce.strategies.registry import strategies
 from agent.node_state import NodeState
-from agent.originals import Originals
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
-from agent.strategies.registry import strategies
 from cgroup import CgroupReader, PathModel, parse_container_id
 from testsupport.v2tree import V2Cgroup, V2Tree
 
@@ -166,7 +166,7 @@ def test_a_strategy_added_to_the_list_needs_no_change_anywhere_else(tmp_path: Pa
 def test_a_restarted_container_gets_its_quota_and_a_steady_one_is_not_read_again(tmp_path: Path) -> None:
     """Under a pod quota that holds, a container without a quota (a new cgroup: restarted) gets its own, never
     above its pod's; a container once seen with a quota is not read again while its pod's quota stays."""
-    from agent.quota_changes import RestartedContainers
+    from agent.enforce.quota_changes import RestartedContainers
     from cgroup import CgroupWriter, CpuSettings
 
     tree = V2Tree(str(tmp_path / "host"))

@@ -20,7 +20,7 @@ from starlette.testclient import TestClient
 
 from agent.snapshot import ContainerBatch, PodBatch
 from agent.view import AgentView
-from agent.windows import WINDOW_NAMES
+from agent.windows.store import WINDOW_NAMES
 from cgroup.kubelet_rules import BatchResources
 from contract.agent_api import parse_pods_document
 from exporter.api import pod_document

@@ -22,7 +22,7 @@ from agent.snapshot import (
     TierSample,
 )
 from agent.view import AgentView
-from agent.windows import WindowStore
+from agent.windows.store import WindowStore
 
 QUOTA = "quota.scheduling.koordinator.sh/name"
 

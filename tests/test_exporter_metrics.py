@@ -9,9 +9,9 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_parse
 
 from agent.view import AgentView
-from agent.windows import WINDOW_NAMES
-from exporter.collector import ColoCollector
+from agent.windows.store import WINDOW_NAMES
 from exporter.encoding import Rendered, encode_families
+from exporter.snapshot_metrics import ColoCollector
 from tests.test_exporter_fixtures import QUOTA, Parsed, container, feed, make_view, parse, pod, snapshot
 
 POD_KEYS = {"namespace", "pod", "uid", "qos", "class"}

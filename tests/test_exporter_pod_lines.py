@@ -17,15 +17,15 @@ import pytest
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
-from agent.collectors import containers, disk, pod_network, pods, psi
+from agent.sense.collectors import containers, disk, pod_network, pods, psi
 from agent.snapshot import DiskRates, NetworkRates, PodSample, Pressure, Snapshot
 from agent.view import AgentView
 from common.exposition import LabelShapes, LineFamily, go_float, label_text
 from common.families import Families, Family
 from contract.windows import WINDOW_NAMES
-from exporter.collector import ColoCollector, pod_order
 from exporter.encoding import Rendered, encode_families
 from exporter.pod_lines import PodLines, pod_labels
+from exporter.snapshot_metrics import ColoCollector, pod_order
 from exporter.stats import POD_CPU_WINDOW, POD_MEMORY_WINDOW, WindowSet, WindowStatsCache
 from tests.test_exporter_fixtures import container, feed, make_view, pod, snapshot
 

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import pytest
 
 from agent.view import AgentView
-from exporter.collector import ColoCollector
 from exporter.encoding import Variant
 from exporter.render import RenderCache
+from exporter.snapshot_metrics import ColoCollector
 from tests.test_exporter_fixtures import Clock, feed, make_view, parse, pod, snapshot
 
 TEXT: Variant = (False, False)

@@ -1,4 +1,4 @@
-"""A pod object's running containers by ID: the CPU limits, memory values and batch values of agent/kubepods.py
+"""A pod object's running containers by ID: the CPU limits, memory values and batch values of agent/sense/pod_source.py
 come from one name -> ID map over both status lists (init containers, sidecars included, and app containers);
 a status without a parseable ID leaves its container out of every view alike."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.kubepods import pod_meta
+from agent.sense.pod_source import pod_meta
 from contract.classify import Classifier
 from testsupport.k8sobjects import pod
 
@@ -46,7 +46,7 @@ def test_a_pod_without_statuses_has_no_running_container() -> None:
 def test_batch_requests_are_unknown_until_a_listing_made_after_the_informer_synced(tmp_path: Any) -> None:
     """The floor of the batch resources: a listing of a cache that had not synced yet says nothing (an empty
     cache is not an empty node), and a sync during the wait for the next pass does not make the old one true."""
-    from agent.kubepods import KubePodSource
+    from agent.sense.pod_source import KubePodSource
     from cgroup import PathModel
     from cgroup.layout import Layout, Mount
 
@@ -68,7 +68,7 @@ def test_an_unchanged_listing_gives_the_same_answer_and_a_change_a_new_one(tmp_p
     """The informer replaces an object that changed (never edits it): the same objects as the last pass give
     the last answer as it was; a changed object, a vanished cgroup or a pod whose cgroup is not there yet
     (looked for again every pass after `retry_seconds`) give a new one."""
-    from agent.kubepods import KubePodSource
+    from agent.sense.pod_source import KubePodSource
     from cgroup import PathModel, parse_container_id
     from testsupport.v2tree import V2Cgroup, V2Tree
 

@@ -95,10 +95,10 @@ def upward_imports(graph: Mapping[str, Set[str]]) -> list[str]:
 # strategies) above act, the enforcement stage on top. A module never reaches one of a higher layer, not
 # even through a module of no layer (a strategy may use the executor's types; the executor never a strategy).
 AGENT_LAYERS = {
-    "agent.parts": 0, "agent.ledger": 0, "agent.actions": 0,
-    "agent.quota_changes": 1, "agent.originals": 1, "agent.restore": 1, "agent.executor": 1,
-    "agent.strategies": 2,
-    "agent.enforcer": 3,
+    "agent.enforce.parts": 0, "agent.enforce.ledger": 0, "agent.enforce.actions": 0,
+    "agent.enforce.quota_changes": 1, "agent.enforce.originals": 1, "agent.enforce.restore": 1, "agent.enforce.executor": 1,
+    "agent.enforce.strategies": 2,
+    "agent.enforce.stage": 3,
 }  # fmt: skip
 
 
@@ -166,11 +166,11 @@ def test_no_cycle_between_modules_of_a_package(package: str) -> None:
 def test_the_module_cycle_check_finds_type_checking_cycles(tmp_path: Path) -> None:
     (tmp_path / "agent").mkdir()
     (tmp_path / "agent" / "__init__.py").write_text("")
-    (tmp_path / "agent" / "enforcer.py").write_text("from agent import report\n")
+    (tmp_path / "agent" / "stage.py").write_text("from agent import report\n")
     (tmp_path / "agent" / "report.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from agent.enforcer import Enforcer\n"
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from agent.stage import Enforcer\n"
     )
-    assert cycles(module_graph(tmp_path, "agent")) == [["agent.enforcer", "agent.report"]]
+    assert cycles(module_graph(tmp_path, "agent")) == [["agent.report", "agent.stage"]]
 
 
 def test_agent_modules_reach_only_lower_layers() -> None:
@@ -182,15 +182,21 @@ def test_the_layer_check_fails_when_act_imports_decide(tmp_path: Path) -> None:
     module of no layer: both are found."""
     shutil.copytree(ROOT / "agent", tmp_path / "agent")
     assert layer_violations(module_graph(tmp_path, "agent")) == []
-    executor = tmp_path / "agent" / "executor.py"
-    executor.write_text(executor.read_text(encoding="utf-8") + "\nfrom agent.strategies import cpu_suppression\n")
-    assert "agent.executor -> agent.strategies.cpu_suppression" in layer_violations(module_graph(tmp_path, "agent"))
+    executor = tmp_path / "agent" / "enforce" / "executor.py"
     executor.write_text(
-        executor.read_text(encoding="utf-8").replace("from agent.strategies import cpu_suppression", "")
+        executor.read_text(encoding="utf-8") + "\nfrom agent.enforce.strategies import cpu_suppression\n"
     )
-    (tmp_path / "agent" / "helper.py").write_text("from agent.strategies import registry\n")
-    (tmp_path / "agent" / "parts" / "extra.py").write_text("from agent import helper\n")
-    assert "agent.parts.extra -> agent.strategies.registry" in layer_violations(module_graph(tmp_path, "agent"))
+    assert "agent.enforce.executor -> agent.enforce.strategies.cpu_suppression" in layer_violations(
+        module_graph(tmp_path, "agent")
+    )
+    executor.write_text(
+        executor.read_text(encoding="utf-8").replace("from agent.enforce.strategies import cpu_suppression", "")
+    )
+    (tmp_path / "agent" / "helper.py").write_text("from agent.enforce.strategies import registry\n")
+    (tmp_path / "agent" / "enforce" / "parts" / "extra.py").write_text("from agent import helper\n")
+    assert "agent.enforce.parts.extra -> agent.enforce.strategies.registry" in layer_violations(
+        module_graph(tmp_path, "agent")
+    )
 
 
 def test_packages_import_only_lower_layers() -> None:

@@ -11,8 +11,8 @@ import json
 import shutil
 from pathlib import Path
 
-from agent.ledger import VERSION, Ledger
-from agent.parts.registry import held_parts, known_parts
+from agent.enforce.ledger import VERSION, Ledger
+from agent.enforce.parts.registry import held_parts, known_parts
 
 OLD = Path(__file__).parent / "data" / "ledger_v1.json"
 

@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from agent.publisher import Changes, NodePublisher
+from agent.cluster.node_writer import Changes, NodePublisher
 from common.logs import JsonFormatter, OnChange, Repeats, repeated, setup
 from kube import Kube
 
@@ -99,7 +99,7 @@ def test_dry_run_logs_would_patch_node_once_per_intention(kube: Kube, caplog: py
     owner = SameIntent()
     node = {"metadata": {"name": "n1", "annotations": {}}}
     publisher = NodePublisher(kube, "n1", lambda: node, [owner], dry_run=True)
-    with caplog.at_level(logging.INFO, logger="agent.publisher"):
+    with caplog.at_level(logging.INFO, logger="agent.cluster.node_writer"):
         for _ in range(10):
             assert publisher.run_once()
         owner.value = "6000"

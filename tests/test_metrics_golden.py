@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.collectors import CollectorRun
 from agent.snapshot import (
+    CollectorRun,
     ContainerSample,
     InterfaceSample,
     NetworkRates,
@@ -25,9 +25,9 @@ from agent.snapshot import (
     TierSample,
 )
 from agent.view import AgentView
-from agent.windows import SeriesKey, WindowStore
-from exporter.collector import ColoCollector
+from agent.windows.store import SeriesKey, WindowStore
 from exporter.encoding import Rendered
+from exporter.snapshot_metrics import ColoCollector
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 TICKS = 120

@@ -14,17 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from agent.actions import Recorded
 from agent.config import AgentConfig, EnforcementConfig, NetworkQosConfig
-from agent.enforcer import Enforcer
-from agent.ledger import Touched
+from agent.enforce.actions import Recorded
+from agent.enforce.ledger import Touched
+from agent.enforce.parts.net_egress import NET_EGRESS
+from agent.enforce.stage import Enforcer
+from agent.enforce.strategies.net_egress import NetEgress, online_tx, split, tightened, turn, uplink_tx
 from agent.node_state import node_state
-from agent.parts.net_egress import NET_EGRESS
-from agent.pod_source import CgroupPodSource
-from agent.sampler import Sampler
+from agent.sense.pod_source import CgroupPodSource
+from agent.sense.sampler import Sampler
 from agent.snapshot import InterfaceSample, NetworkRates, NodeSample, PodMeta, PodSample, Snapshot
-from agent.strategies.net_egress import NetEgress, online_tx, split, tightened, turn, uplink_tx
-from agent.windows import WindowStore
+from agent.windows.store import WindowStore
 from cgroup import CgroupReader
 from testsupport.cgtree import V1Tree
 from testsupport.netns import PAUSE, SENDER, Namespaces, in_cgroup_and_netns, kernel_facts, namespaces, root_qdisc

@@ -1,4 +1,4 @@
-"""Online pods read on their own turns, offline pods and the kubepods root every pass (agent/collectors/pods.py),
+"""Online pods read on their own turns, offline pods and the kubepods root every pass (agent/sense/collectors/pods.py),
 on the real cgroup v1 hierarchy; what the decisions make of the root's figures as pure functions."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from agent.collectors import enabled_from
-from agent.collectors.pods import ONLINE_POD_EVERY, PodsCollector
 from agent.node_state import node_state
-from agent.sampler import Sampler
+from agent.sense.collectors import enabled_from
+from agent.sense.collectors.pods import ONLINE_POD_EVERY, PodsCollector
+from agent.sense.sampler import Sampler
 from agent.snapshot import NodeSample, PodMeta, PodSample, PodsTotal, Snapshot
-from agent.windows import WindowStore
+from agent.windows.store import WindowStore
 from cgroup import PathModel
 from kube import Kube
 from tests.agentbuild import build_agent
@@ -101,7 +101,7 @@ def test_without_a_readable_root_every_pod_is_read_every_pass(
     elsewhere = PathModel("cgroupfs", cgroup_root=tree.cgroup_root + "/no-such-root")
     sampler = Sampler(tree.layout, elsewhere, classed(tree, set()), WindowStore(), online_every=50)
     try:
-        with caplog.at_level(logging.DEBUG, logger="agent.collectors.pods"):
+        with caplog.at_level(logging.DEBUG, logger="agent.sense.collectors.pods"):
             samples = [sampler.sample() for _ in range(4)]
         assert all(s.pods_total is None for s in samples)
         pods = [s.pods[uid] for s in samples]

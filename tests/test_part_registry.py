@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from agent.actions import (
+from agent.config import EnforcementConfig
+from agent.enforce.actions import (
     CgroupIO,
     Knob,
     Plan,
@@ -28,12 +29,11 @@ from agent.actions import (
     SetCpuShares,
     merge_wishes,
 )
-from agent.config import EnforcementConfig
-from agent.enforcer import Enforcer
-from agent.ledger import Touched
+from agent.enforce.ledger import Touched
+from agent.enforce.parts import registry
+from agent.enforce.parts.spec import PartSpec, RecordIO, RestoreIO
+from agent.enforce.stage import Enforcer
 from agent.node_state import NodeState
-from agent.parts import registry
-from agent.parts.spec import PartSpec, RecordIO, RestoreIO
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
 from cgroup import CgroupReader, PathModel, parse_container_id
 from cgroup.files import read_once, write_value

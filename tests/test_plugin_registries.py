@@ -12,19 +12,19 @@ from typing import Any
 import pytest
 
 from agent.config import AgentConfig
-from agent.parts import registry as parts
-from agent.parts.spec import PartSpec
-from agent.strategies import registry
-from agent.strategies.baseline import Baseline
-from agent.strategies.batch_limits import BatchLimits
-from agent.strategies.cpu_burst import CpuBurst
-from agent.strategies.cpu_suppression import CfsQuota, Cpuset
-from agent.strategies.disk_qos import DiskQos
-from agent.strategies.memory_high import MemoryHigh
-from agent.strategies.memory_qos import MemoryQos
-from agent.strategies.net_egress import NetEgress
-from agent.strategies.quota_burst import QuotaBurst
-from agent.strategies.registry import Facts, Strategy, strategies
+from agent.enforce.parts import registry as parts
+from agent.enforce.parts.spec import PartSpec
+from agent.enforce.strategies import registry
+from agent.enforce.strategies.baseline import Baseline
+from agent.enforce.strategies.batch_limits import BatchLimits
+from agent.enforce.strategies.cpu_burst import CpuBurst
+from agent.enforce.strategies.cpu_suppression import CfsQuota, Cpuset
+from agent.enforce.strategies.disk_qos import DiskQos
+from agent.enforce.strategies.memory_high import MemoryHigh
+from agent.enforce.strategies.memory_qos import MemoryQos
+from agent.enforce.strategies.net_egress import NetEgress
+from agent.enforce.strategies.quota_burst import QuotaBurst
+from agent.enforce.strategies.registry import Facts, Strategy, strategies
 
 ROOT = Path(__file__).resolve().parents[1]
 V1 = Facts(is_v2=False, besteffort_tier="/kubepods/besteffort", burst_supported=True)
@@ -167,7 +167,7 @@ def test_a_part_takes_its_place_in_the_restore_order_whenever_it_registers() -> 
 def test_no_module_lists_the_registered_modules(package: str) -> None:
     """The registries list nothing by hand: neither imports a module of its own package (the package's
     __init__ imports them all), so a new part or strategy is its own module only."""
-    tree = ast.parse((ROOT / "agent" / package / "registry.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "agent" / "enforce" / package / "registry.py").read_text(encoding="utf-8"))
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert {m for m in imported if m.startswith(f"agent.{package}")} <= {"agent.parts.spec"}
+    assert {m for m in imported if m.startswith(f"agent.enforce.{package}")} <= {"agent.enforce.parts.spec"}

@@ -1,4 +1,4 @@
-"""The agent's pod transform (agent/pod_fields.py): every reader of a pod object gives the same answer on the
+"""The agent's pod transform (agent/sense/pod_fields.py): every reader of a pod object gives the same answer on the
 slim pod as on the whole one, the informer's identity fields stay, and odd input never makes it raise (a
 raising transform would hide the pod)."""
 
@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from agent.batch_capacity import batch_requests
-from agent.kubepods import FINISHED_PHASES, KubePodSource, cgroup_uid, container_ids, pod_meta
-from agent.pod_fields import pod_transform, slim_pod
+from agent.node_state import batch_requests
+from agent.sense.pod_fields import pod_transform, slim_pod
+from agent.sense.pod_source import FINISHED_PHASES, KubePodSource, cgroup_uid, container_ids, pod_meta
 from agent.snapshot import PodMeta
 from cgroup import PathModel, parse_container_id
 from contract.annotations import ENABLE_QUOTA_BURST, KOORD_QOS_CLASS, QOS_LEVEL, QUOTA_BURST_TIME
@@ -77,7 +77,7 @@ def _as_read(meta: PodMeta) -> PodMeta:
 
 
 def readers(pod: dict[str, Any]) -> dict[str, Any]:
-    """What every agent reader of a pod object answers (agent/kubepods.py and what it calls)."""
+    """What every agent reader of a pod object answers (agent/sense/pod_source.py and what it calls)."""
     metas = [pod_meta(pod, c) for c in CLASSIFIERS]
     return {
         "classes": [c.classify(pod) for c in CLASSIFIERS],
@@ -268,10 +268,10 @@ def test_the_cluster_agent_caches_slim_pods_listed_in_small_pages(kube: Kube, ku
                                                                   v1tree_cgroupfs: V1Tree, tmp_path: Path) -> None:  # fmt: skip
     """As colo-agent builds it: the pod informer keeps slim pods with the configured aggregate label keys,
     and a (re)list holds one small page of whole pods before the transform cuts them down."""
-    from agent.cluster import ClusterLink
+    from agent.cluster.link import ClusterLink
     from agent.config import AgentConfig
     from agent.main import build_agent
-    from agent.pod_fields import POD_LIST_PAGE_SIZE
+    from agent.sense.pod_fields import POD_LIST_PAGE_SIZE
     from kube.client import LIST_PAGE_SIZE
 
     cfg = AgentConfig.model_validate({

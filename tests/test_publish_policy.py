@@ -1,10 +1,10 @@
-"""The publishing rules as pure decisions (agent/publish_policy.py, docs/publishing.md)."""
+"""The publishing rules as pure decisions (agent/capacity/publish_rules.py, docs/publishing.md)."""
 
 from __future__ import annotations
 
 import pytest
 
-from agent.publish_policy import Band, WindowMean, floored, should_write
+from agent.capacity.publish_rules import Band, WindowMean, floored, should_write
 
 BAND = Band(fraction=0.1, min_interval=60.0)
 

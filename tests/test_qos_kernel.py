@@ -8,8 +8,8 @@ import time
 import pytest
 
 from agent.config import CpuBurstConfig, QuotaBurstConfig
-from agent.strategies.cpu_burst import ENABLE_ANNOTATION, BurstInputs, plan_burst
-from agent.strategies.quota_burst import NodeCpu, QuietSince, QuotaBurstPlan, plan_quota_burst
+from agent.enforce.strategies.cpu_burst import ENABLE_ANNOTATION, BurstInputs, plan_burst
+from agent.enforce.strategies.quota_burst import NodeCpu, QuietSince, QuotaBurstPlan, plan_quota_burst
 from cgroup import CgroupReader, CgroupWriter, LimitChange, apply_in_safe_order
 from testsupport.cgtree import V1Tree
 from testsupport.spiky import PERIOD_US, QUOTA_US, Throttling, make_spiky_pair, run_spikes

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from agent.config import AgentConfig
-from agent.enforcer import Enforcer, detect_facts
+from agent.enforce.stage import Enforcer, detect_facts
+from agent.enforce.strategies.registry import strategies
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
-from agent.strategies.registry import strategies
 from cgroup import CgroupReader, PathModel, parse_container_id
 from testsupport.v2tree import V2Cgroup, V2Tree
 

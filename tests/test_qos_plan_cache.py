@@ -1,4 +1,4 @@
-"""The online QoS strategies keep what a pod's spec gives between passes (agent/strategies/online.py
+"""The online QoS strategies keep what a pod's spec gives between passes (agent/enforce/strategies/online.py
 SpecCache): a plan from a warm strategy is the plan a fresh one makes, and a change of spec or of the
 running containers changes it in the next pass."""
 
@@ -7,12 +7,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from agent.actions import Plan, Recorded, SetCpuBurst, SetCpuQuota, SetMemoryProtection
 from agent.config import CpuBurstConfig, MemoryQosConfig, QuotaBurstConfig
+from agent.enforce.actions import Plan, Recorded, SetCpuBurst, SetCpuQuota, SetMemoryProtection
+from agent.enforce.strategies.cpu_burst import CpuBurst
+from agent.enforce.strategies.memory_qos import MemoryQos
+from agent.enforce.strategies.quota_burst import QuotaBurst
 from agent.snapshot import PodSample
-from agent.strategies.cpu_burst import CpuBurst
-from agent.strategies.memory_qos import MemoryQos
-from agent.strategies.quota_burst import QuotaBurst
 from tests.test_qos_plans import GI, MI, P, pod, state
 
 Strategy = CpuBurst | QuotaBurst | MemoryQos

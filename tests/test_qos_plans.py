@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from agent.actions import (
+from agent.config import CpuBurstConfig, EnforcementConfig, MemoryQosConfig, QuotaBurstConfig
+from agent.enforce.actions import (
     SHARED,
     Plan,
     Recorded,
@@ -21,15 +22,14 @@ from agent.actions import (
     SetMemoryHigh,
     SetMemoryProtection,
 )
-from agent.config import CpuBurstConfig, EnforcementConfig, MemoryQosConfig, QuotaBurstConfig
-from agent.enforcer import Enforcer
-from agent.ledger import Touched
+from agent.enforce.ledger import Touched
+from agent.enforce.stage import Enforcer
+from agent.enforce.strategies.cpu_burst import RECHECK_SECONDS, CpuBurst
+from agent.enforce.strategies.cpu_suppression import CpuReport
+from agent.enforce.strategies.memory_qos import MemoryQos, ancestors
+from agent.enforce.strategies.quota_burst import QuotaBurst
 from agent.node_state import NodeState
 from agent.snapshot import ContainerSample, PodMeta, PodSample
-from agent.strategies.cpu_burst import RECHECK_SECONDS, CpuBurst
-from agent.strategies.cpu_suppression import CpuReport
-from agent.strategies.memory_qos import MemoryQos, ancestors
-from agent.strategies.quota_burst import QuotaBurst
 from cgroup import CgroupReader, Layout, PathModel
 from cgroup.layout import Mount
 from testsupport.qos import qos_state

@@ -5,10 +5,16 @@ from __future__ import annotations
 import pytest
 
 from agent.config import ConfigError, CpuBurstConfig, MemoryQosConfig, QuotaBurstConfig, load_config
+from agent.enforce.strategies.cpu_burst import (
+    BURST_TIME_ANNOTATION,
+    ENABLE_ANNOTATION,
+    BurstInputs,
+    parse_bool,
+    plan_burst,
+)
+from agent.enforce.strategies.memory_qos import MemoryTarget, supported
+from agent.enforce.strategies.quota_burst import CpuRow, NodeCpu, QuietSince, node_state, plan_quota_burst
 from agent.snapshot import PodSample
-from agent.strategies.cpu_burst import BURST_TIME_ANNOTATION, ENABLE_ANNOTATION, BurstInputs, parse_bool, plan_burst
-from agent.strategies.memory_qos import MemoryTarget, supported
-from agent.strategies.quota_burst import CpuRow, NodeCpu, QuietSince, node_state, plan_quota_burst
 from testsupport.qos import Ctr, memory_targets, online_pod
 
 MIB = 1 << 20

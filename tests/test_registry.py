@@ -8,18 +8,27 @@ from typing import Any
 
 import pytest
 
-from agent.actions import Plan, Recorded, Restore, SetCpuIdle, SetCpuQuota, SetCpuset, SetCpuShares, SetMemoryHigh
-from agent.actions import SetOomScoreAdj as Oom
 from agent.config import AgentConfig, EnforcementConfig
-from agent.ledger import Touched
+from agent.enforce.actions import (
+    Plan,
+    Recorded,
+    Restore,
+    SetCpuIdle,
+    SetCpuQuota,
+    SetCpuset,
+    SetCpuShares,
+    SetMemoryHigh,
+)
+from agent.enforce.actions import SetOomScoreAdj as Oom
+from agent.enforce.ledger import Touched
+from agent.enforce.strategies import reconcile
+from agent.enforce.strategies.baseline import Baseline
+from agent.enforce.strategies.baseline import phase as baseline_phase
+from agent.enforce.strategies.cpu_suppression import CfsQuota, CpuMemo, CpuReport, Cpuset
+from agent.enforce.strategies.memory_high import MemoryHigh
+from agent.enforce.strategies.registry import Facts, strategies
 from agent.node_state import NodeState, node_state
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
-from agent.strategies import reconcile
-from agent.strategies.baseline import Baseline
-from agent.strategies.baseline import phase as baseline_phase
-from agent.strategies.cpu_suppression import CfsQuota, CpuMemo, CpuReport, Cpuset
-from agent.strategies.memory_high import MemoryHigh
-from agent.strategies.registry import Facts, strategies
 
 TIER = "/kubepods.slice/kubepods-besteffort.slice"
 GI = 1 << 30

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.netstats import InterfaceCounters, NetCounters
-from agent.rates import CounterRates
-from agent.sampler import CgroupPodSource, Sampler
-from agent.windows import WindowStore
+from agent.sense.netstats import InterfaceCounters, NetCounters
+from agent.sense.rates import CounterRates
+from agent.sense.sampler import CgroupPodSource, Sampler
+from agent.windows.store import WindowStore
 from cgroup import CgroupWriter, PathModel
 from testsupport.cgtree import V1Tree
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.capacity import CapacityParams, PodAges, compute_state, online_key, system_key
+from agent.capacity.lendable import CapacityParams, PodAges, compute_state
 from agent.node_state import node_state
 from agent.snapshot import NodeSample, PodMeta, PodSample, Snapshot
-from agent.windows import WindowStore
+from agent.windows.store import WindowStore, online_key, system_key
 from colo_sim import main as cli
 from colo_sim.measures import Tally, future_max, oracle_lend
 from colo_sim.packing import NodeSize, pack

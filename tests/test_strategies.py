@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from agent.config import EnforcementConfig
-from agent.ledger import Touched
+from agent.enforce.ledger import Touched
+from agent.enforce.strategies import cpu_suppression, memory_high
+from agent.evict import choice
 from agent.node_state import NodeState, Usage, node_state
 from agent.snapshot import NodeSample, PodSample, Snapshot
-from agent.strategies import cpu_suppression, eviction_choice, memory_high
 from tests.test_capacity import GI, sample, snapshot
 
 
@@ -55,10 +56,10 @@ def test_eviction_choice_orders_and_stops_at_the_watermark() -> None:
     ]
     object.__setattr__(pods[2].meta, "priority", 100)
     # 8 cores, usage 90% of allocatable, high watermark 80%: the big low-priority pod (25%) is enough
-    victims, order, projected = eviction_choice.plan(pods, "cpu", 90.0, 8.0, 80, 2)
+    victims, order, projected = choice.plan(pods, "cpu", 90.0, 8.0, 80, 2)
     assert [p.uid for p in order] == ["low-prio-big", "low-prio-small", "high-prio"]
     assert [p.uid for p in victims] == ["low-prio-big"] and projected == pytest.approx(65.0)
-    victims, _, _ = eviction_choice.plan(pods, "cpu", 99.0, 8.0, 50, 2)  # far above: capped at 2 per round
+    victims, _, _ = choice.plan(pods, "cpu", 99.0, 8.0, 50, 2)  # far above: capped at 2 per round
     assert [p.uid for p in victims] == ["low-prio-big", "low-prio-small"]
 
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from agent import window_state
-from agent.window_state import load_windows, save_windows
-from agent.windows import WINDOW_NAMES, SeriesKey, SeriesWindows, WindowStore
+from agent.windows import persist as window_state
+from agent.windows.persist import load_windows, save_windows
+from agent.windows.store import WINDOW_NAMES, SeriesKey, SeriesWindows, WindowStore
 from tests.test_windows import Ref, _keys, check, drive, fill_day, noisy_with_gaps, spikes
 
 NODE = "node-a"
@@ -125,7 +125,7 @@ def test_wall_clock_stepped_back(tmp_path: Path, caplog: pytest.LogCaptureFixtur
     """The wall clock went back an hour between save and load: treated as saved just now, with a warning."""
     sw, ref, _ = drive(noisy_with_gaps(3000, seed=2), every=500, probes=(0.0,))
     mono_save = (sw.last_t or 0.0) + 1.0
-    with caplog.at_level(logging.INFO, logger="agent.window_state"):
+    with caplog.at_level(logging.INFO, logger="agent.windows.persist"):
         loaded, got = restart(
             tmp_path, sw, ref, mono_save=mono_save, wall_save=WALL0, mono_load=30.0, wall_load=WALL0 - 3600.0
         )
@@ -142,7 +142,7 @@ def test_wall_clock_jumped_two_days(tmp_path: Path, caplog: pytest.LogCaptureFix
     store.put(KEY, sw)
     path = str(tmp_path / "w")
     save_windows(store, path, node=NODE, mono_now=3001.0, wall_now=WALL0)
-    with caplog.at_level(logging.INFO, logger="agent.window_state"):
+    with caplog.at_level(logging.INFO, logger="agent.windows.persist"):
         loaded = load_windows(path, node=NODE, mono_now=10.0, wall_now=WALL0 + 2 * 86400)
     assert len(loaded) == 0
     assert any("1 without data" in r.getMessage() for r in caplog.records)
@@ -210,7 +210,7 @@ def saved(tmp_path: Path, name: str = "w.state") -> Path:
 
 def load_ignored(path: Path, caplog: pytest.LogCaptureFixture, reason: str, *, node: str = NODE) -> None:
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="agent.window_state"):
+    with caplog.at_level(logging.INFO, logger="agent.windows.persist"):
         store = load_windows(str(path), node=node, mono_now=2000.0, wall_now=WALL0 + 1)
     assert isinstance(store, WindowStore) and len(store) == 0
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -224,7 +224,7 @@ def reseal(data: bytes) -> bytes:
 
 
 def test_missing_file_is_quiet(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="agent.window_state"):
+    with caplog.at_level(logging.INFO, logger="agent.windows.persist"):
         store = load_windows(str(tmp_path / "nope"), node=NODE, mono_now=1.0, wall_now=WALL0)
     assert len(store) == 0
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
@@ -318,8 +318,8 @@ def test_fuzzed_files_never_raise(tmp_path: Path) -> None:
 
 _CRASH = """
 import os, sys
-from agent import window_state
-from agent.windows import WindowStore
+from agent.windows import persist as window_state
+from agent.windows.store import WindowStore
 store = WindowStore()
 for s in range(100):
     store.add(("node", "", "cpu"), float(s), 9.0)

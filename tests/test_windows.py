@@ -1,7 +1,7 @@
 """Rolling windows against a brute-force recomputation of the documented definitions.
 
 `Ref` keeps every sample and recomputes each window from scratch with the definitions of the
-`agent.windows` docstring; the driver feeds the same stream to both and compares every window (value and
+`agent.windows.store` docstring; the driver feeds the same stream to both and compares every window (value and
 coverage) at many instants, including instants between samples and long after the last one.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 
 import pytest
 
-from agent.windows import (
+from agent.windows.store import (
     QUANTILES,
     WINDOW_NAMES,
     WINDOW_SPANS,

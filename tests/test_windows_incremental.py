@@ -14,7 +14,7 @@ import random
 
 import pytest
 
-from agent.windows import WINDOW_NAMES, SeriesWindows, WindowStore, WindowValue
+from agent.windows.store import WINDOW_NAMES, SeriesWindows, WindowStore, WindowValue
 
 
 def same(a: float | None, b: float | None) -> bool:

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from agent.windows import WindowStore
+from agent.windows.store import WindowStore
 from tests.test_windows import drive
 
 

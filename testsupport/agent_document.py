@@ -15,13 +15,12 @@ import tempfile
 from collections.abc import Mapping
 from typing import Any, cast
 
-from agent import qos_report
-from agent.capacity import online_key, system_key
+from agent.capacity.owner import OversubscriptionOwner
 from agent.config import EnforcementConfig, EvictionConfig, OversubscriptionConfig
-from agent.enforcer import Enforcer
-from agent.eviction import Evictor
+from agent.enforce import qos_report
+from agent.enforce.stage import Enforcer
+from agent.evict.evictor import Evictor
 from agent.node_state import node_state
-from agent.oversubscription import OversubscriptionOwner
 from agent.snapshot import (
     ContainerSample,
     InterfaceSample,
@@ -33,7 +32,7 @@ from agent.snapshot import (
     TierSample,
 )
 from agent.view import AgentView
-from agent.windows import WindowStore
+from agent.windows.store import WindowStore, online_key, system_key
 from cgroup import CgroupReader, CgroupWriter, Layout, PathModel
 from cgroup.layout import Mount
 from contract.annotations import OVERSUBSCRIPTION_LABEL
@@ -94,7 +93,7 @@ def agent_view(
         for p in pods:
             samples.append((("pod", p.uid, "cpu"), p.cpu_cores or 0.0))
             samples.append((("pod", p.uid, "memory"), float(p.memory_working_set_bytes)))
-        # the capacity predictor's node series, as the sampler feeds them (agent.capacity)
+        # the capacity predictor's node series, as the sampler feeds them (agent.capacity.lendable)
         online = [p for p in pods if p.meta.pod_class != "offline"]
         cpu = {p.uid: p.cpu_cores or 0.0 for p in pods}
         mem = {p.uid: float(p.memory_working_set_bytes) for p in pods}
@@ -110,7 +109,7 @@ def agent_view(
 
 
 def _attach_cluster_sections(view: AgentView, name: str, oversubscribed: bool) -> None:
-    """What agent.cluster.ClusterLink attaches: capacity, enforcement and eviction state (nothing is written:
+    """What agent.cluster.link.ClusterLink attaches: capacity, enforcement and eviction state (nothing is written:
     the owner only computes, the enforcer and the evictor are never run against cgroups)."""
     node = node_object(name)
     if not oversubscribed:

@@ -1,5 +1,5 @@
 """A pod source over a cgroup tree whose pods have the classes a test or benchmark gives them, the same
-`PodMeta` and `PodCgroup` objects pass after pass as the cluster's source (agent/kubepods.py) gives them: a
+`PodMeta` and `PodCgroup` objects pass after pass as the cluster's source (agent/sense/pod_source.py) gives them: a
 pod that changed is a new object."""
 
 from __future__ import annotations

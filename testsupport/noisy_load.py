@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent.config import EnforcementConfig
+from agent.enforce.strategies import cpu_suppression
 from agent.node_state import node_state
 from agent.snapshot import NodeSample, Snapshot
-from agent.strategies import cpu_suppression
 
 CORES = 16.0
 RISES_PER_HOUR = 4

@@ -8,14 +8,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent import qos_report
-from agent.actions import Recorded, SetMemoryHigh, SetMemoryProtection
 from agent.config import AgentConfig, EnforcementConfig, MemoryQosConfig
-from agent.enforcer import Enforcer, detect_facts
+from agent.enforce import qos_report
+from agent.enforce.actions import Recorded, SetMemoryHigh, SetMemoryProtection
+from agent.enforce.stage import Enforcer, detect_facts
+from agent.enforce.strategies.memory_qos import MemoryQos, MemoryTarget
+from agent.enforce.strategies.registry import strategies
 from agent.node_state import NodeState, node_state
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
-from agent.strategies.memory_qos import MemoryQos, MemoryTarget
-from agent.strategies.registry import strategies
 from cgroup import CgroupReader, Layout, PathModel
 
 GI = 1 << 30

@@ -1,11 +1,11 @@
-"""The strategies the composition root (agent/cluster.py) would register for an enforcement config, for the
+"""The strategies the composition root (agent/cluster/link.py) would register for an enforcement config, for the
 tests and benchmarks that build an `Enforcer` on their own."""
 
 from __future__ import annotations
 
 from agent.config import AgentConfig, EnforcementConfig
-from agent.enforcer import detect_facts
-from agent.strategies.registry import Strategy, strategies
+from agent.enforce.stage import detect_facts
+from agent.enforce.strategies.registry import Strategy, strategies
 from cgroup import CgroupReader, Layout, PathModel
 
 

@@ -263,20 +263,19 @@ def agent_families() -> list[Any]:
     import tempfile
     from typing import cast
 
-    from agent import qos_report
-    from agent.collectors import CollectorRun
+    from agent.capacity.owner import OversubscriptionOwner
     from agent.config import EnforcementConfig, EvictionConfig, OversubscriptionConfig
-    from agent.enforcer import Enforcer
-    from agent.eviction import Evictor
+    from agent.enforce import qos_report
+    from agent.enforce.stage import Enforcer
+    from agent.enforce.strategies.cpu_suppression import CpuReport
+    from agent.enforce.strategies.memory_high import MemoryHighReport
+    from agent.evict.evictor import Evictor
     from agent.main import process_metrics
     from agent.node_state import node_state
-    from agent.oversubscription import OversubscriptionOwner
-    from agent.snapshot import DiskRates, DiskSample, NetworkRates
-    from agent.strategies.cpu_suppression import CpuReport
-    from agent.strategies.memory_high import MemoryHighReport
+    from agent.snapshot import CollectorRun, DiskRates, DiskSample, NetworkRates
     from cgroup import CgroupReader, CgroupWriter, Layout, PathModel
     from cgroup.layout import Mount
-    from exporter.collector import ColoCollector
+    from exporter.snapshot_metrics import ColoCollector
     from kube import Kube
     from kube.resources import node_allocatable
     from testsupport.agent_document import CPU_CORES, MEMORY_BYTES, agent_view, node_object

@@ -1,4 +1,4 @@
-"""Colo's own capacity, computed by the agent's code (`agent.capacity.resource_capacity`) on the replayed node:
+"""Colo's own capacity, computed by the agent's code (`agent.capacity.lendable.resource_capacity`) on the replayed node:
 the window store is fed what the agent's sampler feeds it (the node's online usage, per pod too for the
 `pod_peaks` predictor), one sample per trace step, and each step is one agent pass. Two policies come out of
 one replay: `colo`, the number published as `kubernetes.io/batch-*` (the batch-resource model), and
@@ -10,9 +10,9 @@ an agent configuration). A trace has no usage outside pods: system usage is 0 an
 
 from __future__ import annotations
 
-from agent.capacity import CapacityParams, OnlinePod, PodAges, online_key, resource_capacity
-from agent.window_grid import RAW_SPAN
-from agent.windows import WindowStore
+from agent.capacity.lendable import CapacityParams, OnlinePod, PodAges, resource_capacity
+from agent.windows.grid import RAW_SPAN
+from agent.windows.store import WindowStore, online_key
 from colo_sim.policies import Lending
 from colo_sim.timeline import NodeTrace, Timeline
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from agent.config import EnforcementConfig
-from agent.enforcer import Enforcer
+from agent.enforce.stage import Enforcer
 from agent.snapshot import ContainerBatch, ContainerSample, NodeSample, PodBatch, PodMeta, PodSample, Snapshot
 from cgroup import CgroupReader
 from cgroup.kubelet_rules import BatchResources

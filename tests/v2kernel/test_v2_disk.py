@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from agent.config import AgentConfig, EnforcementConfig
-from agent.enforcer import Enforcer, detect_facts
+from agent.enforce.stage import Enforcer, detect_facts
+from agent.enforce.strategies.registry import strategies
 from agent.snapshot import ContainerSample, DiskRates, DiskSample, NodeSample, PodMeta, PodSample, Snapshot
-from agent.strategies.registry import strategies
 from cgroup import CgroupReader
 from cgroup.blkio import IoLimit, io_limits
 from testsupport.disk import MIB, dd_in

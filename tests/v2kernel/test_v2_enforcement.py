@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agent.enforcer import kubelet_shares
+from agent.enforce.stage import kubelet_shares
 from cgroup import CgroupReader, CgroupWriter, shares_to_weight
 from kube import Kube
 from tests.agentbuild import build_agent

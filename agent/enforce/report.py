@@ -1,0 +1,119 @@
+"""What enforcement exposes: the `enforcement` section of /api/v1/node and its metric families, read from the
+strategies' reports of the last pass (only ever replaced, never changed in place, so a reader sees one pass).
+
+A strategy's report is a typed record (agent/enforce/actions.py `Report`) whose `fields()` are keys of the section:
+`DEFAULTS` holds each key's value while its strategy is not active (the JSON has every key always); a new
+strategy adds its keys there (and, for a metric, a family in `metrics`), and documents them in docs/online-qos.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client.metrics_core import Metric
+
+from agent.enforce.actions import Report
+from common.families import Family
+
+OFFLINE_CPU_BUDGET = Family("colo_offline_cpu_budget_cores", "CPU the offline pods may use together, cores")
+OFFLINE_CPU_RELEASED = Family(
+    "colo_offline_cpu_released", "1 while the node is quiet and offline pods run at their own CPU limits"
+)
+OFFLINE_POD_CPU_QUOTA = Family("colo_offline_pod_cpu_quota_cores", "CPU quota given to an offline pod, cores", ("uid",))
+OFFLINE_POD_MEMORY_HIGH = Family("colo_offline_pod_memory_high_bytes", "memory.high given to an offline pod", ("uid",))
+ENFORCEMENT_WRITES = Family("colo_enforcement_writes", "cgroup writes made by enforcement", ("result",), "counter")
+LEDGER_SAVE_FAILED = Family(
+    "colo_enforcement_ledger_save_failed",
+    "1 while the last save of the enforcement ledger did not reach the disk (no cgroup is changed until it does)",
+)
+LEDGER_UNTRUSTED = Family(
+    "colo_enforcement_ledger_untrusted",
+    "1 when the ledger found at start could not be read (kept aside with a .corrupt- suffix): originals come "
+    "from the pod specs until the agent restarts",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class EnforcementState:
+    """What the section and the metrics read of the enforcer, taken at once (the enforcer hands this record
+    over, so this module never imports it: no cycle)."""
+
+    dry_run: bool
+    cpu_policy: str
+    memory_status: str
+    reports: Mapping[str, Report]
+    touched: tuple[str, ...]
+    writes: int
+    errors: int
+    last_error: str | None
+    ledger_save_failed: bool = False
+    ledger_untrusted: bool = False
+
+
+#: Report keys, in the section's order, and their values while no active strategy reports them.
+DEFAULTS: Mapping[str, Any] = {
+    "offline_cpu_budget_cores": None,  # cfs_quota, cpuset
+    "offline_cpu_released": False,  # cfs_quota, cpuset
+    "offline_cpu_quota_cores": {},  # cfs_quota
+    "besteffort_cpu_cores": 0.0,  # cfs_quota
+    "besteffort_tier_cap_cores": None,  # cfs_quota
+    "offline_cpuset": None,  # cpuset
+    "offline_memory_high_bytes": {},  # memory_high
+    "batch": {"pods": {}, "problems": {}},  # batch_limits: each batch pod's values, and what is not written
+    # online QoS: in the `qos` section (agent/enforce/qos_report.py), not this one
+    "cpu_burst": {},  # cpu_burst
+    "quota_burst": {},  # quota_burst
+    "memory_qos": {},  # memory_qos
+}
+QOS_KEYS = ("cpu_burst", "quota_burst", "memory_qos")
+
+
+def merged(reports: Mapping[str, Report]) -> dict[str, Any]:
+    """The section's keys: every report's fields over the defaults of those not active."""
+    out = dict(DEFAULTS)
+    for report in reports.values():
+        out.update(report.fields())
+    return out
+
+
+def section(e: EnforcementState) -> dict[str, Any]:
+    r = merged(e.reports)
+    head = {"dry_run": e.dry_run, "cpu_policy": e.cpu_policy}
+    cpu = {k: r.pop(k) for k in list(DEFAULTS)[:6]}
+    memory = {"memory": e.memory_status, "offline_memory_high_bytes": dict(r.pop("offline_memory_high_bytes"))}
+    for key in QOS_KEYS:
+        r.pop(key)
+    cpu["offline_cpu_quota_cores"] = dict(cpu["offline_cpu_quota_cores"])
+    tail = {"pods_touched": list(e.touched), "writes": e.writes, "write_errors": e.errors, "last_error": e.last_error}
+    return {**head, **cpu, **memory, **r, **tail}
+
+
+def metrics(e: EnforcementState) -> Iterable[Metric]:
+    r = merged(e.reports)
+    out: list[Metric] = []
+    if r["offline_cpu_budget_cores"] is not None:
+        g = OFFLINE_CPU_BUDGET.metric()
+        g.add_metric([], r["offline_cpu_budget_cores"])
+        out.append(g)
+    rel = OFFLINE_CPU_RELEASED.metric()
+    rel.add_metric([], 1.0 if r["offline_cpu_released"] else 0.0)
+    out.append(rel)
+    q = OFFLINE_POD_CPU_QUOTA.metric()
+    for uid, cores in r["offline_cpu_quota_cores"].items():
+        q.add_metric([uid], cores)
+    out.append(q)
+    m = OFFLINE_POD_MEMORY_HIGH.metric()
+    for uid, value in r["offline_memory_high_bytes"].items():
+        m.add_metric([uid], float(value))
+    out.append(m)
+    w = ENFORCEMENT_WRITES.metric()
+    w.add_metric(["ok"], float(e.writes))
+    w.add_metric(["error"], float(e.errors))
+    out.append(w)
+    for family, value in ((LEDGER_SAVE_FAILED, e.ledger_save_failed), (LEDGER_UNTRUSTED, e.ledger_untrusted)):
+        g = family.metric()
+        g.add_metric([], 1.0 if value else 0.0)
+        out.append(g)
+    return out
