@@ -174,6 +174,30 @@ def test_the_runbook_has_a_section_for_each_alert_and_none_other() -> None:
     assert documented == {a["alert"] for a in alerts()}
 
 
+def test_the_names_the_rules_match_on_are_the_manifests_names() -> None:
+    """The job, the DaemonSet and the webhook the expressions name are those deploy/ creates: a renamed
+    object would silence its alert."""
+
+    def objects(path: Path) -> list[dict[str, Any]]:
+        return [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
+
+    base = RULES.parent
+    (daemonset,) = [o for o in objects(base / "agent-daemonset.yaml") if o["kind"] == "DaemonSet"]
+    monitors = {
+        o["metadata"]["name"]: o for o in objects(base / "servicemonitor.yaml") if o["kind"] == "ServiceMonitor"
+    }
+    (service,) = [o for o in objects(base / "agent-service.yaml") if o["kind"] == "Service"]
+    (webhook_config,) = objects(base / "colocation-profiles" / "mutating-webhook.yaml")
+    (webhook,) = webhook_config["webhooks"]
+    job = service["metadata"]["name"]  # prometheus-operator's job label: the Service's name, without jobLabel
+    assert "jobLabel" not in monitors["colo-agent"]["spec"]
+    exprs = "\n".join(r["expr"] for r in rules())
+    assert set(re.findall(r'\bjob="([^"]+)"', exprs)) == {job}
+    meta = daemonset["metadata"]
+    assert f'namespace="{meta["namespace"]}", daemonset="{meta["name"]}"' in exprs
+    assert set(re.findall(r'fail_open_count\{name="([^"]+)"', exprs)) == {webhook["name"]}
+
+
 # ---------------------------------------------------------------------------------------------------------
 # the PrometheusRule
 
