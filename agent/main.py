@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING
 
 from agent.config import AgentConfig, ConfigError
 from cgroup import Layout
 
 if TYPE_CHECKING:
-    from agent.runtime import Agent
-    from agent.view import MetricSource
+    from agent.pipeline import ClusterPipeline
+    from agent.runtime import Agent, Host
+    from agent.view import AgentView, MetricSource
+    from cgroup import CgroupReader
     from kube import Kube
 
 log = logging.getLogger("colo.agent")
@@ -83,8 +87,7 @@ def build_agent(
     With `kube` the agent runs in a cluster (pods from the API server, capacity, eviction, enforcement);
     without, standalone (pods from the cgroup tree). Nothing is replaced or added after this returns."""
     from agent.runtime import Agent, Host, load_windows_for
-    from agent.sense.collectors.containers import CONTAINER_EVERY
-    from agent.sense.collectors.pods import ONLINE_POD_EVERY
+    from agent.sense.pace import PassNeeds, pace
     from agent.sense.sampler import CgroupPodSource, PodSource, Sampler
     from agent.view import AgentView
     from cgroup import CgroupReader
@@ -95,38 +98,121 @@ def build_agent(
     reader = CgroupReader(host.layout)
     own = {"process": process_metrics()}
     source: PodSource
+    needs = PassNeeds()
     if kube is not None:
-        from agent.cluster.link import ClusterLink
-        from agent.enforce.stage import detect_facts
-        from agent.enforce.strategies.registry import strategies
-
-        facts = detect_facts(host.layout, host.model, reader)
-        registered = strategies(config, facts)  # one list, built once
-        link = ClusterLink(config, host, view, reader, kube, registered=registered, facts=facts,
-                           backoff_initial=backoff_initial, backoff_max=backoff_max)  # fmt: skip
-        source, stages, services = link.source, [link.stage], [link]
-        view.install(node_sections=link.node_sections(), metric_sources={**link.metric_sources(), **own},
-                     cluster_synced=link.pods.synced.is_set)  # fmt: skip
+        pipeline = build_cluster_pipeline(
+            config, host, view, reader, kube, backoff_initial=backoff_initial, backoff_max=backoff_max
+        )
+        source, stages, services = pipeline.cluster.source, [pipeline.stage], [pipeline]
+        needs = pipeline.enforcer.reads
+        view.install(
+            node_sections=pipeline.node_sections(),
+            metric_sources={**pipeline.metric_sources(), **own},
+            cluster_synced=pipeline.cluster.pods.synced.is_set,
+        )
     else:
         source, stages, services = CgroupPodSource(host.layout, host.model, config.discovery_seconds), [], []
         # the JSON contract has these keys everywhere
         standalone = {"enabled": False, "reason": "standalone: no cluster, nothing published or enforced"}
-        view.install(node_sections={"oversubscription": lambda: dict(standalone),
-                                    "enforcement": lambda: dict(standalone), "qos": lambda: dict(standalone)},
-                     metric_sources=own)  # fmt: skip
+        view.install(
+            node_sections={
+                "oversubscription": lambda: dict(standalone),
+                "enforcement": lambda: dict(standalone),
+                "qos": lambda: dict(standalone),
+            },
+            metric_sources=own,
+        )
+    # the sampler's pace follows what the active strategies read each pass (their registrations say)
+    every = pace(needs, windows.max_gap, config.interval)
     sampler = Sampler(
-        host.layout, host.model, source, windows, host_root=config.host_root, reader=reader,
+        host.layout,
+        host.model,
+        source,
+        windows,
+        host_root=config.host_root,
+        reader=reader,
         container_stat_every=config.container_memory_detail_every,
-        # containers are read every pass only while quota burst decides on them each second
-        container_every=1 if kube is not None and config.qos.quota_burst.enabled else CONTAINER_EVERY,
-        # online pods are read every pass only while a 1 s decision reads them one by one: quota burst (their
-        # throttling) and the disk QoS (their I/O); otherwise the kubepods root gives their sum each pass, and
-        # their own readings come no further apart than the windows' max gap (no hole in their windows)
-        online_every=1 if kube is not None and (config.qos.quota_burst.enabled or config.enforcement.disk.enabled)
-        else max(1, min(ONLINE_POD_EVERY, int(windows.max_gap / config.interval))),
+        container_every=every.container_every,
+        online_every=every.online_every,
         collectors=config.collectors.enabled(),
-        # memory QoS (v2, in a cluster) is what reads pods' memory limits from the sample
-        pod_memory_limits=kube is not None and host.layout.is_v2 and config.qos.memory.enabled,
-    )  # fmt: skip
-    return Agent(config, host, windows, view, reader, sampler, stages=stages, services=services,
-                 in_cluster=kube is not None)  # fmt: skip
+        pod_memory_limits=needs.pod_memory_limits,
+    )
+    return Agent(
+        config, host, windows, view, reader, sampler, stages=stages, services=services, in_cluster=kube is not None
+    )
+
+
+def build_cluster_pipeline(
+    config: AgentConfig,
+    host: Host,
+    view: AgentView,
+    reader: CgroupReader,
+    kube: Kube,
+    *,
+    backoff_initial: float,
+    backoff_max: float,
+) -> ClusterPipeline:
+    """The cluster-mode stages, each built after what it reads: the API side, eviction, capacity (which reads
+    eviction's state and watermarks), enforcement, and the Node's one writer over both owners."""
+    from agent.capacity.owner import OversubscriptionOwner, oversubscription_enabled
+    from agent.cluster.link import ClusterLink
+    from agent.cluster.node_writer import NodePublisher
+    from agent.enforce.stage import Enforcer, detect_facts
+    from agent.enforce.strategies.registry import strategies
+    from agent.evict.evictor import Evictor
+    from agent.node_state import StateBuilder
+    from agent.pipeline import ClusterPipeline
+    from cgroup import CgroupWriter
+    from kube.resources import node_allocatable
+
+    enf, node = config.enforcement, host.node_name
+    cluster = ClusterLink(config, host, kube, backoff_initial=backoff_initial, backoff_max=backoff_max)
+    wake = threading.Event()  # the publisher's: set when the evicting state changes, a round runs now
+    evictor = Evictor(
+        kube,
+        node,
+        cluster.node_object,
+        CgroupWriter(host.layout, reader),
+        enf.eviction,
+        api_healthy=cluster.api_healthy,
+        health=cluster.health,
+        oversubscribed=partial(
+            oversubscription_enabled, enabled_on_all_nodes=config.oversubscription.enabled_on_all_nodes
+        ),
+        on_state_change=wake.set,
+        dry_run=config.dry_run,
+    )
+    owner = OversubscriptionOwner(
+        view,
+        config.oversubscription,
+        evicting=evictor.is_evicting,
+        batch_requests=cluster.batch_requests,
+        high_watermarks=lambda: evictor.watermarks.high,
+    )
+    facts = detect_facts(host.layout, host.model, reader)
+    enforcer = Enforcer(
+        host.layout,
+        host.model,
+        reader,
+        enf,
+        lambda: node_allocatable(cluster.node_object() or {}),
+        dry_run=config.dry_run,
+        host_root=config.host_root,
+        memory_high_watermark=lambda: float(evictor.watermarks.high["memory"]),
+        registered=strategies(config, facts),  # one list, built once
+        facts=facts,
+    )
+    if enforcer.ledger.problem:
+        evictor.node_event("EnforcementLedgerCorrupt", enforcer.ledger.problem)
+    publisher = NodePublisher(
+        kube,
+        node,
+        cluster.node_object,
+        [owner, evictor],
+        period=config.interval,
+        backoff_max=backoff_max,
+        dry_run=config.dry_run,
+        health=cluster.health,
+        wake=wake,
+    )
+    return ClusterPipeline(cluster, owner, evictor, enforcer, publisher, StateBuilder(enf.eviction.smoothing_seconds))

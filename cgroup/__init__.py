@@ -1,5 +1,6 @@
 """cgroup: the one place that knows cgroup file layouts (v1/v2, systemd/cgroupfs, runtimes)."""
 
+from cgroup.counters import CounterFiles
 from cgroup.discovery import ContainerCgroup, PodCgroup, discover_pods, resolve_pod
 from cgroup.driver import DriverDecision, detect_driver
 from cgroup.errors import (
@@ -24,7 +25,7 @@ from cgroup.paths import (
     parent_cgroup,
     parse_container_id,
 )
-from cgroup.reader import CgroupReader, CounterFiles, CpuSettings, CpuUsage, MemoryProtection, MemoryUsage
+from cgroup.reader import CgroupReader, CpuSettings, CpuUsage, MemoryProtection, MemoryUsage
 from cgroup.writer import CgroupWriter, LimitChange, apply_in_safe_order, shares_to_weight, weight_to_shares
 
 __all__ = [

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from agent import main
-from agent.cluster.link import ClusterLink
 from agent.config import AgentConfig, EnforcementConfig
 from agent.enforce.stage import Enforcer
+from agent.pipeline import ClusterPipeline
 from agent.runtime import Agent
 from cgroup import CgroupReader, Layout, PathModel
 from kube import Kube
@@ -27,7 +27,7 @@ def build_agent(
     qos: dict[str, Any] | None = None,
     oversubscription: dict[str, Any] | None = None,
     **enforcement: Any,
-) -> tuple[Agent, ClusterLink]:
+) -> tuple[Agent, ClusterPipeline]:
     """An in-cluster agent on `layout` with eviction off; `dry_run`, the `qos` and `oversubscription`
     sections and any enforcement key may be given."""
     cfg = AgentConfig.model_validate(
@@ -50,7 +50,7 @@ def build_agent(
     )
     agent = main.build_agent(cfg, kube=kube, layout=layout, backoff_initial=0.05, backoff_max=0.5)
     (link,) = agent.services
-    assert isinstance(link, ClusterLink)
+    assert isinstance(link, ClusterPipeline)
     return agent, link
 
 

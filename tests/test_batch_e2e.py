@@ -18,7 +18,7 @@ from typing import Any
 import jsonpatch  # type: ignore[import-untyped]
 import pytest
 
-from agent.cluster.link import ClusterLink
+from agent.pipeline import ClusterPipeline
 from agent.runtime import Agent
 from cgroup import CgroupReader, CgroupWriter
 from controller.admission.server import AdmissionWebhook
@@ -66,7 +66,7 @@ def webhook(kube: Kube, kube_api: FakeKubeAPI, tmp_path: Path) -> Iterator[Admis
 
 
 @pytest.fixture
-def agent(v1tree_cgroupfs: V1Tree, kube: Kube, tmp_path: Path) -> Iterator[tuple[Agent, ClusterLink]]:
+def agent(v1tree_cgroupfs: V1Tree, kube: Kube, tmp_path: Path) -> Iterator[tuple[Agent, ClusterPipeline]]:
     tree = v1tree_cgroupfs
     # no history needed, a short peak window, extended_resources left at its default
     agent, link = build_agent(
@@ -109,7 +109,7 @@ def bind(converted: dict[str, Any], uid: str, container_cgroup: str) -> dict[str
 
 def test_profile_to_converted_pod_to_batch_capacity_to_enforced_limits(
     webhook: AdmissionWebhook,
-    agent: tuple[Agent, ClusterLink],
+    agent: tuple[Agent, ClusterPipeline],
     v1tree_cgroupfs: V1Tree,
     kube_api: FakeKubeAPI,
 ) -> None:

@@ -194,7 +194,7 @@ def test_layout_without_controller_says_so() -> None:
 
 
 def test_v1_memory_stat_fast_path_and_fallback() -> None:
-    from cgroup.reader import _v1_memory_stat
+    from cgroup.counters import _v1_memory_stat
 
     kernel = (
         b"cache 1\nrss 2\ninactive_anon 3\nhierarchical_memory_limit 9223372036854771712\ntotal_cache 100\n"

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from agent.cluster.link import ClusterLink
 from agent.config import AgentConfig
 from agent.main import build_agent, wants_cluster
+from agent.pipeline import ClusterPipeline
 from agent.runtime import Agent
 from cgroup import CgroupWriter
 from kube import Kube
@@ -30,18 +30,18 @@ def node_annotations(api: FakeKubeAPI) -> dict[str, str]:
     return dict(obj["metadata"].get("annotations") or {})
 
 
-def in_cluster(cfg: AgentConfig, kube: Kube, tree: V1Tree) -> tuple[Agent, ClusterLink]:
+def in_cluster(cfg: AgentConfig, kube: Kube, tree: V1Tree) -> tuple[Agent, ClusterPipeline]:
     """The agent as colo-agent builds it in a cluster (test-sized backoff), and its link to the API."""
     agent = build_agent(cfg, kube=kube, layout=tree.layout, backoff_initial=0.05, backoff_max=0.5)
     (link,) = agent.services
-    assert isinstance(link, ClusterLink)
+    assert isinstance(link, ClusterPipeline)
     return agent, link
 
 
 @pytest.fixture
 def agent_in_cluster(
     v1tree_cgroupfs: V1Tree, kube: Kube, kube_api: FakeKubeAPI, tmp_path: Path
-) -> Iterator[tuple[Agent, ClusterLink, V1Tree]]:
+) -> Iterator[tuple[Agent, ClusterPipeline, V1Tree]]:
     tree = v1tree_cgroupfs
     cfg = AgentConfig.model_validate(
         {
@@ -68,7 +68,7 @@ def agent_in_cluster(
 
 
 def test_pods_mapped_classified_and_capacity_published(
-    agent_in_cluster: tuple[Agent, ClusterLink, V1Tree], kube_api: FakeKubeAPI
+    agent_in_cluster: tuple[Agent, ClusterPipeline, V1Tree], kube_api: FakeKubeAPI
 ) -> None:
     agent, link, tree = agent_in_cluster
     kube_api.put("nodes", node(labels={"volcano.sh/oversubscription": "true"}, annotations={"other.io/keep": "yes"}))
@@ -116,7 +116,7 @@ def test_pods_mapped_classified_and_capacity_published(
 
 
 def test_types_switch_off_and_throttling(
-    agent_in_cluster: tuple[Agent, ClusterLink, V1Tree], kube_api: FakeKubeAPI
+    agent_in_cluster: tuple[Agent, ClusterPipeline, V1Tree], kube_api: FakeKubeAPI
 ) -> None:
     agent, link, tree = agent_in_cluster
     uid, _, (ctr,) = tree.pod("burstable")
@@ -141,7 +141,7 @@ def test_types_switch_off_and_throttling(
     assert link.oversubscription.section()["enabled"] is False
 
 
-def test_api_outage_and_faults(agent_in_cluster: tuple[Agent, ClusterLink, V1Tree], kube_api: FakeKubeAPI) -> None:
+def test_api_outage_and_faults(agent_in_cluster: tuple[Agent, ClusterPipeline, V1Tree], kube_api: FakeKubeAPI) -> None:
     agent, link, tree = agent_in_cluster
     uid, _, (ctr,) = tree.pod("burstable")
     CgroupWriter(tree.layout).set_cpu_quota(ctr, 20_000)
@@ -174,7 +174,7 @@ def test_api_outage_and_faults(agent_in_cluster: tuple[Agent, ClusterLink, V1Tre
 
 
 def test_stalled_sampling_publishes_zero(
-    agent_in_cluster: tuple[Agent, ClusterLink, V1Tree], kube_api: FakeKubeAPI
+    agent_in_cluster: tuple[Agent, ClusterPipeline, V1Tree], kube_api: FakeKubeAPI
 ) -> None:
     agent, link, tree = agent_in_cluster
     uid, _, (ctr,) = tree.pod("burstable")
@@ -197,7 +197,7 @@ def test_standalone_without_cluster_config(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_the_link_is_a_service_and_its_stage_stops_nothing(
-    agent_in_cluster: tuple[Agent, ClusterLink, V1Tree],
+    agent_in_cluster: tuple[Agent, ClusterPipeline, V1Tree],
 ) -> None:
     """Shutdown (last capacity round, restore) must run once: the stage is not the service."""
     agent, link, _ = agent_in_cluster
@@ -207,18 +207,18 @@ def test_the_link_is_a_service_and_its_stage_stops_nothing(
 
 
 def test_everything_is_wired_once_by_the_composition_root(
-    agent_in_cluster: tuple[Agent, ClusterLink, V1Tree],
+    agent_in_cluster: tuple[Agent, ClusterPipeline, V1Tree],
 ) -> None:
     """The sampler reads the link's pod source from the start; the view's sections cannot be swapped later."""
     agent, link, _ = agent_in_cluster
-    assert agent.sampler.source is link.source and agent.stages == (link.stage,)
+    assert agent.sampler.source is link.cluster.source and agent.stages == (link.stage,)
     assert agent.view.node_sections["enforcement"] == link.enforcement_section
     with pytest.raises(RuntimeError):
         agent.view.install(node_sections={}, metric_sources={})
 
 
 def test_api_reachability_ignores_refusals(
-    agent_in_cluster: tuple[Agent, ClusterLink, V1Tree], kube_api: FakeKubeAPI
+    agent_in_cluster: tuple[Agent, ClusterPipeline, V1Tree], kube_api: FakeKubeAPI
 ) -> None:
     agent, link, tree = agent_in_cluster
     uid, _, (ctr,) = tree.pod("burstable")
@@ -227,19 +227,19 @@ def test_api_reachability_ignores_refusals(
     kube_api.inject("PATCH", r"/api/v1/nodes/", status=403, times=None)  # RBAC refuses: the server is there
     agent.start()
     wait_for(lambda: link.publisher.failures >= 3)
-    assert link.publisher.last_status == 403 and link.api_healthy()
+    assert link.publisher.last_status == 403 and link.cluster.api_healthy()
     kube_api.clear_faults()
     kube_api.inject("PATCH", r"/api/v1/nodes/", status=503, times=None)
     wait_for(lambda: link.publisher.last_status == 503)
-    assert not link.api_healthy()
+    assert not link.cluster.api_healthy()
     kube_api.clear_faults()  # any successful call clears it
-    wait_for(link.api_healthy)
+    wait_for(link.cluster.api_healthy)
     assert CPU_KEY in node_annotations(kube_api) and link.publisher.last_status is None
     # the watches lose the server: unreachable until they are back
     kube_api.stop()
-    wait_for(lambda: not link.api_healthy())
+    wait_for(lambda: not link.cluster.api_healthy())
     kube_api.start()
-    wait_for(link.api_healthy)
+    wait_for(link.cluster.api_healthy)
 
 
 def batch_pod(name: str, uid: str, cpu_milli: int, memory: int) -> dict[str, Any]:

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from agent.cluster.link import ClusterLink
 from agent.config import EnforcementConfig
 from agent.enforce.stage import Enforcer, kubelet_oom_score_adj, kubelet_shares
 from agent.node_state import NodeState
+from agent.pipeline import ClusterPipeline
 from agent.runtime import Agent
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot
 from cgroup import CgroupReader, CgroupWriter, PathModel, parse_container_id
@@ -53,7 +53,7 @@ def oom_score_adj(pid: int) -> int:
         return int(f.read())
 
 
-def make_agent(tree: V1Tree, kube: Kube, tmp_path: Path, **enforcement: Any) -> tuple[Agent, ClusterLink]:
+def make_agent(tree: V1Tree, kube: Kube, tmp_path: Path, **enforcement: Any) -> tuple[Agent, ClusterPipeline]:
     return build_agent(tree.layout, tree.model, kube, str(tmp_path / "ledger.json"), interval=INTERVAL, **enforcement)
 
 

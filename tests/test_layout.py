@@ -90,6 +90,79 @@ def upward_imports(graph: Mapping[str, Set[str]]) -> list[str]:
     return [f"{a} -> {b}" for a, targets in sorted(graph.items()) for b in sorted(targets) if LAYERS[b] >= LAYERS[a]]
 
 
+# The agent by stage (docs/design.md): each of its top-level modules and stage packages has a layer, and imports
+# only units of lower layers — sense below remember's readers, decide and act above both, the pipeline that runs
+# them and the composition root on top. Every module of agent/ belongs to one unit.
+AGENT_UNITS = {
+    "agent.snapshot": 0,
+    "agent.node_state": 1,
+    "agent.windows": 2,
+    "agent.sense": 3,
+    "agent.config": 4, "agent.view": 4,
+    "agent.runtime": 5,
+    "agent.cluster": 6,
+    "agent.capacity": 7, "agent.enforce": 7,
+    "agent.evict": 8,
+    "agent.pipeline": 9,
+    "agent.main": 10,
+}  # fmt: skip
+#: The most modules agent/ keeps at its top (the composition root and the types every stage shares).
+AGENT_TOP_MODULES = 8
+
+
+def agent_unit(module: str) -> str | None:
+    """The unit (top-level module or stage package) an agent module belongs to."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) >= 2 and ".".join(parts[:2]) in AGENT_UNITS else None
+
+
+def unit_violations(graph: Mapping[str, Set[str]]) -> list[str]:
+    """'a -> b' for each import of a unit of the same or a higher layer by a module of another unit."""
+    found = set()
+    for module, targets in graph.items():
+        mine = agent_unit(module)
+        for target in targets:
+            theirs = agent_unit(target)
+            if mine and theirs and mine != theirs and AGENT_UNITS[theirs] >= AGENT_UNITS[mine]:
+                found.add(f"{mine} -> {theirs}")
+    return sorted(found)
+
+
+def test_every_agent_module_is_in_a_unit() -> None:
+    graph = module_graph(ROOT, "agent")
+    assert sorted(m for m in graph if m != "agent" and agent_unit(m) is None) == []
+
+
+def test_agent_units_import_only_lower_layers() -> None:
+    assert unit_violations(module_graph(ROOT, "agent")) == []
+
+
+def test_the_unit_check_finds_an_upward_import(tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "agent", tmp_path / "agent")
+    sampler = tmp_path / "agent" / "sense" / "sampler.py"
+    sampler.write_text(sampler.read_text(encoding="utf-8") + "\nfrom agent.capacity import lendable\n")
+    assert unit_violations(module_graph(tmp_path, "agent")) == ["agent.sense -> agent.capacity"]
+
+
+def test_agent_keeps_few_modules_at_its_top() -> None:
+    top = [p.name for p in (ROOT / "agent").glob("*.py") if p.name != "__init__.py"]
+    assert len(top) <= AGENT_TOP_MODULES, sorted(top)
+
+
+#: No shipped module grows past this many lines: past it, it holds more than one thing.
+MAX_MODULE_LINES = 500
+
+
+def test_no_shipped_module_is_over_the_line_limit() -> None:
+    too_long = [
+        f"{path.relative_to(ROOT)}: {n}"
+        for package in LAYERS
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    ]
+    assert too_long == []
+
+
 # Inside the agent, enforcement by layer (README, "collect → store → decide → act"): the cgroup parts and the
 # vocabulary of actions at the bottom, act (the executor, restore, the originals) above them, decide (the
 # strategies) above act, the enforcement stage on top. A module never reaches one of a higher layer, not

@@ -268,9 +268,9 @@ def test_the_cluster_agent_caches_slim_pods_listed_in_small_pages(kube: Kube, ku
                                                                   v1tree_cgroupfs: V1Tree, tmp_path: Path) -> None:  # fmt: skip
     """As colo-agent builds it: the pod informer keeps slim pods with the configured aggregate label keys,
     and a (re)list holds one small page of whole pods before the transform cuts them down."""
-    from agent.cluster.link import ClusterLink
     from agent.config import AgentConfig
     from agent.main import build_agent
+    from agent.pipeline import ClusterPipeline
     from agent.sense.pod_fields import POD_LIST_PAGE_SIZE
     from kube.client import LIST_PAGE_SIZE
 
@@ -283,16 +283,16 @@ def test_the_cluster_agent_caches_slim_pods_listed_in_small_pages(kube: Kube, ku
     kube_api.put("pods", whole)
     agent = build_agent(cfg, kube=kube, layout=v1tree_cgroupfs.layout, backoff_initial=0.05, backoff_max=0.5)
     (link,) = agent.services
-    assert isinstance(link, ClusterLink)
+    assert isinstance(link, ClusterPipeline)
     try:
-        link.pods.start()
-        assert link.pods.synced.wait(5.0)
-        cached = link.pods.get(f"{whole['metadata']['namespace']}/{whole['metadata']['name']}")
+        link.cluster.pods.start()
+        assert link.cluster.pods.synced.wait(5.0)
+        cached = link.cluster.pods.get(f"{whole['metadata']['namespace']}/{whole['metadata']['name']}")
         assert cached == slim_pod(kube_api.get("pods", "shop", whole["metadata"]["name"]), ("team",))
         assert cached is not None and cached["metadata"]["labels"] == {"team": "web"}
         lists = kube_api.requests_for("GET", "^/api/v1/pods$", watch=False)
         assert [r.query.get("limit") for r in lists] == [str(POD_LIST_PAGE_SIZE)]
         assert POD_LIST_PAGE_SIZE < LIST_PAGE_SIZE
     finally:
-        link.pods.stop()
+        link.cluster.pods.stop()
         agent.stop()

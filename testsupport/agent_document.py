@@ -109,7 +109,7 @@ def agent_view(
 
 
 def _attach_cluster_sections(view: AgentView, name: str, oversubscribed: bool) -> None:
-    """What agent.cluster.link.ClusterLink attaches: capacity, enforcement and eviction state (nothing is written:
+    """What agent.pipeline.ClusterPipeline attaches: capacity, enforcement and eviction state (nothing is written:
     the owner only computes, the enforcer and the evictor are never run against cgroups)."""
     node = node_object(name)
     if not oversubscribed:

@@ -95,7 +95,9 @@ class NodePublisher:
         clock: Callable[[], float] = time.monotonic,
         dry_run: bool = False,
         health: ApiHealth | None = None,
+        wake: threading.Event | None = None,
     ) -> None:
+        """`wake`, set by anyone (the evictor, when its state changes), runs a round now."""
         self.kube, self.node_name, self.get_node, self.owners = kube, node_name, get_node, owners
         self.dry_run = dry_run
         self.period, self.backoff_max, self.clock = period, backoff_max, clock
@@ -105,7 +107,7 @@ class NodePublisher:
         self.failures = 0
         self.last_error: str | None = None
         self.last_status: int | None = None  # HTTP status of the last failed write (0: no answer); None: success
-        self._wake = threading.Event()
+        self._wake = wake if wake is not None else threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="colo-publisher", daemon=True)
         self._failed_in_row = 0

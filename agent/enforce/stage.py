@@ -31,7 +31,7 @@ from agent.enforce.parts.registry import parts_protecting
 from agent.enforce.strategies import reconcile
 from agent.enforce.strategies.cpu_suppression import CpuReport
 from agent.enforce.strategies.memory_high import MemoryHighReport
-from agent.enforce.strategies.registry import Facts, Strategy, own_originals
+from agent.enforce.strategies.registry import Facts, Strategy, own_originals, pass_needs
 from agent.node_state import NodeState, node_state
 from agent.snapshot import Snapshot
 from cgroup import CgroupReader, Layout, PathModel
@@ -75,6 +75,7 @@ class Enforcer:
         self.ledger.load()
         self.facts = facts or detect_facts(layout, model, reader)
         self.strategies: tuple[Strategy, ...] = tuple(registered)
+        self.reads = pass_needs(self.strategies)  # what they need read each pass (the sampler's pace)
         # a pod's own limits a strategy writes (batch pods' batch values) are its originals: what restore puts back
         self.originals = Originals(layout, reader, self.ledger, config, host_root, own_originals(self.strategies))
         self.executor = (DryRunExecutor if dry_run else CgroupExecutor)(layout, reader, self.ledger, self.originals,

@@ -27,6 +27,7 @@ from agent.enforce.parts.disk import NAME, SetIoLimits
 from agent.enforce.strategies.cpu_suppression import OfflineCpu, cpu_demand, release, split_budget
 from agent.enforce.strategies.registry import Facts, register
 from agent.node_state import NodeState
+from agent.sense.pace import NOTHING_MORE, PassNeeds
 from agent.snapshot import DiskSample, PodSample
 from cgroup.blkio import KEYS, IoLimit
 
@@ -131,6 +132,8 @@ class DiskQos:
 
     def __init__(self, config: DiskQosConfig, besteffort_share: float, is_v2: bool) -> None:
         self.config, self.besteffort_share, self.is_v2 = config, besteffort_share, is_v2
+        # on, it decides on each pod's I/O each second
+        self.reads = PassNeeds(online_pods=True) if config.enabled else NOTHING_MORE
 
     def plan(self, state: NodeState, recorded: Recorded) -> Plan:
         c = self.config

@@ -43,6 +43,7 @@ from agent.enforce.parts.memory import MEMORY_QOS
 from agent.enforce.strategies.online import SpecCache, online_pod
 from agent.enforce.strategies.registry import Facts, register
 from agent.node_state import NodeState
+from agent.sense.pace import NOTHING_MORE, PassNeeds
 from agent.snapshot import PodSample
 from cgroup import parent_cgroup
 
@@ -159,6 +160,8 @@ class MemoryQos:
 
     def __init__(self, config: MemoryQosConfig, is_v2: bool, kubepods: str) -> None:
         self.config, self.is_v2, self.kubepods = config, is_v2, kubepods
+        # on (v2), it reads pods' memory limits from the sample
+        self.reads = PassNeeds(pod_memory_limits=True) if config.enabled and is_v2 else NOTHING_MORE
         self._specs: SpecCache[PodProtection | None] = SpecCache(self._pod)
 
     def _actions(self, cg: str, t: MemoryTarget, uid: str) -> tuple[Action, ...]:

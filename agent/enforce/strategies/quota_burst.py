@@ -33,6 +33,7 @@ from agent.enforce.parts.quota import QUOTA_BURST
 from agent.enforce.strategies.online import PERIOD_US, SpecCache, cores, online_pod
 from agent.enforce.strategies.registry import Facts, register
 from agent.node_state import NodeState
+from agent.sense.pace import NOTHING_MORE, PassNeeds
 from agent.snapshot import PodSample
 
 MIN_QUOTA_US = 1000
@@ -259,6 +260,8 @@ class QuotaBurst:
 
     def __init__(self, config: QuotaBurstConfig) -> None:
         self.config = config
+        # on, it decides on each online container's throttling each second
+        self.reads = PassNeeds(online_pods=True, containers=True) if config.enabled else NOTHING_MORE
         self._specs: SpecCache[PodQuotas | None] = SpecCache(_pod_quotas)
         self._asked: dict[str, SetCpuQuota] = {}  # cgroup -> last pass's action, reused while it asks the same
 

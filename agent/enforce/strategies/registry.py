@@ -23,6 +23,7 @@ from agent.enforce.actions import Part, Plan, Recorded
 from agent.enforce.ledger import Touched
 from agent.enforce.originals import OwnOriginals
 from agent.node_state import NodeState
+from agent.sense.pace import PassNeeds, union
 from agent.snapshot import PodSample
 from common.plugins import check_new
 
@@ -86,6 +87,19 @@ def unregister(name: str) -> None:
 def specs() -> tuple[StrategySpec, ...]:
     """Every registered strategy in order (importing agent.enforce.strategies registers them all)."""
     return tuple(sorted(_SPECS.values(), key=lambda s: s.order))
+
+
+@runtime_checkable
+class ReadsEachPass(Protocol):
+    """A strategy that needs more read each pass than the defaults (every online pod, every container...): the
+    sampler's pace follows what the active ones declare, so no entry point names a feature."""
+
+    reads: PassNeeds
+
+
+def pass_needs(chosen: Sequence[Strategy]) -> PassNeeds:
+    """What the active strategies need read each pass, together."""
+    return union(s.reads for s in chosen if isinstance(s, ReadsEachPass))
 
 
 def strategies(config: AgentConfig, facts: Facts) -> list[Strategy]:
