@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agent.sense.collectors import enabled_from, switches_model
+from agent.windows.persist import FILE_NAME as STATE_FILE_NAME
 from common.cli import Flags
 from common.config import ConfigError, load
 from common.listen import ListenAddress, split_host_port
@@ -21,9 +22,9 @@ from serving.settings import ServingSettings
 
 DEFAULT_PORT = 9817
 ENV_PREFIX = "COLO_"
-#: The DaemonSet's state file, on the node's /var/lib/colo hostPath (the manifests create the directory).
-POD_STATE_FILE = "/var/lib/colo/agent-state.json"
-STATE_FILE_NAME = "agent-state.json"
+#: The DaemonSet's state file, on the node's /var/lib/colo hostPath (the manifests create the directory); the
+#: windows in their binary format, named for it (agent/windows/persist.py migrates the old agent-state.json).
+POD_STATE_FILE = f"/var/lib/colo/{STATE_FILE_NAME}"
 DISK_COLLECTORS = ("disk", "disk_devices")  # what disk QoS reads (agent/sense/collectors/disk.py)
 LogLevel = Literal["debug", "info", "warning", "error"]
 
@@ -116,13 +117,16 @@ class EvictionConfig(Strict):
     #: Evict offline pods while the node is above a high watermark.
     enabled: bool = True
     #: Node CPU usage, integer percent of allocatable, above which offline pods are evicted (a node annotation
-    #: overrides it).
+    #: overrides it); batch pods' CPU within their kubernetes.io/batch-cpu requests is not counted (lent, and taken
+    #: back by CFS weights and the CPU budget).
     cpu_high_watermark: int = Field(default=80, ge=0, le=100)
     #: Below it the evicting state clears.
     cpu_low_watermark: int = Field(default=30, ge=0, le=100)
     #: Node memory usage, integer percent of allocatable, above which offline pods are evicted (a node annotation
-    #: overrides it).
-    memory_high_watermark: int = Field(default=60, ge=0, le=100)
+    #: overrides it). 80, not Volcano's 60: memory is lent up to memory_reclaim_ratio (0.7) of allocatable, and
+    #: lending stops pressure_margin_percent below this watermark; at 60 a node whose batch pods used what they
+    #: were lent evicted them (docs/online-qos.md#lending-and-the-watermarks).
+    memory_high_watermark: int = Field(default=80, ge=0, le=100)
     #: Below it the evicting state clears.
     memory_low_watermark: int = Field(default=30, ge=0, le=100)
     #: Usage is averaged over this long before it is compared with the watermarks.
@@ -317,9 +321,10 @@ class AgentConfig(Strict):
     #: systemd or cgroupfs; unset: detected from this setting, kubelet's config file, kubelet's command line, then the
     #: filesystem (the rule that decided is printed).
     cgroup_driver: Literal["systemd", "cgroupfs"] | None = None
-    #: Where the windows survive restarts; '' disables persistence. Unset: /var/lib/colo/agent-state.json
+    #: Where the windows survive restarts; '' disables persistence. Unset: /var/lib/colo/windows.colowin
     #: in a pod (the DaemonSet's hostPath), else the per-user state directory ($XDG_STATE_HOME/colo or
-    #: ~/.local/state/colo). A path you name must be in a directory that exists.
+    #: ~/.local/state/colo). A path you name must be in a directory that exists. A windows.colowin not there yet is
+    #: read from its old name agent-state.json beside it, removed at the first save.
     state_file: str | None = None
     #: How often the windows are saved (and at stop).
     state_save_seconds: float = Field(default=60.0, ge=1)
@@ -436,7 +441,7 @@ def build_flags() -> Flags:
         "state_file",
         "window state file ('' disables)",
         metavar="PATH",
-        shown_default="/var/lib/colo/agent-state.json in a pod, else $XDG_STATE_HOME/colo/agent-state.json",
+        shown_default="/var/lib/colo/windows.colowin in a pod, else $XDG_STATE_HOME/colo/windows.colowin",
     )
     f.add("--kubeconfig", "kubeconfig", "kubeconfig file", metavar="PATH", shown_default="in-cluster config in a pod")
     f.add("--node-name", "node_name", "this node's name", metavar="NAME", shown_default="$NODE_NAME, else the hostname")

@@ -46,6 +46,17 @@ def batch_request(pod: PodSample, resource: Resource) -> float:
     return batch.cpu_request_milli / 1000 if resource == "cpu" else float(batch.memory_request_bytes)
 
 
+def watermark_usage(pod: PodSample, resource: Resource) -> float:
+    """An offline pod's usage as eviction's watermarks count it. Memory: all of it (it is given back only by
+    eviction). CPU: only what it uses above its kubernetes.io/batch-cpu request. Within that request it uses
+    what the node lent it (the capacity computation left the online and system peaks out of it), with the
+    lowest CFS weight (kubelet gives a pod without a cpu request 2 shares: online pods take the CPU back at
+    once) and held to the CPU budget within two passes. Counted, it turned a node whose batch pods used what
+    they were lent (up to 0.95 of allocatable) into an evicting node at the 80 % watermark, which stops lending."""
+    usage = pod_usage(pod, resource)
+    return usage if resource == "memory" else max(0.0, usage - batch_request(pod, "cpu"))
+
+
 @dataclass(frozen=True, slots=True)
 class BatchRequests:
     """Σ of the batch requests of the node's pods that have not finished, as the scheduler counts them."""
@@ -76,6 +87,8 @@ class Usage:
     pods: float
     online: float
     offline: float
+    # offline pods' usage within their batch requests, which the watermarks do not count (`watermark_usage`)
+    offline_lent: float = 0.0
 
     @property
     def known(self) -> bool:
@@ -87,8 +100,9 @@ class Usage:
         return None if self.node is None else max(0.0, self.node - self.pods)
 
     def percent(self) -> float | None:
-        """The node's usage as a percentage of allocatable (eviction's watermarks)."""
-        return None if self.node is None else 100.0 * self.node / self.allocatable
+        """What eviction's watermarks compare, as a percentage of allocatable: the node's usage but for
+        batch pods' CPU within their batch-cpu requests (`watermark_usage`)."""
+        return None if self.node is None else 100.0 * max(0.0, self.node - self.offline_lent) / self.allocatable
 
     def online_and_system_ratio(self) -> float | None:
         """(online + system) / allocatable: how busy the node is with everything but offline pods."""
@@ -113,7 +127,7 @@ class NodeState:
     evicting: bool = False
     offline_suppressed: bool = False
     # read for the enforcement stage's strategies (agent/enforce/inputs.py) before they plan:
-    memory_high_percent: float = 60.0  # the high memory watermark (eviction's, from the Node's annotations)
+    memory_high_percent: float = 80.0  # the high memory watermark (eviction's, from the Node's annotations)
     exclusive_cpus: frozenset[int] = frozenset()  # CPUs kubelet's CPU manager gave containers for themselves
     parent_cpus: Mapping[str, frozenset[int]] = field(default_factory=dict)  # pod's parent cgroup -> effective CPUs
 
@@ -144,8 +158,10 @@ def node_state(snap: Snapshot, allocatable: tuple[float | None, float | None]) -
     else:
         on_mem = sum([float(p.memory_working_set_bytes) for p in on])
         pods_mem = on_mem + off_mem
+    # eviction's watermarks leave offline pods' CPU within their requests out (`watermark_usage`)
+    lent_cpu = sum([min(p.cpu_cores or 0.0, batch_request(p, "cpu")) for p in off if p.meta.batch is not None])
     # a missing (or zero) allocatable: the machine's capacity stands in
-    cpu = Usage(alloc_cpu or node.cpu_capacity_cores, node.cpu_cores, pods_cpu, on_cpu, off_cpu)
+    cpu = Usage(alloc_cpu or node.cpu_capacity_cores, node.cpu_cores, pods_cpu, on_cpu, off_cpu, lent_cpu)
     memory = Usage(float(alloc_mem or node.memory_total_bytes), float(node.memory_used_bytes), pods_mem, on_mem,
                    off_mem)  # fmt: skip
     return NodeState(snap, cpu, memory, tuple(on), tuple(off), bool(alloc_cpu) and bool(alloc_mem))

@@ -148,6 +148,12 @@ class DiskSample:
     rates: DiskRates
 
 
+def qos_label(qos: str) -> str:
+    """A QoS class as labels and documents spell it: 'Guaranteed', 'BestEffort', 'best-effort' ->
+    'guaranteed', 'besteffort' (whatever a pod source wrote; cgroup.normalize_qos refuses an unknown one)."""
+    return qos.lower().replace("-", "").replace("_", "")
+
+
 @dataclass(slots=True)
 class PodSample:
     meta: PodMeta

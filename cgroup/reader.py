@@ -331,8 +331,14 @@ class CgroupReader:
             return False
         return True
 
-    def _walk(self, path: str, parent: int | None, name: str | None,
-              out: list[tuple[str, list[int] | CgroupError | None]], procs: bool) -> bool:  # fmt: skip
+    def _walk(
+        self,
+        path: str,
+        parent: int | None,
+        name: str | None,
+        out: list[tuple[str, list[int] | CgroupError | None]],
+        procs: bool,
+    ) -> bool:
         """Add `path` and its descendant directories to `out`, parents first, each with its PIDs when `procs`;
         False (and nothing added) when it is gone. What vanishes meanwhile is left out, symbolic links are not
         followed (as `os.walk`). Below the top, names are looked up relative to the parent's descriptor:
@@ -362,8 +368,9 @@ class CgroupReader:
         finally:
             os.close(fd)
 
-    def _below(self, path: str, fd: int, nlink: int, out: list[tuple[str, list[int] | CgroupError | None]],
-               procs: bool) -> bool:  # fmt: skip
+    def _below(
+        self, path: str, fd: int, nlink: int, out: list[tuple[str, list[int] | CgroupError | None]], procs: bool
+    ) -> bool:
         """The subdirectories of the directory open as `fd`, walked; False when it cannot be listed (gone)."""
         if len(self._listed) >= LISTINGS_KEPT:  # directories never forgotten: a bound, not a leak
             self._listed.clear()

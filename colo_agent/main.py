@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from agent.config import ENV_PREFIX, ConfigError, build_parser, load_config
 from agent.main import build_agent, settle_state_file, wants_cluster, warn_without_kubepods
@@ -18,7 +19,20 @@ from common import logs
 from common.config import origin
 from common.listen import bind
 
+if TYPE_CHECKING:
+    from kube import Kube
+
 log = logging.getLogger("colo.agent")
+
+#: The name the agent writes under (the Node's managedFields, the API server's audit log).
+FIELD_MANAGER = "colo-agent"
+
+
+def connect(kubeconfig: str | None) -> Kube | None:
+    """The agent's API client (kubeconfig, else in-cluster), writing as `FIELD_MANAGER`; None: standalone."""
+    from kube import Kube  # the client and its transport cost ~8 MiB of RSS: only loaded when a cluster is there
+
+    return Kube.connect(kubeconfig, field_manager=FIELD_MANAGER)
 
 
 def _fail(message: str, code: int) -> int:
@@ -49,10 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     kube = None
     if wants_cluster(config.standalone, config.kubeconfig):
-        from kube import Kube  # the client and its transport cost ~8 MiB of RSS: only loaded when a cluster is there
-
         try:
-            kube = Kube.connect(config.kubeconfig)
+            kube = connect(config.kubeconfig)
         except Exception as exc:  # a broken kubeconfig is a configuration error
             where = f"--kubeconfig {config.kubeconfig}" if config.kubeconfig else "in-cluster configuration"
             return _fail(f"{where}: {' '.join(str(exc).split()) or type(exc).__name__}", 2)
@@ -71,6 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc), 2)
     try:
         agent = build_agent(config, kube=kube)
+    except ConfigError as exc:  # e.g. an enforcement ledger of a newer colo-agent: never misread
+        sock.close()
+        return _fail(str(exc), 2)
     except (CgroupError, ValueError, OSError) as exc:
         sock.close()
         return _fail(f"cannot read this host's cgroups under host_root {config.host_root}: {exc}", 1)

@@ -28,9 +28,12 @@ def build_server(agent: Agent, sock: socket.socket, kube: object = None) -> tupl
     ValueError when the certificate files cannot be loaded or authentication has no cluster to ask."""
     cfg = agent.config
     app = create_app(
-        agent.view, label_keys=cfg.aggregate_label_keys, pod_windows=cfg.pod_windows or WINDOW_NAMES,
-        api_docs=cfg.serving.api_docs, max_concurrent=cfg.serving.max_concurrent,
-    )  # fmt: skip
+        agent.view,
+        label_keys=cfg.aggregate_label_keys,
+        pod_windows=cfg.pod_windows or WINDOW_NAMES,
+        api_docs=cfg.serving.api_docs,
+        max_concurrent=cfg.serving.max_concurrent,
+    )
     secure(app, cfg.serving, kube, open_paths=cfg.serving.open_paths)
     host, port = sock.getsockname()[:2]
     return app, make_server(app, host, port, cfg.serving)

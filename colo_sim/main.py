@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save", metavar="FILE",
                    help="also write the samples read (e.g. a Prometheus pull) as a long-format trace")  # fmt: skip
     p.add_argument("--plot", metavar="FILE.png",
-                   help="draw the Pareto picture and one node over time (needs colo[sim])")  # fmt: skip
+                   help="draw the Pareto picture and one node over time (needs matplotlib: make sim)")  # fmt: skip
     return p
 
 
@@ -148,7 +148,7 @@ def colo_params(path: str | None) -> CapacityParams:
     from agent.config import load_config
 
     config = load_config(["--config", path] if path else [], env={})
-    return params_from(config.oversubscription)
+    return params_from(config.oversubscription, config.enforcement.eviction.memory_high_watermark)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -23,8 +23,15 @@ def write_csv(samples: Iterable[Sample], path: str | Path) -> int:
         writer.writerow(LONG_HEADER)
         for s in samples:
             writer.writerow(
-                (s.node, s.pod, repr(s.unix_s), repr(s.cpu_request_cores), repr(s.cpu_usage_cores),
-                 repr(s.memory_request_bytes), repr(s.memory_usage_bytes))
-            )  # fmt: skip
+                (
+                    s.node,
+                    s.pod,
+                    repr(s.unix_s),
+                    repr(s.cpu_request_cores),
+                    repr(s.cpu_usage_cores),
+                    repr(s.memory_request_bytes),
+                    repr(s.memory_usage_bytes),
+                )
+            )
             rows += 1
     return rows

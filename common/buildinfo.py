@@ -10,6 +10,9 @@ from prometheus_client.metrics_core import Metric
 
 from common.families import Family
 
+#: the distribution's name in pyproject.toml ("colo" on the package index is an unrelated project)
+DISTRIBUTION = "colo-k8s"
+
 BUILD_INFO = Family(
     "colo_build_info",
     "Always 1; the labels say which Colo program and version is running.",
@@ -19,11 +22,18 @@ BUILD_INFO = Family(
 
 @cache
 def version() -> str:
-    """The installed distribution's version ("unknown" when run from a tree that was never installed)."""
+    """The installed distribution's version: DISTRIBUTION's, else that of whichever distribution ships these
+    modules (a venv installed before the rename, or a repackaging); "unknown" from a tree never installed."""
     try:
-        return metadata.version("colo")
+        return metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:
-        return "unknown"
+        pass
+    for name in metadata.packages_distributions().get(__name__.partition(".")[0], []):  # scans every distribution
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return "unknown"
 
 
 def version_line(prog: str) -> str:

@@ -63,6 +63,9 @@ class Flags:
     def add_logging(self) -> None:
         self.add("--log-level", "log_level", "log threshold", shown_default="info", choices=LOG_LEVELS)
         self.add(
-            "--log-format", "log_format", "'json': one JSON object per line, for log pipelines", shown_default="text",
+            "--log-format",
+            "log_format",
+            "'json': one JSON object per line, for log pipelines",
+            shown_default="text",
             choices=LOG_FORMATS,
-        )  # fmt: skip
+        )

@@ -121,12 +121,15 @@ class Layers:
                 self.put(dotted, value, origin)
 
     def origin_of(self, key: str) -> str | None:
-        """The origin of `key` or of the nearest section it lies in that has one."""
-        while key:
-            if key in self.origins:
-                return self.origins[key]
-            key = key.rpartition(".")[0]
-        return None
+        """The origin of `key` or of the nearest section it lies in that has one; for a section (a misspelt
+        `enforcement.cpu_brust:` holding keys), the one origin of every value under it, if they share it."""
+        section = key
+        while section:
+            if section in self.origins:
+                return self.origins[section]
+            section = section.rpartition(".")[0]
+        below = {origin for name, origin in self.origins.items() if name.startswith(f"{key}.")}
+        return below.pop() if len(below) == 1 else None
 
 
 def unwrap_configmap(doc: dict[str, Any], source: str, data_key: str) -> dict[str, Any]:

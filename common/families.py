@@ -8,6 +8,7 @@ samples with the same labels (a pod's) builds their label text once and passes i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -71,3 +72,19 @@ class Families:
 
     def families(self) -> list[Metric]:
         return [fam for fam in self._by_name.values() if fam.count]
+
+
+class FamilyLines:
+    """One family's sample lines of one render, added in bulk (`Families.add_lines`) when the render is done;
+    `opening` is its name and brace, for a labelled sample."""
+
+    __slots__ = ("family", "lines", "opening")
+
+    def __init__(self, family: Family) -> None:
+        self.family = family
+        self.opening = family.name + "{"
+        self.lines: list[str] = []
+
+
+#: one labelled sample into a family's lines: (the lines, the label text, the value; None is left out)
+PutLine = Callable[[FamilyLines, str, float | None], None]

@@ -34,21 +34,31 @@ class OwnProcess(ProcessCollector):
             ticks = self._ticks
             result += [
                 GaugeMetricFamily(p + "virtual_memory_bytes", "Virtual memory size in bytes.", value=float(parts[20])),
-                GaugeMetricFamily(p + "resident_memory_bytes", "Resident memory size in bytes.",
-                                  value=float(parts[21]) * self._pagesize),
-                GaugeMetricFamily(p + "start_time_seconds", "Start time of the process since unix epoch in seconds.",
-                                  value=float(parts[19]) / ticks + self._btime),
-                CounterMetricFamily(p + "cpu_seconds_total", "Total user and system CPU time spent in seconds.",
-                                    value=float(parts[11]) / ticks + float(parts[12]) / ticks),
-            ]  # fmt: skip
+                GaugeMetricFamily(
+                    p + "resident_memory_bytes",
+                    "Resident memory size in bytes.",
+                    value=float(parts[21]) * self._pagesize,
+                ),
+                GaugeMetricFamily(
+                    p + "start_time_seconds",
+                    "Start time of the process since unix epoch in seconds.",
+                    value=float(parts[19]) / ticks + self._btime,
+                ),
+                CounterMetricFamily(
+                    p + "cpu_seconds_total",
+                    "Total user and system CPU time spent in seconds.",
+                    value=float(parts[11]) / ticks + float(parts[12]) / ticks,
+                ),
+            ]
         except OSError:
             pass
         try:
             with open(os.path.join(pid, "limits"), "rb") as limits:
                 for line in limits:
                     if line.startswith(b"Max open file"):
-                        max_fds = GaugeMetricFamily(p + "max_fds", "Maximum number of open file descriptors.",
-                                                    value=float(line.split()[3]))  # fmt: skip
+                        max_fds = GaugeMetricFamily(
+                            p + "max_fds", "Maximum number of open file descriptors.", value=float(line.split()[3])
+                        )
                         break
             result += [GaugeMetricFamily(p + "open_fds", "Number of open file descriptors.", open_fds), max_fds]
         except OSError:

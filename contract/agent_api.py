@@ -12,6 +12,7 @@ A document that fails is rejected whole with `DocumentRejected`, whose `reason` 
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
@@ -39,6 +40,14 @@ _TYPE_ERRORS = frozenset(
 _RANGE_ERRORS = frozenset(
     {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "string_too_long", "string_pattern_mismatch"}
 )
+
+
+def json_number(x: float | None) -> float | None:
+    """A number as the agent writes it into a document: None for unknown, NaN or infinite (JSON has no NaN)."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
 
 
 def clamp_ratio(value: float) -> float:

@@ -117,9 +117,11 @@ class Classifier:
         self._warned.add(uid)
         log.warning(
             "pod %s/%s: annotation %s=%s is not an integer in -7..7 nor LC/HLS/LS/BE; treating the pod as online",
-            str(meta.get("namespace"))[:_MAX_SHOWN], str(meta.get("name"))[:_MAX_SHOWN],
-            QOS_LEVEL_ANNOTATION, _clip(raw),
-        )  # fmt: skip
+            str(meta.get("namespace"))[:_MAX_SHOWN],
+            str(meta.get("name"))[:_MAX_SHOWN],
+            QOS_LEVEL_ANNOTATION,
+            _clip(raw),
+        )
 
     def forget(self, live_uids: Collection[str]) -> None:
         """Drop warning memory of pods that are gone."""

@@ -42,8 +42,10 @@ def annotator(cfg: ControllerConfig, scorer: Scorer) -> Annotator:
         log.warning(
             "legacy_oversubscription_annotation is deprecated: %s copies the agent's %s and %s, which the "
             "extender reads itself; the copy will be removed in a later release",
-            ann.OVERSUBSCRIPTION, ann.PUBLISHED_CPU, ann.PUBLISHED_MEMORY,
-        )  # fmt: skip
+            ann.OVERSUBSCRIPTION,
+            ann.PUBLISHED_CPU,
+            ann.PUBLISHED_MEMORY,
+        )
     return Annotator(
         scorer,
         interval=cfg.polling.interval,
@@ -87,9 +89,13 @@ def floorer(
     if after <= 0:
         return None
     return Floorer(
-        kube, after, metrics, lease_time_left=leadership.lease_time_left,
-        request_timeout=cfg.kube_request_timeout, on_written=wrote,
-    )  # fmt: skip
+        kube,
+        after,
+        metrics,
+        lease_time_left=leadership.lease_time_left,
+        request_timeout=cfg.kube_request_timeout,
+        on_written=wrote,
+    )
 
 
 def writer(

@@ -285,6 +285,11 @@ def load_config(
                 doc["policy_file"] = str(sibling)
 
     return load(
-        ControllerConfig, path=path, env={} if env is None else env, env_prefix=ENV_PREFIX,
-        flags=overrides or {}, env_skip=("COLO_CONTROLLER_CONFIG",), file_hook=policy_next_to_file,
-    )  # fmt: skip
+        ControllerConfig,
+        path=path,
+        env={} if env is None else env,
+        env_prefix=ENV_PREFIX,
+        flags=overrides or {},
+        env_skip=("COLO_CONTROLLER_CONFIG",),
+        file_hook=policy_next_to_file,
+    )

@@ -90,9 +90,12 @@ class Extender:
             meta = meta if isinstance(meta, Mapping) else {}
             log.warning(
                 "the load predicates would filter all %d candidate nodes of pod %s/%s: none filtered "
-                "(extender.fail_open)%s", candidates, str(meta.get("namespace"))[:64], str(meta.get("name"))[:64],
+                "(extender.fail_open)%s",
+                candidates,
+                str(meta.get("namespace"))[:64],
+                str(meta.get("name"))[:64],
                 repeated(held),
-            )  # fmt: skip
+            )
 
     @staticmethod
     def _scale(score: int) -> int:

@@ -195,14 +195,21 @@ class Floorer:
                 self.silent.forget(name)
                 del self._written[name]
                 self.unreached.add(name)
-                log.warning("node %s: its agent publishes batch capacity but does not answer the controller; "
-                            "left to it (check NetworkPolicies and certificates)", name)  # fmt: skip
+                log.warning(
+                    "node %s: its agent publishes batch capacity but does not answer the controller; "
+                    "left to it (check NetworkPolicies and certificates)",
+                    name,
+                )
         publishing = (n for n, node in by_name.items() if publishes_batch(node) and n not in self.unreached)
         verdict = self.silent.observe(publishing, answered)
         for name in sorted(verdict.answered):
             log.info("node %s: its agent answers again; its batch capacity is the agent's to publish", name)
-            self._event(by_name.get(name), "BatchCapacityReleased", "Normal",
-                        "colo-agent answers again: it publishes the node's batch capacity itself")  # fmt: skip
+            self._event(
+                by_name.get(name),
+                "BatchCapacityReleased",
+                "Normal",
+                "colo-agent answers again: it publishes the node's batch capacity itself",
+            )
         writes = 0
         if verdict.floor:
             allocated = allocated_by_node(pods)
@@ -261,9 +268,14 @@ class Floorer:
         meta = node.get("metadata") or {}
         try:
             self.kube.create_event(
-                kind="Node", name=str(meta.get("name")), namespace="", uid=meta.get("uid"), reason=reason,
-                message=message, event_type="Warning" if event_type == "Warning" else "Normal",
+                kind="Node",
+                name=str(meta.get("name")),
+                namespace="",
+                uid=meta.get("uid"),
+                reason=reason,
+                message=message,
+                event_type="Warning" if event_type == "Warning" else "Normal",
                 component=EVENT_COMPONENT,
-            )  # fmt: skip
+            )
         except Exception as err:
             log.debug("event %s on node %s not recorded: %s", reason, meta.get("name"), err)

@@ -87,8 +87,12 @@ class PollingLoop(Generic[Report]):
                     if report.seconds > interval:
                         self.metrics.cycle_overruns.inc()
                         if (held := self._overrun_logs.occurred("overrun")) is not None:
-                            log.warning("cycle took %.1fs, longer than the %.1fs interval%s",
-                                        report.seconds, interval, repeated(held))  # fmt: skip
+                            log.warning(
+                                "cycle took %.1fs, longer than the %.1fs interval%s",
+                                report.seconds,
+                                interval,
+                                repeated(held),
+                            )
                 if self.ready():
                     self.after_pass()
                 self.progress = self._monotonic()

@@ -46,34 +46,53 @@ def build_flags() -> Flags:
         shown_default="127.0.0.1:8090 standalone, 0.0.0.0:8090 in a cluster",
     )
     f.add(
-        "--admission", "admission_file", "admission webhook settings and colocation profiles (YAML)",
-        metavar="FILE", shown_default="none: no webhook",
-    )  # fmt: skip
+        "--admission",
+        "admission_file",
+        "admission webhook settings and colocation profiles (YAML)",
+        metavar="FILE",
+        shown_default="none: no webhook",
+    )
     f.add_logging()
     p.add_argument("--check", action="store_true", help="validate settings and policy, print them, and exit")
     p.add_argument(
-        "--agent", action="append", default=[], metavar="NAME=URL",
+        "--agent",
+        action="append",
+        default=[],
+        metavar="NAME=URL",
         help="standalone mode, no cluster: poll the agent of node NAME at URL (e.g. http://127.0.0.2:9817); repeat "
         "for more nodes; nothing is written",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--output", choices=["table", "json"], default=None,
+        "--output",
+        choices=["table", "json"],
+        default=None,
         help="standalone: a live table, or one JSON object per cycle on stdout (default: table on a terminal, "
         "else json)",
-    )  # fmt: skip
+    )
     p.add_argument("--once", action="store_true", help="standalone: run one cycle, print it and exit (no HTTP)")
     p.add_argument(
-        "--purge-node-state", action="store_true",
-        help="after an uninstall: remove Colo's annotations, taint and kubernetes.io/batch-* resources from every "
-        "node (of node_selector), print what was removed, and exit (docs/uninstall.md)",
-    )  # fmt: skip
+        "--purge-node-state",
+        action="store_true",
+        help="after an uninstall: remove Colo's annotations and taint from every node (of node_selector), set "
+        "kubernetes.io/batch-* to what its running batch pods request (removed where none), print what was "
+        "written, and exit (docs/uninstall.md)",
+    )
     p.add_argument(
         "--dry-run", action="store_true", help="with --purge-node-state: print what would be removed, change nothing"
     )
     p.add_argument(
-        "--wide", action="store_true",
+        "--follow",
+        type=_follow_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="with --purge-node-state: then watch the pods and lower each node's kubernetes.io/batch-* as its "
+        "remaining batch pods finish, until none is left (exit 0) or SECONDS have passed (exit 1)",
+    )
+    p.add_argument(
+        "--wide",
+        action="store_true",
         help="standalone table: whole status and capacity texts, wider than 100 columns",
-    )  # fmt: skip
+    )
     for action in p._actions:
         if action.dest in f.flag_of:
             action.default = None  # unset flags must not override the file and the environment
@@ -98,6 +117,8 @@ def load_settings(
         raise ConfigError("--purge-node-state needs a cluster: it cannot be combined with --agent")
     if args.dry_run and not args.purge_node_state:
         raise ConfigError("--dry-run is for --purge-node-state")
+    if args.follow is not None and (not args.purge_node_state or args.dry_run):
+        raise ConfigError("--follow is for --purge-node-state, without --dry-run")
     return cfg, policy
 
 
@@ -128,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from controller import run
 
     if args.purge_node_state:
-        return _exit(purge(cfg, policy, dry_run=args.dry_run), argv)
+        return _exit(purge(cfg, policy, dry_run=args.dry_run, follow=args.follow), argv)
     config_path = args.config or os.environ.get(f"{ENV_PREFIX}CONFIG")
     listen = origin("listen", "--listen", args.listen, os.environ, ENV_PREFIX, config_path)
     try:
@@ -144,9 +165,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _exit(code, argv)
 
 
-def purge(cfg: ControllerConfig, policy: DynamicSchedulerPolicy, *, dry_run: bool) -> int:
-    """--purge-node-state: one line per node that carried something of Colo's, then a summary."""
-    from controller.purge import purge_node_state
+def _follow_seconds(value: str) -> float:
+    """--follow's SECONDS: a positive number."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds > 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"--follow needs a positive number of seconds, got {value!r}")
+    return seconds
+
+
+def purge(cfg: ControllerConfig, policy: DynamicSchedulerPolicy, *, dry_run: bool, follow: float | None) -> int:
+    """--purge-node-state: one line per node that carried something of Colo's, then a summary; with `follow`,
+    one line per node each time its batch resources are lowered, until none is left."""
+    from controller.purge import follow_batch_pods, purge_node_state
     from controller.run import connect
 
     try:
@@ -155,20 +188,40 @@ def purge(cfg: ControllerConfig, policy: DynamicSchedulerPolicy, *, dry_run: boo
         print(f"colo-controller: {err}", file=sys.stderr)
         return EXIT_CONFIG
     try:
-        metrics = [s.name for s in policy.spec.sync_policy]
-        done = purge_node_state(kube, metrics, label_selector=cfg.node_selector or None, dry_run=dry_run)
-    except Exception as err:
-        print(f"colo-controller: listing nodes failed: {' '.join(str(err).split())[:300]}", file=sys.stderr)
-        return EXIT_RUNTIME
+        try:
+            metrics = [s.name for s in policy.spec.sync_policy]
+            done, holds = purge_node_state(kube, metrics, label_selector=cfg.node_selector or None, dry_run=dry_run)
+        except Exception as err:
+            print(f"colo-controller: listing nodes failed: {' '.join(str(err).split())[:300]}", file=sys.stderr)
+            return EXIT_RUNTIME
+        for node in done:
+            if node.carried or node.error:
+                print(("(dry run) " if dry_run else "") + node.describe(), flush=True)
+        failed = [n for n in done if n.error]
+        carried = sum(1 for n in done if n.carried)
+        verb = "carry" if dry_run else "carried"
+        summary = f"{len(done)} nodes, {carried} {verb} Colo's state, {len(failed)} failed"
+        kept = len(holds.nodes)
+        if kept:
+            summary += f"; {kept} keep batch resources their running batch pods request"
+            if follow is None and not dry_run:
+                summary += " (--follow SECONDS lowers them as those pods finish)"
+        print(summary, flush=True)
+        if follow is None or not kept:
+            return EXIT_RUNTIME if failed else EXIT_OK
+        print(f"following the batch pods of {kept} nodes for at most {follow:g}s", flush=True)
+        left = follow_batch_pods(kube, holds, follow, lambda line: print(line, flush=True))
     finally:
         kube.close()
-    for node in done:
-        if node.changed or node.error or any(node.held):
-            print(("would remove from " if dry_run else "removed from ") + node.describe(), flush=True)
-    failed = [n for n in done if n.error]
-    changed = sum(1 for n in done if n.changed)
-    verb = "carry" if dry_run else "carried"
-    print(f"{len(done)} nodes, {changed} {verb} Colo's state, {len(failed)} failed", flush=True)
+    if left:
+        nodes = ", ".join(sorted(left))
+        print(
+            f"colo-controller: after {follow:g}s batch pods still run on {nodes}: their batch resources stay at "
+            "what those pods request; run --purge-node-state --follow again",
+            file=sys.stderr,
+        )
+        return EXIT_RUNTIME
+    print("no node carries batch resources any more", flush=True)
     return EXIT_RUNTIME if failed else EXIT_OK
 
 

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("controller")
 
+#: The name the controller writes under (the Node's managedFields, the API server's audit log).
+FIELD_MANAGER = "colo-controller"
+
 
 def _server(app: FastAPI, cfg: ControllerConfig, kube: Kube | None = None) -> Server:
     """serving.server.Server (no signal handling of its own: SIGTERM/SIGINT reach our handlers, so the
@@ -65,7 +68,7 @@ def connect(cfg: ControllerConfig) -> Kube:
     from kube import Kube  # the official client is large: only load it when a cluster is wanted
 
     try:
-        kube = Kube.connect(cfg.kubeconfig, request_timeout=cfg.kube_request_timeout)
+        kube = Kube.connect(cfg.kubeconfig, request_timeout=cfg.kube_request_timeout, field_manager=FIELD_MANAGER)
     except Exception as err:  # the client raises ConfigException, OSError, ValueError...
         where = f"--kubeconfig {cfg.kubeconfig}" if cfg.kubeconfig else "in-cluster configuration"
         raise ConfigError(f"{where}: {' '.join(str(err).split()) or type(err).__name__}") from None

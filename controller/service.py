@@ -77,26 +77,48 @@ class Controller:
         )
         reads_pods = bool(policy.spec.hot_value) or self.rebalancer is not None or self.floorer is not None
         self.cluster = ClusterInformers(
-            kube, cfg, on_node=self.latest.on_event, keep_node=self.cached.node,
-            on_pod=self.bindings.on_event if reads_pods else None, keep_pod=self.cached.pod,
-        )  # fmt: skip
+            kube,
+            cfg,
+            on_node=self.latest.on_event,
+            keep_node=self.cached.node,
+            on_pod=self.bindings.on_event if reads_pods else None,
+            keep_pod=self.cached.pod,
+        )
         self.polling = PollingCycle(
-            cfg, informers=self.cluster, poller=self.poller, annotator=self.annotator, writer=self.writer,
-            bindings=self.bindings, latest=self.latest, metrics=m, rebalancer=self.rebalancer, clock=clock,
+            cfg,
+            informers=self.cluster,
+            poller=self.poller,
+            annotator=self.annotator,
+            writer=self.writer,
+            bindings=self.bindings,
+            latest=self.latest,
+            metrics=m,
+            rebalancer=self.rebalancer,
+            clock=clock,
             floorer=self.floorer,
-        )  # fmt: skip
+        )
         self._stop = threading.Event()
         self.threads = DaemonThreads()
         self.gauges = ScoreGauges(self.board, m, clock)
         self.loop = PollingLoop[CycleReport](
-            self.polling.run, m, interval=cfg.polling.interval, ready=self.ready,
-            leading=lambda: self.is_leader() and self.synced(), after_pass=self.gauges.refresh,
-            close=self.agents.close, stop=self._stop, monotonic=monotonic,
-        )  # fmt: skip
+            self.polling.run,
+            m,
+            interval=cfg.polling.interval,
+            ready=self.ready,
+            leading=lambda: self.is_leader() and self.synced(),
+            after_pass=self.gauges.refresh,
+            close=self.agents.close,
+            stop=self._stop,
+            monotonic=monotonic,
+        )
         self.liveness = Liveness(
-            cfg.polling, watched=(self.threads, self.cluster, self.writer), last_pass=lambda: self.loop.progress,
-            nodes_known=lambda: len(self.board), stopping=self._stop, monotonic=monotonic,
-        )  # fmt: skip
+            cfg.polling,
+            watched=(self.threads, self.cluster, self.writer),
+            last_pass=lambda: self.loop.progress,
+            nodes_known=lambda: len(self.board),
+            stopping=self._stop,
+            monotonic=monotonic,
+        )
         for part in (self.writer, self.rebalancer, self.floorer):  # in this order, then trust the informer again
             if part is not None:
                 lead.on_change(part.leadership_changed)

@@ -145,10 +145,16 @@ class StandaloneController:
             sample = result.samples.get(name)
             published = sample.oversubscription if sample is not None else None
             reports[name] = NodeReport(
-                url, dict(current), score, overloaded, 0, tuple(sorted(patch)), error,
+                url,
+                dict(current),
+                score,
+                overloaded,
+                0,
+                tuple(sorted(patch)),
+                error,
                 capacity=(published.cpu_millicores, published.memory_bytes) if published is not None else None,
                 capacity_off=sample.oversubscription_off if sample is not None else "",
-            )  # fmt: skip
+            )
         self.metrics.count_polls(result.failed, result.rejected, len(result.samples))
         self.metrics.cycles.inc()
         self.metrics.cycle_duration.observe(time.monotonic() - started)

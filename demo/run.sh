@@ -1,15 +1,29 @@
 #!/usr/bin/env bash
 # `make demo`: three standalone colo-agents on this machine, on 127.0.0.2, .3 and .4 (the same /proc and
 # cgroups, three node names), and colo-controller in standalone mode polling them: the whole system without
-# a cluster. Nothing is written: no state files, no annotations. Ctrl-C stops everything.
+# a cluster. Nothing is written: no state files, no annotations. Ctrl-C stops everything, quietly, exit code 0:
+# the terminal's SIGINT reaches only this script and the controller (the agents run in a session of their own,
+# since they handle SIGINT themselves and would stop first), and this script then stops the agents and removes
+# their logs.
 # Extra arguments go to colo-controller (e.g. `make demo ARGS="--output json --once"`). Everything but the
 # controller's own output goes to stderr, so `--output json` is pure JSON on stdout.
-# Exit codes: 0; 1 when an agent did not start or no agent answered; 2 when an address is taken.
+# Exit codes: 0 (also after Ctrl-C); 1 when an agent did not start, stopped, or no agent answered; 2 when an
+# address is taken.
 set -euo pipefail
 BIN=${BIN:-.venv/bin}
 PORT=${DEMO_PORT:-9817}
 LISTEN=${DEMO_LISTEN:-127.0.0.1:8090}
 LOGS=$(mktemp -d -t colo-demo.XXXXXX)
+# The agents handle SIGINT themselves, so Ctrl-C must not reach them (they would stop before the controller and
+# look like failures). On a terminal, job control: each job is a process group of its own and the controller the
+# terminal's foreground one, so Ctrl-C reaches it alone (not make, which would die of it: "Interrupt", exit 130).
+# Off a terminal, the agents get a session of their own (setsid; a background job is no group leader, so setsid
+# execs in place and $! stays the agent's pid) and the INT trap below turns the SIGINT into a clean end.
+detach=(setsid)
+if [ -t 2 ]; then
+    set -m
+    detach=()
+fi
 pids=()
 status=1
 cleanup() {
@@ -21,7 +35,11 @@ cleanup() {
         echo "demo: the agents' logs are kept in $LOGS" >&2
     fi
 }
-trap cleanup EXIT   # Ctrl-C reaches the controller, which stops and exits; the agents ignore it (background jobs)
+trap cleanup EXIT
+interrupted=0
+# Ctrl-C while the agents start: nothing went wrong, stop here. While the controller runs, it stops on the same
+# SIGINT and this handler only notes it (bash runs it once the controller has exited).
+trap 'status=0; exit 0' INT
 
 # Every address must be free before anything starts: a taken one is named, with how to pick others.
 taken=$("$BIN/python" - "$PORT" "$LISTEN" <<'PY'
@@ -48,8 +66,8 @@ fi
 agents=()
 for n in 2 3 4; do
     name="demo-node-$((n - 1))"
-    "$BIN/colo-agent" --standalone --listen "127.0.0.$n:$PORT" --node-name "$name" --state-file '' \
-        >"$LOGS/$name.log" 2>&1 &
+    "${detach[@]}" "$BIN/colo-agent" --standalone --listen "127.0.0.$n:$PORT" --node-name "$name" --state-file '' \
+        >"$LOGS/$name.log" 2>&1 </dev/null &
     pids+=($!)
     agents+=(--agent "$name=http://127.0.0.$n:$PORT")
 done
@@ -70,15 +88,22 @@ for n in 2 3 4; do
     echo "demo: agent $name: http://127.0.0.$n:$PORT/api/v1/node" >&2
 done
 set +e
+trap 'interrupted=1' INT
 COLO_CONTROLLER_POLLING__INTERVAL=${COLO_CONTROLLER_POLLING__INTERVAL:-5s} \
     "$BIN/colo-controller" --listen "$LISTEN" "${agents[@]}" "$@"
 status=$?
 set -e
-# an agent that died while the controller ran: say so (its log is kept)
+# an agent that died while the controller ran: say so (its log is kept); Ctrl-C does not reach the agents
+stopped=0
 for i in 0 1 2; do
     if ! kill -0 "${pids[$i]}" 2>/dev/null; then
         echo "demo: colo-agent demo-node-$((i + 1)) stopped during the demo (log: $LOGS/demo-node-$((i + 1)).log)" >&2
-        [ "$status" -eq 0 ] && status=1
+        stopped=1
     fi
 done
+if [ "$stopped" -eq 1 ]; then
+    [ "$status" -eq 0 ] && status=1
+elif [ "$interrupted" -eq 1 ]; then
+    status=0   # Ctrl-C is how the demo ends, whatever the controller said as it stopped
+fi
 exit "$status"

@@ -5,7 +5,8 @@ Plain dicts and lists built from one snapshot and its windows (`WindowStatsCache
 it is not obvious (``_cores``, ``_bytes``, ``_ratio``, ``_bytes_per_second``); the node document also has
 a ``units`` object, and ``/api/v1/units`` names the unit of every numeric field of both documents (the pod
 list is the top level of its response, so it has no room for one). Non-finite numbers become null: JSON
-has no NaN.
+has no NaN. A pod's measured fields and their units are its collectors' (agent/sense/collectors/registry.py
+`pod_fields`, `units`); the document adds who the pod is, its windows and its batch resources.
 
 Node windows are keyed by crane-scheduler's names (``cpu_usage_avg_5m``, ``mem_usage_max_avg_1h``,
 ``cpu_usage_p95_5m`` ...) and hold ratios 0..1, not crane's percent. Pod windows are keyed by window name
@@ -17,18 +18,17 @@ Node windows are keyed by crane-scheduler's names (``cpu_usage_avg_5m``, ``mem_u
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from agent.enforce.strategies.batch_limits import problems_of
-from agent.snapshot import ContainerSample, DiskRates, NetworkRates, PodMeta, PodSample, Pressure, Snapshot
+from agent.sense.collectors.registry import POD_WINDOWS_ORDER, in_metrics_order
+from agent.snapshot import PodMeta, PodSample, Pressure, Snapshot, qos_label
 from agent.view import AgentView
 from agent.windows.store import WindowValue
-from contract.agent_api import MAX_BYTES, MAX_CORES
+from contract.agent_api import MAX_BYTES, MAX_CORES, json_number
 from contract.windows import NODE_WINDOW_PREFIX, POD_WINDOW_FIELD, WINDOW_NAMES
-from exporter.pod_lines import normalize_qos
 from exporter.snapshot_metrics import node_label, pod_order
 from exporter.stats import WindowSet, WindowStatsCache
 
@@ -51,15 +51,8 @@ NODE_UNITS: dict[str, str] = {
     "timestamp": "rfc3339",
 }
 
-POD_UNITS: dict[str, str] = {
-    "cpu_cores": "cores",
-    "memory_working_set_bytes": "bytes",
-    "memory_anon_bytes": "bytes",
-    "cpu_throttled_ratio": "ratio",
-    "containers.cpu_cores": "cores",
-    "containers.memory_working_set_bytes": "bytes",
-    "containers.memory_anon_bytes": "bytes",
-    "containers.cpu_throttled_ratio": "ratio",
+#: the units of the pod document's own fields (the collectors' fields declare theirs at registration)
+POD_OWN_UNITS: dict[str, str] = {
     "windows.*.cpu_cores.value": "cores",
     "windows.*.memory_working_set_bytes.value": "bytes",
     "windows.*.*.coverage": "ratio",
@@ -67,19 +60,7 @@ POD_UNITS: dict[str, str] = {
     "batch.cpu_limit_millicores": "millicores",
     "batch.memory_request_bytes": "bytes",
     "batch.memory_limit_bytes": "bytes",
-    "disk.*.read_bytes_per_second": "bytes_per_second",
-    "disk.*.write_bytes_per_second": "bytes_per_second",
-    "disk.*.reads_per_second": "operations_per_second",
-    "disk.*.writes_per_second": "operations_per_second",
 }
-
-
-def num(x: float | None) -> float | None:
-    """A JSON-safe number: None for unknown, NaN or infinite."""
-    if x is None:
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
 
 
 def rfc3339(wall: float) -> str:
@@ -90,7 +71,7 @@ def _window(wv: WindowValue | None) -> dict[str, float | None]:
     """One window; a missing one (no samples yet) is unknown with zero coverage, never absent."""
     if wv is None:
         return {"value": None, "coverage": 0.0}
-    return {"value": num(wv.value), "coverage": num(wv.coverage) or 0.0}
+    return {"value": json_number(wv.value), "coverage": json_number(wv.coverage) or 0.0}
 
 
 _NO_WINDOWS: Mapping[str, WindowValue] = {}  # a series without samples yet
@@ -115,7 +96,10 @@ def _pod_windows(by_resource: dict[str, WindowSet]) -> dict[str, dict[str, dict[
 
 
 def _pressure(pressure: dict[str, Pressure]) -> dict[str, dict[str, float | None]]:
-    return {res: {"some": num(p.some_avg10), "full": num(p.full_avg10)} for res, p in sorted(pressure.items())}
+    return {
+        res: {"some": json_number(p.some_avg10), "full": json_number(p.full_avg10)}
+        for res, p in sorted(pressure.items())
+    }
 
 
 def node_document(view: AgentView, snap: Snapshot, windows: WindowStatsCache) -> dict[str, Any]:
@@ -124,25 +108,25 @@ def node_document(view: AgentView, snap: Snapshot, windows: WindowStatsCache) ->
     interfaces = {
         i.name: {
             "physical": i.physical,
-            "receive_bytes_per_second": num(i.rx_bytes_per_second),
-            "transmit_bytes_per_second": num(i.tx_bytes_per_second),
+            "receive_bytes_per_second": json_number(i.rx_bytes_per_second),
+            "transmit_bytes_per_second": json_number(i.tx_bytes_per_second),
         }
         for i in snap.interfaces
     }
     rx, tx = snap.network_total()
     doc: dict[str, Any] = {
         "node_name": node_label(view),
-        "cpu_capacity_cores": num(node.cpu_capacity_cores),
-        "cpu_cores": num(node.cpu_cores),
-        "cpu_usage_ratio": num(node.cpu_usage_ratio),
+        "cpu_capacity_cores": json_number(node.cpu_capacity_cores),
+        "cpu_cores": json_number(node.cpu_cores),
+        "cpu_usage_ratio": json_number(node.cpu_usage_ratio),
         "memory_total_bytes": node.memory_total_bytes,
         "memory_used_bytes": node.memory_used_bytes,
-        "memory_usage_ratio": num(node.memory_usage_ratio),
+        "memory_usage_ratio": json_number(node.memory_usage_ratio),
         "memory_page_cache_bytes": node.memory_page_cache_bytes,
         "pressure": _pressure(node.pressure),
         "network": {
             "interfaces": interfaces,
-            "total": {"receive_bytes_per_second": num(rx), "transmit_bytes_per_second": num(tx)},
+            "total": {"receive_bytes_per_second": json_number(rx), "transmit_bytes_per_second": json_number(tx)},
         },
         "windows": _node_windows(windows.get(snap).node),
         "units": dict(NODE_UNITS),
@@ -156,25 +140,6 @@ def node_document(view: AgentView, snap: Snapshot, windows: WindowStatsCache) ->
             log.exception("node section %r failed", name)
             doc[name] = {"error": f"{type(exc).__name__}: {exc}"}
     return doc
-
-
-def _container(c: ContainerSample) -> dict[str, Any]:
-    return {
-        "id": c.id,
-        "cpu_cores": num(c.cpu_cores),
-        "memory_working_set_bytes": c.memory_working_set_bytes,
-        "memory_anon_bytes": c.memory_anon_bytes,
-        "cpu_throttled_ratio": num(c.cpu_throttled_ratio),
-    }
-
-
-def _disk(r: DiskRates) -> dict[str, float | None]:
-    return {
-        "read_bytes_per_second": num(r.read_bytes_per_second),
-        "write_bytes_per_second": num(r.write_bytes_per_second),
-        "reads_per_second": num(r.reads_per_second),
-        "writes_per_second": num(r.writes_per_second),
-    }
 
 
 def _batch(meta: PodMeta) -> dict[str, Any] | None:
@@ -198,33 +163,27 @@ def _batch(meta: PodMeta) -> dict[str, Any] | None:
     }
 
 
-def _network(n: NetworkRates | None) -> dict[str, Any] | None:
-    """The pod's own network namespace (collectors.pod_network; null while it is not read)."""
-    if n is None:
-        return None
-    return {"host_network": n.host_network, "receive_bytes_per_second": num(n.rx_bytes_per_second),
-            "transmit_bytes_per_second": num(n.tx_bytes_per_second)}  # fmt: skip
-
-
 def pod_document(view: AgentView, pod: PodSample, windows: dict[str, WindowSet] | None) -> dict[str, Any]:
+    """A pod's entry: who it is, each registered collector's fields (`pod_fields`, in `metrics_order`), its
+    windows and batch resources (at `POD_WINDOWS_ORDER`), then every `view.pod_sections` entry."""
     meta = pod.meta
     doc: dict[str, Any] = {
         "namespace": meta.namespace,
         "name": meta.name,
         "uid": meta.uid,
-        "qos": normalize_qos(pod.qos),
+        "qos": qos_label(pod.qos),
         "class": meta.pod_class,
-        "cpu_cores": num(pod.cpu_cores),
-        "memory_working_set_bytes": pod.memory_working_set_bytes,
-        "memory_anon_bytes": pod.memory_anon_bytes,
-        "cpu_throttled_ratio": num(pod.cpu_throttled_ratio),
-        "containers": [_container(c) for c in pod.containers],
-        "windows": _pod_windows(windows or {}),
-        "batch": _batch(meta),
-        "network": _network(pod.network),
-        # per device 'MAJ:MIN' while the disk collector is on; null while it is off
-        "disk": None if pod.disk is None else {dev: _disk(r) for dev, r in sorted(pod.disk.items())},
     }
+    own_due = True
+    for spec in in_metrics_order():
+        if spec.pod_fields is None:
+            continue
+        if own_due and spec.metrics_order > POD_WINDOWS_ORDER:
+            _own_fields(doc, meta, windows)
+            own_due = False
+        doc.update(spec.pod_fields(pod))
+    if own_due:
+        _own_fields(doc, meta, windows)
     for name, section in list(view.pod_sections.items()):
         try:
             extra = section(meta.uid)
@@ -234,6 +193,26 @@ def pod_document(view: AgentView, pod: PodSample, windows: dict[str, WindowSet] 
         if extra is not None:
             doc[name] = extra
     return doc
+
+
+def _own_fields(doc: dict[str, Any], meta: PodMeta, windows: dict[str, WindowSet] | None) -> None:
+    doc["windows"] = _pod_windows(windows or {})
+    doc["batch"] = _batch(meta)
+
+
+def pod_units() -> dict[str, str]:
+    """The unit of every numeric field of a pod's entry: the collectors' (their registrations' `units`, in
+    `metrics_order`) and the document's own (`POD_OWN_UNITS`, at `POD_WINDOWS_ORDER`)."""
+    units: dict[str, str] = {}
+    own_due = True
+    for spec in in_metrics_order():
+        if own_due and spec.metrics_order > POD_WINDOWS_ORDER:
+            units.update(POD_OWN_UNITS)
+            own_due = False
+        units.update(spec.units)
+    if own_due:
+        units.update(POD_OWN_UNITS)
+    return units
 
 
 def pods_document(view: AgentView, snap: Snapshot, windows: WindowStatsCache) -> list[dict[str, Any]]:
@@ -247,7 +226,7 @@ def units_document() -> dict[str, Any]:
     """The /api/v1/units body: the unit of every numeric field of the node and pod documents."""
     return {
         "node": dict(NODE_UNITS),
-        "pods": dict(POD_UNITS),
+        "pods": pod_units(),
         "units": {
             "cores": "CPU cores (1.0 = one core busy for the whole interval)",
             "bytes": "bytes",

@@ -295,9 +295,15 @@ def make_server(
     """A server for `app`: no access log (a scrape per 15 s per Prometheus is noise), no lifespan, and
     connections kept open longer than a scrape interval so Prometheus does not reconnect every time."""
     config = uvicorn.Config(
-        app, host=host, port=port, log_level=log_level, access_log=False, lifespan="off",
-        timeout_keep_alive=keep_alive_seconds, log_config=None,  # uvicorn's lines through the program's handler
-    )  # fmt: skip
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        lifespan="off",
+        timeout_keep_alive=keep_alive_seconds,
+        log_config=None,  # uvicorn's lines through the program's handler
+    )
     return ExporterServer(config, handle_signals=handle_signals)
 
 

@@ -115,8 +115,9 @@ class Rendered:
 
     __slots__ = ("_bodies", "_collect", "_families", "_gauges", "_pending", "mono", "seconds", "seq", "series")
 
-    def __init__(self, seq: int, mono: float | None, families: list[Metric],
-                 collect: Callable[[], list[Metric]] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, seq: int, mono: float | None, families: list[Metric], collect: Callable[[], list[Metric]] | None = None
+    ) -> None:
         """`collect` gives the same families again after `trim` dropped them (None: they are never dropped)."""
         self.seq = seq  # -1: rendered before the first snapshot
         self.mono = mono

@@ -3,45 +3,24 @@
 Pods are most of a render (~43 series each at 3 containers: usage, pressure, 24 windows, containers), so
 this is the loop that counts: each pod's label texts are built once per pod (`common.exposition.LabelShapes`)
 and kept, a few strings, while the pod stays in the snapshots; each sample is one string, and the lines of
-a family go into one list per render. A family joins the output order when it gets its first line, exactly where adding
-the samples one by one would have put it, so the bytes are those of a sample-by-sample render.
+a family go into one list per render. A family joins the output order when it gets its first line, exactly
+where adding the samples one by one would have put it, so the bytes are those of a sample-by-sample render.
+What a pod's series are is the collectors' registrations' (`pod_series`); the windows are the exporter's own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from agent.sense.collectors import containers, disk, pod_network, pods, psi
-from agent.snapshot import PodSample
-from common.exposition import EXPONENT, LabelShapes, escape, go_float
-from common.families import Families, Family
+from agent.sense.collectors.registry import POD_WINDOWS_ORDER, PodSeries, in_metrics_order
+from agent.snapshot import PodSample, qos_label
+from common.exposition import EXPONENT, LabelShapes, go_float
+from common.families import Families, FamilyLines
 from contract.windows import WINDOW_NAMES
 from exporter.stats import POD_CPU_WINDOW, POD_MEMORY_WINDOW, WindowSet
 
-#: The per-pod families, in the order a pod's samples are written.
-_FAMILIES: tuple[Family, ...] = (
-    pods.CPU_USAGE,
-    pods.WORKING_SET,
-    pods.ANON,
-    pods.THROTTLED,
-    psi.PRESSURE,
-    pod_network.RECEIVE,
-    pod_network.TRANSMIT,
-    disk.POD_READ,
-    disk.POD_WRITE,
-    disk.POD_READS,
-    disk.POD_WRITES,
-    POD_CPU_WINDOW,
-    POD_MEMORY_WINDOW,
-    containers.CPU_USAGE,
-    containers.WORKING_SET,
-    containers.THROTTLED,
-)
-
-
-def normalize_qos(qos: str) -> str:
-    """'Guaranteed', 'BestEffort', 'best-effort' -> 'guaranteed', 'besteffort': one spelling for labels."""
-    return qos.lower().replace("-", "").replace("_", "")
+#: a registered collector's series of one pod, with the lines of its families in this render
+_Writer = tuple[PodSeries, list[FamilyLines]]
 
 
 def pod_labels(pod: PodSample) -> dict[str, str]:
@@ -51,38 +30,27 @@ def pod_labels(pod: PodSample) -> dict[str, str]:
         "namespace": meta.namespace or "",
         "pod": meta.name or "",
         "uid": meta.uid,
-        "qos": normalize_qos(pod.qos),
+        "qos": qos_label(pod.qos),
         "class": meta.pod_class,
     }
 
 
-class _Lines:
-    """One family's lines in one render; `opening` is its name and brace, for labelled samples."""
-
-    __slots__ = ("family", "lines", "opening")
-
-    def __init__(self, family: Family) -> None:
-        self.family = family
-        self.opening = family.name + "{"
-        self.lines: list[str] = []
-
-
 class _Pod:
-    """What the renders keep of a pod: its label texts, for the pod's own series and each shape of extra
-    label its series have (a few strings; a disk device's, rare, is built when needed)."""
+    """What the renders keep of a pod: its label texts (`LabelShapes`: the pod's own, and each shape of extra
+    label its series have, built at first use), and the window label's split text."""
 
-    __slots__ = ("base", "container", "key", "pressure", "window_after", "window_before")
+    __slots__ = ("key", "labels", "window_after", "window_before")
 
     def __init__(self, key: tuple[object, ...], labels: LabelShapes) -> None:
         self.key = key
-        self.base = labels.base
-        self.pressure = labels.template(("kind", "resource"))
-        self.container = labels.template(("container",))
+        self.labels = labels
         self.window_before, self.window_after = labels.around("window")
 
 
 class PodLines:
-    """Writes the pods' series of each render; keeps each pod's label texts between renders (`_Pod`)."""
+    """Writes the pods' series of each render; keeps each pod's label texts between renders (`_Pod`). Each
+    pod's series are its registered collectors' (agent/sense/collectors/registry.py `pod_series`, in their
+    `metrics_order`) and its windows (at `POD_WINDOWS_ORDER`)."""
 
     def __init__(self, pod_windows: Sequence[str]) -> None:
         self.pod_windows = tuple(pod_windows)
@@ -91,11 +59,16 @@ class PodLines:
 
     def write(self, f: Families, ordered: Iterable[PodSample], windows: dict[str, dict[str, WindowSet]]) -> None:
         """Every per-pod series of `ordered` (in /metrics order) into `f`, families in first-use order."""
-        out = [_Lines(fam) for fam in _FAMILIES]
-        (cpu, ws, anon, thr, pressure, rx, tx, dread, dwrite, dreads, dwrites, wcpu, wmem, ccpu, cws, cthr) = out
-        order: list[_Lines] = []  # families in the order they got their first line
+        before: list[_Writer] = []  # the collectors' series before a pod's windows, and after
+        after: list[_Writer] = []
+        for spec in in_metrics_order():
+            if spec.pod_series is not None:
+                writers = before if spec.metrics_order < POD_WINDOWS_ORDER else after
+                writers.append((spec.pod_series, [FamilyLines(fam) for fam in spec.families]))
+        wcpu, wmem = FamilyLines(POD_CPU_WINDOW), FamilyLines(POD_MEMORY_WINDOW)
+        order: list[FamilyLines] = []  # families in the order they got their first line
 
-        def put(o: _Lines, labels: str, value: float | None) -> None:
+        def put(o: FamilyLines, labels: str, value: float | None) -> None:
             if value is None:
                 return
             lines = o.lines
@@ -112,51 +85,28 @@ class PodLines:
             if entry is None or entry.key != key:
                 entry = _Pod(key, LabelShapes(pod_labels(pod)))
             seen[meta.uid] = entry
-            base = entry.base
-            put(cpu, base, pod.cpu_cores)
-            put(ws, base, pod.memory_working_set_bytes)
-            put(anon, base, pod.memory_anon_bytes)
-            put(thr, base, pod.cpu_throttled_ratio)
-            if pod.pressure:
-                tmpl = entry.pressure
-                for res, p in sorted(pod.pressure.items()):
-                    put(pressure, tmpl % ("some", res), p.some_avg10)
-                    put(pressure, tmpl % ("full", res), p.full_avg10)
-            if pod.network is not None and not pod.network.host_network:
-                put(rx, base, pod.network.rx_bytes_per_second)
-                put(tx, base, pod.network.tx_bytes_per_second)
-            if pod.disk:
-                tmpl = LabelShapes(pod_labels(pod)).template(("device",))
-                for device, r in sorted(pod.disk.items()):
-                    dl = tmpl % escape(device)
-                    put(dread, dl, r.read_bytes_per_second)
-                    put(dwrite, dl, r.write_bytes_per_second)
-                    put(dreads, dl, r.reads_per_second)
-                    put(dwrites, dl, r.writes_per_second)
+            labels = entry.labels
+            for series, lines in before:
+                series(put, lines, labels, pod)
             pw = windows.get(meta.uid)
             if pw is not None:
-                before, after = entry.window_before, entry.window_after
+                win_before, win_after = entry.window_before, entry.window_after
                 if wcpu.lines and wmem.lines:  # both families placed: each block on its own, fast
-                    self._windows(wcpu, before, after, pw["cpu"])
-                    self._windows(wmem, before, after, pw["memory"])
+                    self._windows(wcpu, win_before, win_after, pw["cpu"])
+                    self._windows(wmem, win_before, win_after, pw["memory"])
                 else:  # sample by sample, so that the first known value places the families
                     cpu_w, mem_w = pw["cpu"], pw["memory"]
                     for name in self.pod_windows:
-                        text = f"{before}{name}{after}"
+                        text = f"{win_before}{name}{win_after}"
                         put(wcpu, text, cpu_w[name].value)
                         put(wmem, text, mem_w[name].value)
-            if pod.containers:
-                tmpl = entry.container
-                for c in pod.containers:
-                    cl = tmpl % escape(c.id)
-                    put(ccpu, cl, c.cpu_cores)
-                    put(cws, cl, c.memory_working_set_bytes)
-                    put(cthr, cl, c.cpu_throttled_ratio)
+            for series, lines in after:
+                series(put, lines, labels, pod)
         self._pods = seen  # pods gone from the snapshot leave the cache
         for o in order:
             f.add_lines(o.family, o.lines)
 
-    def _windows(self, o: _Lines, before: str, after: str, w: WindowSet) -> None:
+    def _windows(self, o: FamilyLines, before: str, after: str, w: WindowSet) -> None:
         """A pod's lines of one window family (already placed in the order)."""
         lines = o.lines
         head = o.opening + before

@@ -24,13 +24,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from agent.sense.collectors import disk, network, node, registry, tiers
-from agent.snapshot import PodSample, Pressure, Snapshot
+from agent.sense.collectors import registry
+from agent.snapshot import PodSample, Snapshot
 from agent.view import AgentView
 from common.families import Families, Family
 from contract.annotations import KOORD_QUOTA_NAME
 from contract.windows import WINDOW_NAMES
-from exporter.pod_lines import PodLines, normalize_qos
+from exporter.pod_lines import PodLines
 from exporter.stats import (
     CRANE_GAUGES,
     NODE_WINDOW,
@@ -113,17 +113,21 @@ class ColoCollector(Collector):
     # ------------------------------------------------------------------ node
 
     def _node(self, f: Families, snap: Snapshot) -> None:
-        sample = snap.node
+        """The collectors' node-level series (their registrations' `node_series`, in `metrics_order`), and the
+        node's windows at `NODE_WINDOWS_ORDER`."""
         nl = {"node": node_label(self.view)}
-        f.add(node.CPU_CAPACITY, nl, sample.cpu_capacity_cores)
-        f.add(node.CPU_USAGE, nl, sample.cpu_cores)
-        f.add(node.CPU_RATIO, nl, sample.cpu_usage_ratio)
-        f.add(node.MEMORY_TOTAL, nl, sample.memory_total_bytes)
-        f.add(node.MEMORY_USED, nl, sample.memory_used_bytes)
-        f.add(node.PAGE_CACHE, nl, sample.memory_page_cache_bytes)
-        f.add(node.MEMORY_RATIO, nl, sample.memory_usage_ratio)
-        self._pressure(f, node.PRESSURE, nl, sample.pressure)
+        windows_due = True
+        for spec in registry.in_metrics_order():
+            if spec.node_series is None:
+                continue
+            if windows_due and spec.metrics_order > registry.NODE_WINDOWS_ORDER:
+                self._node_windows(f, snap, nl)
+                windows_due = False
+            spec.node_series(f, snap, nl)
+        if windows_due:
+            self._node_windows(f, snap, nl)
 
+    def _node_windows(self, f: Families, snap: Snapshot, nl: dict[str, str]) -> None:
         win = self.windows.get(snap)
         for res, values in win.node.items():
             for name in WINDOW_NAMES:
@@ -134,33 +138,6 @@ class ColoCollector(Collector):
         for gauge, res, name in CRANE_GAUGES:
             value = win.node[res][name].value
             f.add(gauge, nl, None if value is None else value * 100.0)
-
-        for iface in snap.interfaces:
-            if not iface.physical:
-                continue
-            il = {**nl, "interface": iface.name}
-            f.add(network.RECEIVE, il, iface.rx_bytes_per_second)
-            f.add(network.TRANSMIT, il, iface.tx_bytes_per_second)
-        rx, tx = snap.network_total()
-        tl = {**nl, "interface": "total"}
-        f.add(network.RECEIVE, tl, rx)
-        f.add(network.TRANSMIT, tl, tx)
-        for d in snap.disks:
-            dl = {**nl, "device": d.device, "name": d.name}  # MAJ:MIN, as the pods' series have it
-            f.add(disk.DEVICE_BUSY, dl, d.busy_ratio)
-            f.add(disk.DEVICE_READ, dl, d.rates.read_bytes_per_second)
-            f.add(disk.DEVICE_WRITE, dl, d.rates.write_bytes_per_second)
-
-        for tier in sorted(snap.tiers.values(), key=lambda t: t.qos):
-            ql = {"qos": normalize_qos(tier.qos)}
-            f.add(tiers.CPU_USAGE, ql, tier.cpu_cores)
-            f.add(tiers.WORKING_SET, ql, tier.memory_working_set_bytes)
-
-    @staticmethod
-    def _pressure(f: Families, family: Family, labels: dict[str, str], pressure: dict[str, Pressure]) -> None:
-        for res, p in sorted(pressure.items()):
-            f.add(family, {**labels, "resource": res, "kind": "some"}, p.some_avg10)
-            f.add(family, {**labels, "resource": res, "kind": "full"}, p.full_avg10)
 
     # ------------------------------------------------------------------ pods
 

@@ -36,6 +36,10 @@ TRANSPORT_RETRIES = urllib3.Retry(
 )
 
 
+#: The methods whose requests take a ``fieldManager`` (create, update, patch).
+WRITES = frozenset({"POST", "PUT", "PATCH"})
+
+
 class _NoRetryWarnings(logging.Filter):
     """urllib3 warns of each transport retry ("Retrying (Retry(total=2, ...))"): three lines per failed call
     during an outage. The call's own failure, if any, is reported once per change by the caller."""
@@ -71,14 +75,26 @@ class Connection:
     Thread-safe: the underlying urllib3 pool is shared, nothing else is mutable.
     """
 
-    def __init__(self, api_client: ApiClient, *, request_timeout: float = 10.0) -> None:
+    def __init__(
+        self, api_client: ApiClient, *, request_timeout: float = 10.0, field_manager: str | None = None
+    ) -> None:
+        """`field_manager`: the name every write is made under (the ``fieldManager`` parameter, so the object's
+        managedFields say which program wrote what) and the User-Agent's product (what audit logs show);
+        None leaves the client's defaults (``OpenAPI-Generator``)."""
         if not hasattr(api_client, "param_serialize"):
             raise RuntimeError("kube/ needs kubernetes>=37 (ApiClient.param_serialize is missing)")
         self.api_client = api_client
         self.request_timeout = request_timeout
+        self.field_manager = field_manager
+        if field_manager:
+            from common.buildinfo import version
+
+            api_client.user_agent = f"{field_manager}/{version()}"
 
     @classmethod
-    def connect(cls, kubeconfig: str | None = None, *, request_timeout: float = 10.0) -> Self | None:
+    def connect(
+        cls, kubeconfig: str | None = None, *, request_timeout: float = 10.0, field_manager: str | None = None
+    ) -> Self | None:
         """Kubeconfig if given, else the pod's service account when in a cluster, else None (standalone)."""
         configuration = Configuration()
         if kubeconfig:
@@ -98,7 +114,7 @@ class Connection:
         # TCP keepalive as client-go does: a dead peer under a quiet watch is noticed in minutes,
         # not at the end of the watch's read timeout.
         configuration.keep_alive = True
-        return cls(ApiClient(configuration), request_timeout=request_timeout)
+        return cls(ApiClient(configuration), request_timeout=request_timeout, field_manager=field_manager)
 
     def close(self) -> None:
         """Drop pooled connections."""
@@ -120,6 +136,8 @@ class Connection:
         headers: dict[str, str] = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type
+        if self.field_manager and method in WRITES:
+            query = [*(query or []), ("fieldManager", self.field_manager)]
         api = self.api_client
         try:
             serialized = api.param_serialize(

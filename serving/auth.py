@@ -67,9 +67,11 @@ def user_of(review: dict[str, Any]) -> User | None:
         return None
     groups = tuple(g for g in info.get("groups") or () if isinstance(g, str))
     extra_raw = info.get("extra") or {}
-    extra = tuple(
-        (str(k), tuple(str(v) for v in vs)) for k, vs in sorted(extra_raw.items()) if isinstance(vs, list)
-    ) if isinstance(extra_raw, dict) else ()  # fmt: skip
+    extra = (
+        tuple((str(k), tuple(str(v) for v in vs)) for k, vs in sorted(extra_raw.items()) if isinstance(vs, list))
+        if isinstance(extra_raw, dict)
+        else ()
+    )
     return User(name, str(info.get("uid") or ""), groups, extra)
 
 

@@ -100,11 +100,16 @@ def uvicorn_config(
 
     Raises OSError or ssl.SSLError when the certificate files are there but cannot be loaded."""
     config = uvicorn.Config(
-        app, host=host, port=port, log_level=log_level, access_log=False, lifespan="off",
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        lifespan="off",
         log_config=None,  # uvicorn's few lines go through the program's handler (text or JSON)
         timeout_keep_alive=settings.idle_timeout,
         http=bounded_protocol(settings.header_timeout, settings.max_header_bytes),
-    )  # fmt: skip
+    )
     reloader = None
     if settings.tls_cert_file is not None and settings.tls_key_file is not None:
         # Files not there yet (the manifests' Secret volumes are optional): self-signed until they appear.

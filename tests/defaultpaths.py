@@ -49,7 +49,7 @@ def install() -> None:
     sys.addaudithook(_hook)
     spare = tempfile.mkdtemp(prefix="colo-test-defaults-")
     _spare.append(spare)
-    os.environ.setdefault("COLO_STATE_FILE", os.path.join(spare, "agent-state.json"))
+    os.environ.setdefault("COLO_STATE_FILE", os.path.join(spare, "windows.colowin"))
     os.environ.setdefault("COLO_ENFORCEMENT__LEDGER_FILE", os.path.join(spare, "enforcement-ledger.json"))
     os.environ["XDG_STATE_HOME"] = os.path.join(spare, "state")  # the standalone default: never the real ~
 

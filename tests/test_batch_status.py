@@ -50,6 +50,7 @@ class Node:
     config: OversubscriptionConfig = field(default_factory=lambda: PER_POD)
     evicting: bool = False
     now: float = 10_000.0
+    high: dict[str, int] = field(default_factory=lambda: {"cpu": 80, "memory": 80})  # eviction's high watermarks
 
     def __post_init__(self) -> None:
         self.view = AgentView(WindowStore(), 1.0, NODE)
@@ -65,7 +66,7 @@ class Node:
     def _owner(self, config: OversubscriptionConfig) -> OversubscriptionOwner:
         config = unsmoothed(config)
         self.meta = batch_meta("spark", 1000, 2 * GI)
-        return OversubscriptionOwner(self.view, config, evicting=lambda: self.evicting,
+        return OversubscriptionOwner(self.view, config, evicting=lambda: self.evicting, high_watermarks=lambda: self.high,
                                      batch_requests=lambda: batch_requests([self.meta] if self.batch_running else []))  # fmt: skip
 
     def restart(self, config: OversubscriptionConfig) -> None:
@@ -164,14 +165,20 @@ def test_published_from_the_mean_of_the_publish_window(kube: Kube, kube_api: Fak
 
 
 def test_a_drop_under_pressure_is_written_at_once(kube: Kube, kube_api: FakeKubeAPI) -> None:
+    """CPU near its watermark (what it counts: 2.0 of 16 cores, the batch pod's 0.5 within its request left
+    out, ≥ 80 − 68): the online pod's peak rises and the CPU capacity falls, written within
+    update_interval_seconds of the last write. (The memory watermark at 100: lending memory stops 68 points
+    below it, not in the way here.)"""
     kube_api.put("nodes", node(labels=LABEL))
-    n = Node(
-        kube, kube_api, config=PER_POD.model_copy(update={"pressure_margin_percent": 55})
-    )  # memory ~8% ≥ 60 − 55: pressure
+    config = PER_POD.model_copy(update={"pressure_margin_percent": 68, "update_interval_seconds": 3600.0})
+    n = Node(kube, kube_api, config=config, high={"cpu": 80, "memory": 100})
     n.round()
-    n.batch_ws = 4 * GI
-    n.round(advance=1.0)
-    assert n.status() == both(3000, 4 * GI), "within update_interval_seconds of the last write, for safety"
+    assert n.status() == both(3000, 6 * GI) and n.owner.section()["pressure"] == ["cpu"]
+    for i in range(1, 301):  # the online pod at 3 cores for the next 5 minutes: its peak, 1 core reclaimable
+        n.view.windows.add(("pod", "web", "cpu"), n.now + i, 3.0)
+    n.round(advance=300.0)
+    assert n.status() == both(1000, 6 * GI), "within update_interval_seconds of the last write, for safety"
+    assert n.status_writes() == 2
 
 
 def test_a_status_the_api_server_wrote_in_its_own_form_is_not_rewritten(kube: Kube, kube_api: FakeKubeAPI) -> None:

@@ -9,6 +9,7 @@ from agent.capacity.lendable import (
     CapacityParams,
     OnlinePod,
     PodAges,
+    memory_fill_limit,
     online_key,
     params_from,
     resource_capacity,
@@ -108,3 +109,19 @@ def test_never_negative_and_params_from_config() -> None:
     assert defaults == CapacityParams()
     assert (defaults.predictor, defaults.peak_window) == ("node_peak", "max_avg_1d")
     assert (defaults.cpu_reclaim_ratio, defaults.memory_reclaim_ratio) == (0.95, 0.7)
+
+
+def test_memory_is_lent_up_to_the_margin_below_the_memory_watermark() -> None:
+    """Lending stops pressure_margin_percent below eviction's memory high watermark (issue 33); CPU is not
+    bounded by it (the watermark does not count batch CPU within its request)."""
+    config = OversubscriptionConfig(memory_reclaim_ratio=0.9, cpu_reclaim_ratio=0.95)
+    assert memory_fill_limit(80, 10) == 0.7 and memory_fill_limit(5, 10) == 0.0
+    assert params_from(config).ratio("memory") == 0.9  # no watermark given: the ratio alone
+    assert params_from(config, 60).ratio("memory") == 0.5
+    assert params_from(config, 100).ratio("memory") == 0.9
+    assert params_from(config, 60).ratio("cpu") == 0.95
+    store = fed([2.0])
+    capped = resource_capacity(store, NOW, "memory", 16.0, 1.0, [OnlinePod("a", 4.0, 2.0)], aged("a"),
+                               params_from(config, 60))  # fmt: skip
+    # no memory history: the pod counts its request (4); 0.5 of 16, less the system's 1
+    assert capped.batch == pytest.approx(16.0 * 0.5 - 1.0 - 4.0)

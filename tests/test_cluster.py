@@ -115,6 +115,40 @@ def test_pods_mapped_classified_and_capacity_published(
     assert agent.view.node_sections["oversubscription"]()["cpu_millicores"] >= 0
 
 
+def test_the_agent_writes_the_node_as_colo_agent(
+    v1tree_cgroupfs: V1Tree, kube_api: FakeKubeAPI, tmp_path: Path
+) -> None:
+    """colo-agent's client (colo_agent.main.connect) names its writes: the Node's managedFields say colo-agent
+    for the annotations and for the status (batch resources), not the client library's default."""
+    from colo_agent.main import FIELD_MANAGER, connect
+
+    tree = v1tree_cgroupfs
+    kube = connect(kube_api.kubeconfig(tmp_path / "kubeconfig"))
+    assert kube is not None and FIELD_MANAGER == "colo-agent"
+    cfg = AgentConfig.model_validate({
+        "interval": 0.2, "cgroup_root": tree.cgroup_root, "cgroup_driver": "cgroupfs", "state_file": "",
+        "node_name": NODE, "enforcement": {"ledger_file": str(tmp_path / "ledger.json")},
+        "oversubscription": {"min_history_seconds": 0, "peak_window": "avg_1m", "publish_window_seconds": 0.5},
+    })  # fmt: skip
+    kube_api.put("nodes", node(labels={"volcano.sh/oversubscription": "true"}))
+    agent, _ = in_cluster(cfg, kube, tree)
+    agent.start()
+    try:
+        managed = wait_for(
+            lambda: {(e["manager"], e.get("subresource", ""))
+                     for e in (kube_api.get("nodes", None, NODE) or {})["metadata"].get("managedFields") or []}
+            >= {("colo-agent", ""), ("colo-agent", "status")},
+            what="the agent's annotations and status written",
+        )  # fmt: skip
+        assert managed
+    finally:
+        agent.stop()
+        kube.close()
+    writes = kube_api.requests_for("PATCH", rf"/api/v1/nodes/{NODE}(/status)?$")
+    assert writes and all(r.query.get("fieldManager") == "colo-agent" for r in writes)
+    assert all(r.headers["user-agent"].startswith("colo-agent/") for r in writes)
+
+
 def test_types_switch_off_and_throttling(
     agent_in_cluster: tuple[Agent, ClusterPipeline, V1Tree], kube_api: FakeKubeAPI
 ) -> None:

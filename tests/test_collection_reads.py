@@ -60,20 +60,23 @@ def test_a_pods_throttling_is_read_at_the_containers_pace(v1tree_cgroupfs: V1Tre
 
     tree = v1tree_cgroupfs
     uid, pod, (ctr,) = tree.pod("burstable")
-    CgroupWriter(tree.layout).set_cpu_quota(pod, 5_000)  # throttled, on any machine
+    CgroupWriter(tree.layout).set_cpu_quota(pod, 1_000)  # the smallest quota: throttled whenever it runs 1 ms
     tree.start(ctr)
     every = 4
     sampler = Sampler(tree.layout, tree.model, CgroupPodSource(tree.layout, tree.model, 1e9), WindowStore(),
                       container_every=every, container_stat_every=2)  # fmt: skip
     try:
         last = sampler.sample().pods[uid]
+        ratios = []
         for seq in range(1, 13):
             time.sleep(0.05)
             now = sampler.sample().pods[uid]
             if (seq + zlib.crc32(pod.encode())) % every:
                 assert now.cpu_throttled_ratio == last.cpu_throttled_ratio  # stands between its readings
             assert now.cpu_cores is not None  # usage every pass
+            ratios.append(now.cpu_throttled_ratio or 0.0)
             last = now
-        assert last.cpu_throttled_ratio is not None and last.cpu_throttled_ratio > 0
+        # some reading saw throttling (one interval alone can hold no run of the burner on a loaded machine)
+        assert max(ratios) > 0
     finally:
         sampler.close()

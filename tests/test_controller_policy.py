@@ -113,7 +113,10 @@ def test_config_durations_and_unknown_keys(tmp_path: Path) -> None:
     assert cfg.polling.interval == 60.0 and cfg.polling.timeout == 0.5
     assert cfg.policy_file == str(tmp_path / "p.yaml")  # relative to the config file
     cfg_file.write_text("polling:\n  intervall: 1m\n")
-    with pytest.raises(ConfigError, match=r"polling\.intervall: unknown key"):
+    with pytest.raises(ConfigError, match=rf"^config file {cfg_file}: polling\.intervall: unknown key"):
+        load_config(str(cfg_file))
+    cfg_file.write_text("polling:\n  intervall:\n    seconds: 60\n")  # a misspelt section: the file still named
+    with pytest.raises(ConfigError, match=rf"^config file {cfg_file}: polling\.intervall: unknown key"):
         load_config(str(cfg_file))
 
 

@@ -4,11 +4,17 @@ non-zero exit when no agent answered, and a taken address named before anything 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import pty
+import select
+import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -112,4 +118,95 @@ def test_the_demo_names_a_taken_address_and_starts_nothing(tmp_path: Path) -> No
     assert proc.stdout == ""
     assert f"address taken, nothing started: 127.0.0.3:{port}" in proc.stderr
     assert "DEMO_PORT" in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def free_port_on_every_demo_address() -> int:
+    """A port free on 127.0.0.2, .3 and .4 at once (the agents' addresses)."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.2", 0))
+            port = int(probe.getsockname()[1])
+        try:
+            for n in (2, 3, 4):
+                with socket.socket() as s:
+                    s.bind((f"127.0.0.{n}", port))
+        except OSError:
+            continue
+        return port
+    raise AssertionError("no port free on 127.0.0.2-4")
+
+
+@pytest.mark.parametrize("when", ["while-agents-start", "while-polling"])
+def test_ctrl_c_ends_the_demo_quietly_and_leaves_nothing(tmp_path: Path, when: str) -> None:
+    """Ctrl-C as a terminal sends it (SIGINT to the whole foreground process group, agents' own handlers and all),
+    as the agents start or once the controller polls them: exit 0, no agent reported stopped, the agents gone and
+    no log directory left behind."""
+    port = free_port_on_every_demo_address()
+    env = clean_env(BIN=str(Path(sys.executable).parent), DEMO_PORT=str(port), TMPDIR=str(tmp_path),
+                    DEMO_LISTEN="127.0.0.1:0", COLO_CONTROLLER_POLLING__INTERVAL="1s")  # fmt: skip
+    demo = subprocess.Popen(
+        [str(ROOT / "demo" / "run.sh"), "--output", "json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert demo.stdout is not None and demo.stderr is not None
+        if when == "while-agents-start":  # the first agent answers, the others may not yet
+            assert demo.stderr.readline().startswith("demo: agent demo-node-1: ")
+        else:
+            first = demo.stdout.readline()  # the controller's first cycle: every agent is up and polled
+            assert json.loads(first)["nodes"].keys() == {"demo-node-1", "demo-node-2", "demo-node-3"}
+        assert len(list(tmp_path.iterdir())) == 1, "the agents' log directory exists while the demo runs"
+        os.killpg(demo.pid, signal.SIGINT)
+        _, err = demo.communicate(timeout=120)
+    finally:
+        if demo.poll() is None:
+            os.killpg(demo.pid, signal.SIGKILL)
+            demo.wait()
+    assert demo.returncode == 0, err
+    assert "stopped during the demo" not in err and "logs are kept" not in err
+    assert list(tmp_path.iterdir()) == []
+    for n in (2, 3, 4):  # every agent stopped: its address is free again
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((f"127.0.0.{n}", port))
+
+
+@pytest.mark.skipif(shutil.which("make") is None or shutil.which("setsid") is None, reason="needs make and setsid")
+def test_ctrl_c_typed_on_a_terminal_ends_make_demo_with_exit_0(tmp_path: Path) -> None:
+    """`make demo` on a real pseudo-terminal and Ctrl-C typed on it: the terminal's SIGINT reaches the controller
+    alone (job control), so make itself exits 0 without "Interrupt", no alarm, nothing left in TMPDIR."""
+    port = free_port_on_every_demo_address()
+    bindir = Path(sys.executable).parent
+    env = clean_env(DEMO_PORT=str(port), TMPDIR=str(tmp_path), DEMO_LISTEN="127.0.0.1:0",
+                    COLO_CONTROLLER_POLLING__INTERVAL="1s")  # fmt: skip
+    master, slave = pty.openpty()
+    # setsid -c: a session of its own whose controlling terminal is the pty, as a login shell's; -o: the venv is
+    # there already, make must not rebuild it
+    cmd = ["setsid", "-c", "make", "-s", "demo", f"BIN={bindir}", "-o", f"{bindir}/colo-agent", "ARGS=--output json"]
+    make = subprocess.Popen(cmd, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=ROOT, close_fds=True)
+    os.close(slave)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 240
+        while b'"nodes"' not in seen and time.monotonic() < deadline and make.poll() is None:
+            if select.select([master], [], [], 0.5)[0]:
+                seen += os.read(master, 65536)
+        assert b'"nodes"' in seen, seen.decode(errors="replace")
+        os.write(master, b"\x03")  # Ctrl-C, as typed
+        make.wait(timeout=120)
+        with contextlib.suppress(OSError):  # EIO once every writer to the pty is gone
+            while select.select([master], [], [], 0.5)[0]:
+                chunk = os.read(master, 65536)
+                if not chunk:
+                    break
+                seen += chunk
+    finally:
+        if make.poll() is None:
+            make.kill()
+            make.wait()
+        os.close(master)
+    text = seen.decode(errors="replace")
+    assert make.returncode == 0, text
+    assert "Interrupt" not in text and "stopped during the demo" not in text and "logs are kept" not in text
     assert list(tmp_path.iterdir()) == []

@@ -214,7 +214,7 @@ def test_malformed_watermark_annotation_does_not_stop_enforcement(
         for o in colocated["offline"]:
             wait_for(lambda o=o: reader.cpu_settings(o["pod"]).idle is True)
         wait_for(lambda: len([e for e in kube_api.objects("events") if e["reason"] == "InvalidEvictionWatermark"]) == 2)
-        assert link.evictor.watermarks.high == {"cpu": 80, "memory": 60}
+        assert link.evictor.watermarks.high == {"cpu": 80, "memory": 80}
     finally:
         agent.stop()
 

@@ -15,12 +15,14 @@ from agent.cluster.node_writer import ApiHealth
 from agent.config import EvictionConfig, OversubscriptionConfig
 from agent.evict.choice import victim_order
 from agent.evict.evictor import EVICTING_ANNOTATION, Evictor, parse_watermarks
+from agent.node_state import StateBuilder, batch_requests
 from agent.snapshot import ContainerBatch, NodeSample, PodBatch, PodMeta, PodSample, Snapshot
 from agent.view import AgentView
-from agent.windows.store import WindowStore
+from agent.windows.store import WindowStore, online_key, system_key
 from cgroup import CgroupWriter
 from cgroup.kubelet_rules import BatchResources
 from kube import Kube
+from tests.test_batch_capacity import batch_meta
 from testsupport.cgtree import V1Tree
 from testsupport.k8sobjects import NODE, node, pod
 from testsupport.kubeapi.server import FakeKubeAPI
@@ -83,7 +85,7 @@ def test_victim_order() -> None:
 def test_watermark_parsing() -> None:
     d = EvictionConfig()
     wm, problems = parse_watermarks({}, d)
-    assert (wm.high, wm.low, problems) == ({"cpu": 80, "memory": 60}, {"cpu": 30, "memory": 30}, [])
+    assert (wm.high, wm.low, problems) == ({"cpu": 80, "memory": 80}, {"cpu": 30, "memory": 30}, [])
     wm, problems = parse_watermarks({"volcano.sh/evicting-cpu-high-watermark": "90",
                                      "volcano.sh/evicting-memory-low-watermark": "10"}, d)  # fmt: skip
     assert (wm.high["cpu"], wm.low["memory"], problems) == (90, 10, [])
@@ -163,7 +165,7 @@ def test_malformed_watermark_annotation_warns_once_with_a_node_event(
     assert ev.drain()
     warnings = [e for e in api.objects("events") if e["reason"] == "InvalidEvictionWatermark"]
     assert len(warnings) == 1 and "lots" in warnings[0]["message"]
-    assert ev.watermarks.high["memory"] == 60
+    assert ev.watermarks.high["memory"] == 80
     # fixed, then broken again the same way: news again (it used to warn once per agent lifetime)
     del obj["metadata"]["annotations"]["volcano.sh/evicting-memory-high-watermark"]
     api.put("nodes", obj)
@@ -205,8 +207,11 @@ def test_batch_requests_overcommit_an_oversubscribed_node(setup: tuple[Evictor, 
     for p in pods:
         if p.meta.pod_class == "offline":
             p.meta = replace(p.meta, batch=batch)  # 3 x 6 cores of batch-cpu on a 16-core node
+            p.cpu_cores = 0.5  # within what they were lent: the watermark does not count it
+        else:
+            p.cpu_cores = 13.0  # online pods need the node: 13 + 1 system of 16 cores, 87.5% > 80%
     for i in range(6):
-        ev.on_snapshot(snap(pods, 15.0, 10 * GI, 1000.0 + i))
+        ev.on_snapshot(snap(pods, 15.5, 10 * GI, 1000.0 + i))
     assert ev.drain()
     assert ev.evicting["cpu"] and evictions(api) and "oversubscription rule" not in (ev.last_decision or "")
 
@@ -473,3 +478,98 @@ def test_a_dry_run_swaps_the_actuator_and_kills_nothing(
     assert "killed offline pods" in ev.last_decision
     assert ev.results["dry_run_kill"] >= 1 and ev.results["killed"] == 0
     assert proc.poll() is None
+
+
+# ---- lending and the watermarks: one policy (issue 33) ----------------------------------------------------
+
+
+class LentNode:
+    """A 16-core, 64 GiB node with the default settings of capacity and eviction, driven pass by pass: an
+    online pod (8 cores, 24 GiB requested; 2 cores, 10 GiB used for the last ten minutes), the system (0.5
+    core, 2 GiB), and batch pods that request and use what the node published."""
+
+    def __init__(self, kube: Kube, api: FakeKubeAPI, annotations: dict[str, str] | None = None) -> None:
+        api.put("nodes", node(labels={"volcano.sh/oversubscription": "true"}, annotations=annotations))
+        self.api, self.now = api, 10_000.0
+        self.online_cpu, self.online_mem = 2.0, 10 * GI
+        self.view = AgentView(WindowStore(), 1.0, NODE)
+        for i in range(600):
+            self._feed(self.now - 599 + i)
+        self.evictor = Evictor(kube, NODE, self.node, CgroupWriter.__new__(CgroupWriter), EvictionConfig())
+        self.batch: list[PodSample] = []
+        self.owner = OversubscriptionOwner(
+            self.view, OversubscriptionConfig(), evicting=self.evictor.is_evicting,
+            batch_requests=lambda: batch_requests([p.meta for p in self.batch]),
+            high_watermarks=lambda: self.evictor.watermarks.high,
+        )  # fmt: skip
+        self.states = StateBuilder(EvictionConfig().smoothing_seconds)
+
+    def node(self) -> dict[str, Any]:
+        obj = self.api.get("nodes", None, NODE)
+        assert obj is not None
+        return obj
+
+    def _feed(self, t: float) -> None:
+        for key, value in ((online_key("cpu"), self.online_cpu), (online_key("memory"), float(self.online_mem)),
+                           (system_key("cpu"), 0.5), (system_key("memory"), float(2 * GI))):  # fmt: skip
+            self.view.windows.add(key, t, value)
+
+    def passes(self, n: int) -> dict[str, int]:
+        """`n` passes a second apart (the windows fed as the sampler would); what the node should carry."""
+        web = sample("web", "online", cpu=self.online_cpu, mem=self.online_mem, cpu_req=8.0, mem_req=24 * GI)
+        pods = [web, *self.batch]
+        cpu = sum(p.cpu_cores or 0.0 for p in pods) + 0.5
+        mem = sum(p.memory_working_set_bytes for p in pods) + 2 * GI
+        for _ in range(n):
+            self.now += 1.0
+            self._feed(self.now)
+            snapshot = Snapshot(int(self.now), self.now, self.now, NodeSample(16.0, cpu, 64 * GI, mem, 0), {},
+                                {p.uid: p for p in pods}, (), 0.0)  # fmt: skip
+            state = self.states.build(snapshot, (16.0, float(64 * GI)), evicting=self.evictor.is_evicting())
+            self.evictor.on_state(state)
+            self.owner.on_state(state, self.node())
+            self.view.publish(snapshot)
+        return self.owner.desired(self.node(), self.now).extended
+
+    def lend_it_all(self, lent: dict[str, int]) -> None:
+        """Batch pods are placed on everything published, and use all of it."""
+        meta = batch_meta("spark", lent["cpu"], lent["memory"])
+        self.batch = [PodSample(meta, "besteffort", "/kubepods/besteffort/podspark", lent["cpu"] / 1000,
+                                lent["memory"], lent["memory"], lent["memory"], 0, 0.0, ())]  # fmt: skip
+
+
+def test_a_node_whose_batch_pods_use_all_they_were_lent_keeps_lending(kube: Kube, kube_api: FakeKubeAPI) -> None:
+    """The issue's node: with the defaults, batch pods that used what they were lent put it at 84% CPU, above
+    the 80% watermark: evicting, lending 0, until usage fell under 30%. Now the watermarks count batch CPU
+    within what was lent as what it is (lent, taken back by throttling), and memory is lent only up to
+    `pressure_margin_percent` below the memory watermark: the node stays out of the evicting state and keeps
+    publishing what it lent. It still evicts when online pods need the memory back."""
+    n = LentNode(kube, kube_api)
+    lent = n.passes(400)  # the online pod known for min_history_seconds, and a publish window after it
+    assert n.owner.last["reason"] == "computed"
+    assert lent["cpu"] == pytest.approx(16_000 * 0.95 - 2_500, abs=20)  # 0.95 of allocatable, less the peaks
+    assert lent["memory"] == pytest.approx(64 * GI * 0.7 - 12 * GI, rel=0.01)  # 0.7 = 80% − 10 points
+
+    n.lend_it_all(lent)
+    carried = n.passes(30)  # half a minute of it: the eviction's smoothing and more
+    assert not n.evictor.is_evicting(), n.evictor.last_decision
+    assert n.owner.last["reason"] == "computed"
+    assert carried["cpu"] >= lent["cpu"] and carried["memory"] >= lent["memory"], "keeps lending what it lent"
+    assert n.evictor.usage["cpu"] == pytest.approx(2.5 / 16 * 100, abs=0.5)  # online and system only
+    assert n.evictor.usage["memory"] == pytest.approx(70.0, abs=0.5)  # under the 80% watermark
+
+    n.online_mem = 30 * GI  # online pods grow 20 GiB past their peak: memory must come back, by eviction
+    n.passes(10)
+    assert n.evictor.evicting["memory"] and n.owner.last["reason"].startswith("node is evicting")
+
+
+def test_lending_follows_a_memory_watermark_set_on_the_node(kube: Kube, kube_api: FakeKubeAPI) -> None:
+    """Volcano's 60% memory watermark on the node: memory is lent up to 50% of allocatable, and batch pods using
+    all of it leave the node at 50%: it keeps lending."""
+    n = LentNode(kube, kube_api, annotations={"volcano.sh/evicting-memory-high-watermark": "60"})
+    lent = n.passes(400)
+    assert lent["memory"] == pytest.approx(64 * GI * 0.5 - 12 * GI, rel=0.01)
+    n.lend_it_all(lent)
+    carried = n.passes(30)
+    assert not n.evictor.is_evicting() and carried["memory"] >= lent["memory"]
+    assert n.evictor.usage["memory"] == pytest.approx(50.0, abs=0.5)

@@ -49,6 +49,37 @@ def test_connect_through_kubeconfig_sends_the_token(kube: Kube, kube_api: FakeKu
     assert req.headers["accept"] == "application/json"
 
 
+def test_writes_name_their_field_manager(kube: Kube, kube_api: FakeKubeAPI, tmp_path: Path) -> None:
+    """Each write carries the program's fieldManager (and its User-Agent), so the Node's managedFields and the
+    audit log say which program wrote what; reads carry none. Without a name, the client's default
+    (OpenAPI-Generator) is what the server records."""
+    kube_api.put("nodes", _node())
+    named = Kube.connect(kube_api.kubeconfig(tmp_path / "named"), field_manager="colo-test")
+    assert named is not None
+    try:
+        named.patch_node_annotations("n1", {"a": "1"})
+        named.patch_node_extended_resources("n1", {"kubernetes.io/batch-cpu": "100"})
+        named.set_node_taint("n1", "k", "", "NoSchedule", present=True)
+        named.create_event(kind="Node", name="n1", namespace="", uid=None, reason="Tested", message="field manager",
+                           event_type="Normal", component="colo-test")  # fmt: skip
+        named.get_node("n1")
+    finally:
+        named.close()
+    writes = [r for r in kube_api.requests if r.method in ("PATCH", "POST", "PUT")]
+    assert len(writes) == 4 and all(r.query.get("fieldManager") == "colo-test" for r in writes)
+    assert all(r.headers["user-agent"].startswith("colo-test/") for r in kube_api.requests)
+    assert all("fieldManager" not in r.query for r in kube_api.requests if r.method == "GET")
+    managed = {
+        (e["manager"], e.get("subresource", "")) for e in kube_api.get("nodes", None, "n1")["metadata"]["managedFields"]
+    }
+    assert managed == {("colo-test", ""), ("colo-test", "status")}
+
+    kube.patch_node_annotations("n1", {"b": "2"})  # the fixture's client names no manager
+    assert kube_api.requests[-1].query.get("fieldManager") is None
+    managers = [e["manager"] for e in kube_api.get("nodes", None, "n1")["metadata"]["managedFields"]]
+    assert managers[-1] == "OpenAPI-Generator"
+
+
 def test_wrong_token_is_401(kube_api: FakeKubeAPI, tmp_path: Path) -> None:
     path = kube_api.kubeconfig(tmp_path / "kc")
     kube_api.token = "another-token"

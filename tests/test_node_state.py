@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from agent.node_state import StateBuilder, node_state
+from agent.node_state import StateBuilder, node_state, watermark_usage
+from agent.snapshot import ContainerBatch, PodBatch, PodMeta, PodSample
+from cgroup.kubelet_rules import BatchResources
 from tests.test_capacity import GI, sample, snapshot
 
 
@@ -79,3 +81,23 @@ def test_the_builder_carries_what_protection_did() -> None:
     assert (plain.evicting, plain.offline_suppressed) == (False, False)
     state = builder.build(snap, (8.0, 32 * GI), evicting=True, offline_suppressed=True)
     assert (state.evicting, state.offline_suppressed) == (True, True)
+
+
+def test_the_watermarks_count_batch_cpu_above_its_batch_request_and_all_offline_memory() -> None:
+    """Batch CPU within its kubernetes.io/batch-cpu request is what the node lent (given back by CFS weights and
+    the budget): not counted; above it, counted; an offline pod's own cpu request is no loan: counted whole.
+    Memory is counted whole: given back only by eviction."""
+    pods = [sample("web", "online", 1, GI, 2.0, 4 * GI), batch_sample("within", 1500, 1.0, 2 * GI),
+            batch_sample("above", 500, 2.0, 2 * GI), sample("plain", "offline", 1, GI, 0.5, GI)]  # fmt: skip
+    state = node_state(snapshot(pods, 6.0, 10 * GI, 1000.0), (8.0, 32 * GI))
+    assert state.cpu.offline_lent == pytest.approx(1.0 + 0.5)
+    assert state.cpu.percent() == pytest.approx((6.0 - 1.5) / 8.0 * 100)  # 2.0 + 0.5 system + 1.5 + 0.5 plain
+    assert state.memory.percent() == pytest.approx(10 / 32 * 100)
+    assert [watermark_usage(p, "cpu") for p in state.offline] == pytest.approx([0.0, 1.5, 0.5])
+    assert [watermark_usage(p, "memory") for p in state.offline] == [2 * GI, 2 * GI, GI]
+
+
+def batch_sample(uid: str, cpu_request_milli: int, cpu: float, memory: int) -> PodSample:
+    batch = PodBatch((ContainerBatch("main", None, BatchResources(cpu_request=cpu_request_milli)),))
+    meta = PodMeta(uid, "ns", uid, "offline", batch=batch)
+    return PodSample(meta, "besteffort", f"/kubepods/besteffort/pod{uid}", cpu, memory, memory, memory, 0, 0.0, ())

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -77,7 +78,7 @@ def test_the_per_user_state_directory(env: dict[str, str], expected: str) -> Non
 def test_the_state_file_by_where_the_agent_runs() -> None:
     env = {"HOME": "/home/u"}
     assert AgentConfig().state_file_in(in_pod=True, env=env) == POD_STATE_FILE
-    assert AgentConfig().state_file_in(in_pod=False, env=env) == "/home/u/.local/state/colo/agent-state.json"
+    assert AgentConfig().state_file_in(in_pod=False, env=env) == "/home/u/.local/state/colo/windows.colowin"
     assert AgentConfig(state_file="").state_file_in(in_pod=True, env=env) == ""
     assert AgentConfig(state_file="/s/a.json").state_file_in(in_pod=False, env=env) == "/s/a.json"
 
@@ -123,12 +124,42 @@ def test_the_standalone_agent_keeps_its_windows_in_the_per_user_directory(tmp_pa
     assert "serving http://127.0.0.1:" in proc.stdout.readline()
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
-    path = state / "colo" / "agent-state.json"
+    path = state / "colo" / "windows.colowin"
     assert f"window state: {path}" in err, err
     assert f"window state saved to {path}" in err, err
     assert path.is_file()
     assert (state / "colo").stat().st_mode & 0o777 == 0o700
     assert not (tmp_path / "home").exists()
+
+
+def test_the_standalone_agent_moves_its_windows_from_the_old_name(tmp_path: Path) -> None:
+    """An agent-state.json left by an older agent in the per-user directory is read at start, and the first save
+    writes windows.colowin (named for its binary format) and removes the old file."""
+    from agent.windows.persist import save_windows
+    from agent.windows.store import WindowStore
+
+    directory = tmp_path / "xdg" / "colo"
+    directory.mkdir(parents=True, mode=0o700)
+    old = directory / "agent-state.json"
+    store = WindowStore()
+    for t in range(60):
+        store.add(("node", "", "cpu"), float(t), 0.5)
+    save_windows(store, str(old), node="test-node", mono_now=60.0, wall_now=time.time() - 5)
+    proc = subprocess.Popen(
+        [str(BIN / "colo-agent"), "--standalone", "--listen", "127.0.0.1:0", "--node-name", "test-node"],
+        env=env_in(tmp_path, XDG_STATE_HOME=str(tmp_path / "xdg")),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert "serving http://127.0.0.1:" in proc.stdout.readline()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    new = directory / "windows.colowin"
+    assert f"loaded window state {old}: 1 series" in err, err
+    assert f"removed its old name {old}" in err, err
+    assert new.read_bytes()[:8] == b"COLOWIN\0" and not old.exists()
 
 
 # configuration files

@@ -91,6 +91,20 @@ def test_agent_configuration_errors_are_one_line(args: list[str], env: dict[str,
     one_line(run([*AGENT, *AGENT_BASE, *args], clean_env(**env)), 2, *needles)
 
 
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("enforcement:\n  cpu_polcy: fast\n", "enforcement.cpu_polcy"),  # a misspelt key
+        ("qos:\n  cpu_brust:\n    enabled: true\n", "qos.cpu_brust"),  # a misspelt section, keys beneath it
+        ("eviction:\n  cpu_high_watermark: 0.1\n  cpu_low_watermark: 0.5\n", "eviction"),  # a section's own rule
+    ],
+)
+def test_agent_errors_in_a_nested_key_of_the_file_name_the_file(tmp_path: Path, text: str, key: str) -> None:
+    cfg = tmp_path / "agent.yaml"
+    cfg.write_text(text)
+    one_line(run([*AGENT, *AGENT_BASE, "--config", str(cfg)], clean_env()), 2, f"config file {cfg}: {key}")
+
+
 def test_agent_bad_kubeconfig_is_one_line() -> None:
     proc = run([*AGENT, "--kubeconfig", "/nonexistent", "--state-file", ""])
     one_line(proc, 2, "--kubeconfig /nonexistent")

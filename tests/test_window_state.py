@@ -196,6 +196,45 @@ def test_file_header(tmp_path: Path) -> None:
     assert zlib.crc32(data[:-4]) == struct.unpack("<I", data[-4:])[0]
 
 
+# ---------------------------------------------------------------------- the file's old name
+
+
+def test_the_old_name_is_read_when_the_new_is_absent_then_removed_by_the_first_save(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    old = saved(tmp_path, window_state.LEGACY_FILE_NAME)
+    new = tmp_path / window_state.FILE_NAME
+    with caplog.at_level(logging.INFO, logger="agent.windows.persist"):
+        store = load_windows(str(new), node=NODE, mono_now=2000.0, wall_now=WALL0 + 1)
+    assert store.keys() == [KEY] and not new.exists() and old.exists()  # loading alone changes nothing
+    assert any(str(old) in r.getMessage() and "old name" in r.getMessage() for r in caplog.records)
+    assert any(f"loaded window state {old}" in r.getMessage() for r in caplog.records)
+    save_windows(store, str(new), node=NODE, mono_now=2001.0, wall_now=WALL0 + 2)
+    assert new.read_bytes()[:8] == window_state.MAGIC and not old.exists()
+    again = load_windows(str(new), node=NODE, mono_now=2001.0, wall_now=WALL0 + 2)
+    assert again.stats(KEY, 2001.0) == store.stats(KEY, 2001.0)
+
+
+def test_the_new_name_wins_over_an_old_file_left_beside_it(tmp_path: Path) -> None:
+    old = tmp_path / window_state.LEGACY_FILE_NAME
+    old.write_bytes(b"not even a state file")
+    new = saved(tmp_path, window_state.FILE_NAME)
+    store = load_windows(str(new), node=NODE, mono_now=2000.0, wall_now=WALL0 + 1)
+    assert store.keys() == [KEY]
+    save_windows(store, str(new), node=NODE, mono_now=2001.0, wall_now=WALL0 + 2)
+    assert not old.exists()
+
+
+def test_a_name_the_operator_chose_never_reads_or_removes_the_old_file(tmp_path: Path) -> None:
+    old = saved(tmp_path, window_state.LEGACY_FILE_NAME)
+    mine = tmp_path / "my-windows.bin"
+    store = load_windows(str(mine), node=NODE, mono_now=2000.0, wall_now=WALL0 + 1)
+    assert len(store) == 0
+    save_windows(store, str(mine), node=NODE, mono_now=2001.0, wall_now=WALL0 + 2)
+    assert old.exists()
+    assert len(load_windows(str(old), node=NODE, mono_now=2000.0, wall_now=WALL0 + 1)) == 1  # its own name
+
+
 # ---------------------------------------------------------------------- bad files
 
 

@@ -197,7 +197,23 @@ def agent_config_page() -> str:
         "",
     ]
     lines += table(("key", "type", "default", "variable, flag", "meaning"), config_rows(AgentConfig, ENV_PREFIX, flags))
+    lines += what_to_check(
+        "`colo-agent --config FILE --check` prints the merged configuration and exits 0; a misspelt or misplaced",
+        "key, a wrong type or a value out of range is one line naming the file (or variable, or flag) and the key,",
+        "exit code 2.",
+        "- A value that seems ignored: a flag beats the variable, which beats the file; `--check` shows what won.",
+    )
     return "\n".join(lines) + "\n"
+
+
+def what_to_check(first: str, *rest: str) -> list[str]:
+    """The closing section every documentation page has: `first` (and its continuation lines up to the next
+    item) is the first item, each of `rest` starting with "- " another; the last says how to check the page."""
+    items = [f"- {first}", *(line if line.startswith("- ") else f"  {line.strip()}" for line in rest)]
+    last = (
+        "- `python -m tools.docgen --check` (or `make test`: `tests/test_docgen.py`) says this page matches the code."
+    )
+    return ["", "## What to check", "", *items, last]
 
 
 def controller_config_page() -> str:
@@ -235,6 +251,13 @@ def controller_config_page() -> str:
     lines += table(("key", "type", "default", "", "meaning"), config_rows(Profile, None, {}))
     lines += ["", "A label selector (`namespaceSelector`, `selector`), as Kubernetes writes one:", ""]
     lines += table(("key", "type", "default", "", "meaning"), config_rows(LabelSelector, None, {}))
+    lines += what_to_check(
+        "`colo-controller --config FILE --check` (with `--admission FILE` for the webhook's file) validates the",
+        "settings and the policy, prints them with the paths it read and exits 0; a bad key is one line naming the",
+        "file and the key, exit code 2.",
+        "- In a cluster, the controller's `/readyz` fails until its node cache is filled, then answers 200;",
+        '  `/metrics` carries `colo_build_info{program="colo-controller"}` with the version running.',
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -272,7 +295,8 @@ def agent_families() -> list[Any]:
     from agent.evict.evictor import Evictor
     from agent.main import process_metrics
     from agent.node_state import node_state
-    from agent.snapshot import CollectorRun, DiskRates, DiskSample, NetworkRates
+    from agent.sense import collectors
+    from agent.snapshot import CollectorRun
     from cgroup import CgroupReader, CgroupWriter, Layout, PathModel
     from cgroup.layout import Mount
     from exporter.snapshot_metrics import ColoCollector
@@ -304,16 +328,20 @@ def agent_families() -> list[Any]:
         oversubscription=owner.metrics, enforcement=enforcer.metrics, eviction=evictor.metrics,
         qos=lambda: qos_report.metrics(enforcer), process=process_metrics(),
     )  # fmt: skip
-    # a pass's collector runs, as the sampler records them (the fixture's snapshot has none)
-    names = ("node", "pods", "tiers", "containers", "psi", "pod_network", "network", "disk", "disk_devices")
-    runs = tuple(CollectorRun(name, True, 0.001) for name in names)
-    # what the collectors that are off by default add: an offline pod's own network namespace
-    # (collectors.pod_network) and the disk collectors' parts
-    rates = DiskRates(1.0, 1.0, 1.0, 1.0)
-    pods = {uid: dataclasses.replace(p, network=NetworkRates(1e3, 2e3), disk={"253:0": rates})
-            for uid, p in snap.pods.items()}  # fmt: skip
-    disks = (DiskSample("vda", "253:0", 0.1, rates),)
-    full = dataclasses.replace(snap, collectors=runs, pods=pods, disks=disks)
+    # a pass's collector runs, as the sampler records them (the fixture's snapshot has none), and what the
+    # collectors the fixture has no part of (those off by default) add: their registrations' examples
+    runs = tuple(CollectorRun(spec.name, True, 0.001) for spec in collectors.specs())
+    pods = {uid: dataclasses.replace(p) for uid, p in snap.pods.items()}
+    node_parts: dict[str, Any] = {}
+    for spec in collectors.specs():
+        if spec.example is None:
+            continue
+        if spec.store is not None:
+            for pod in pods.values():
+                spec.store(pod, spec.example)
+        else:
+            node_parts[spec.fills] = spec.example
+    full = dataclasses.replace(snap, collectors=runs, pods=pods, **node_parts)
     return list(ColoCollector(view).collect_snapshot(full))
 
 
@@ -357,6 +385,13 @@ def metrics_page() -> str:
         f"## colo-controller ({len(controller)} families)",
         "",
         *table(head, controller),
+        *what_to_check(
+            "`curl -sk https://NODE:9817/metrics` (with a token: [security](../security.md)) lists each family",
+            "above that applies to the node (per-pod and per-container families need pods, some families their",
+            "features: their help says which); `colo_build_info` names the program and version.",
+            "- A dashboard or alert that queries a family missing here queries nothing: `tests/test_deploy.py`",
+            "  fails when the shipped dashboard does, `tests/test_metrics_golden.py` when the agent's text changes.",
+        ),
     ]
     return "\n".join(lines) + "\n"
 
@@ -431,6 +466,11 @@ def kubernetes_page() -> str:
     for heading, entries in groups.items():
         lines += ["", f"## {heading[:1].upper() + heading[1:]}", ""]
         lines += table(("key", "meaning"), entries)
+    lines += what_to_check(
+        "`kubectl get node NODE -o yaml` shows what the programs wrote: the agent's annotations and",
+        "`kubernetes.io/batch-*` in `status.allocatable` on a node labelled for lending, crane's load",
+        "annotations with a recent UTC time from the controller.",
+    )
     return "\n".join(lines) + "\n"
 
 

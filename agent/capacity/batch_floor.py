@@ -85,8 +85,19 @@ def section(published: dict[str, int], requests: BatchRequests, use: BatchUse) -
     memory = figures(published["memory"], requests.memory_bytes)
     return {
         "pods": requests.pods,
-        "cpu": {"allocatable": cpu.allocatable, "allocated": cpu.allocated, "free": cpu.free,
-                "usage": use.cpu_milli, "unit": "millicores"},
-        "memory": {"allocatable": memory.allocatable, "allocated": memory.allocated, "free": memory.free,
-                   "usage": use.memory_bytes, "above_requests": use.memory_above_requests, "unit": "bytes"},
-    }  # fmt: skip
+        "cpu": {
+            "allocatable": cpu.allocatable,
+            "allocated": cpu.allocated,
+            "free": cpu.free,
+            "usage": use.cpu_milli,
+            "unit": "millicores",
+        },
+        "memory": {
+            "allocatable": memory.allocatable,
+            "allocated": memory.allocated,
+            "free": memory.free,
+            "usage": use.memory_bytes,
+            "above_requests": use.memory_above_requests,
+            "unit": "bytes",
+        },
+    }

@@ -1,6 +1,7 @@
 """Oversubscribable capacity: what the node can lend to batch pods, by the rule of each publishing model.
 
     headroom     = allocatable × reclaim_ratio − system peak − online peak
+                   (memory: the ratio at most the eviction high watermark − pressure_margin_percent)
     batch        = max(0, headroom)                         (kubernetes.io/batch-*: batch pods use only it)
     annotation   = max(0, min(reclaimable, headroom))       (volcano.sh/oversubscription-*: added on top of
                                                              allocatable, so only what online pods requested
@@ -67,15 +68,28 @@ class CapacityParams:
     cpu_reclaim_ratio: float = 0.95
     memory_reclaim_ratio: float = 0.7
     predictor: Predictor = "node_peak"
+    memory_fill_limit: float = 1.0  # the memory ratio's bound from eviction's watermark (`memory_fill_limit`)
 
     def ratio(self, resource: Resource) -> float:
-        return self.cpu_reclaim_ratio if resource == "cpu" else self.memory_reclaim_ratio
+        return self.cpu_reclaim_ratio if resource == "cpu" else min(self.memory_reclaim_ratio, self.memory_fill_limit)
 
 
-def params_from(config: OversubscriptionConfig) -> CapacityParams:
-    """The capacity parameters of an agent configuration's oversubscription section."""
+def memory_fill_limit(high_watermark_percent: float, margin_percent: float) -> float:
+    """The share of allocatable memory online peak, system peak and batch capacity may fill together at most:
+    `margin_percent` points below eviction's high memory watermark. Batch pods' memory is given back only by
+    eviction, and the watermark counts it (agent/node_state.py `watermark_usage`): lent above it, a node
+    whose batch pods use what they were lent would evict them, and stop lending. (CPU needs no bound: the
+    watermark does not count batch pods' CPU within their requests.)"""
+    return max(0.0, high_watermark_percent - margin_percent) / 100.0
+
+
+def params_from(config: OversubscriptionConfig, memory_high_watermark: float | None = None) -> CapacityParams:
+    """The capacity parameters of an agent configuration's oversubscription section, with the memory ratio
+    bounded by eviction's high memory watermark when it is given."""
+    limit = 1.0 if memory_high_watermark is None else memory_fill_limit(memory_high_watermark,
+                                                                        config.pressure_margin_percent)  # fmt: skip
     return CapacityParams(config.peak_window, config.min_history_seconds, config.cpu_reclaim_ratio,
-                          config.memory_reclaim_ratio, config.predictor)  # fmt: skip
+                          config.memory_reclaim_ratio, config.predictor, limit)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ docs/publishing.md has the whole table):
 - the number a pass proposes is the mean computed over the last `publish_window_seconds`; it is written
   with hysteresis (`update_fraction`, both directions) at most once per `update_interval_seconds`, except
   a drop for safety (evicting, stalled, not computed, the resource under pressure or deselected), written
-  at once (agent/capacity/publish_rules.py);
+  at once, under pressure to the pass's own value in one write (agent/capacity/publish_rules.py);
 - the extended resources, in `status.capacity` and `status.allocatable`, never go below what the node's
   batch pods request (the floor: kubelet re-admits every running pod against them at its restart), in every
   state, at shutdown included; switched off (the label removed, or `extended_resources: false`) they are
@@ -27,6 +27,7 @@ subtracts the requests of the batch pods already bound; batch memory above its r
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ from prometheus_client.metrics_core import Metric
 
 from agent.capacity import batch_floor, lendable
 from agent.capacity.batch_floor import BatchUse
-from agent.capacity.publish_rules import Band, WindowMean, floored, should_write
+from agent.capacity.publish_rules import Band, WindowMean, floored, proposed, should_write
 from agent.cluster.node_writer import Changes
 from agent.config import OversubscriptionConfig
 from agent.node_state import BatchRequests, NodeState
@@ -163,6 +164,7 @@ class PassCapacity:
     annotations: dict[str, int]  # the mean over the window of Volcano's number (requested but unused only)
     pressure: frozenset[str]  # resources whose smoothed usage is near eviction's high watermark
     use: BatchUse
+    volcano: dict[str, int]  # this pass's Volcano number
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +192,7 @@ class OversubscriptionOwner:
         *,
         evicting: Callable[[], bool] = lambda: False,
         batch_requests: Callable[[], BatchRequests | None] = BatchRequests,
-        high_watermarks: Callable[[], Mapping[str, int]] = lambda: {"cpu": 80, "memory": 60},
+        high_watermarks: Callable[[], Mapping[str, int]] = lambda: {"cpu": 80, "memory": 80},
     ) -> None:
         self.view, self.config, self.evicting = view, config, evicting
         self.high_watermarks = high_watermarks  # eviction's, in percent: pressure is near them
@@ -228,6 +230,12 @@ class OversubscriptionOwner:
             for w in self._windows.values():
                 w.clear()
             return
+        high = self.high_watermarks()
+        margin = self.config.pressure_margin_percent
+        # lending stops `margin` points below the memory watermark in force (the node's annotation or the default)
+        limit = lendable.memory_fill_limit(high.get("memory", 100), margin)
+        if limit != self.params.memory_fill_limit:
+            self.params = dataclasses.replace(self.params, memory_fill_limit=limit)
         with self.view.windows_lock:
             cpu, mem = lendable.compute_state(state, self.view.windows, self.params, self._ages)
         use = batch_floor.batch_use(state.offline)
@@ -240,10 +248,8 @@ class OversubscriptionOwner:
         t = state.snapshot.mono
         smoothed = {r: self._windows["batch", r].add(t, v) for r, v in computed.items()}
         annotations = {r: self._windows["annotations", r].add(t, v) for r, v in volcano.items()}
-        high = self.high_watermarks()
-        margin = self.config.pressure_margin_percent
         pressure = frozenset(r for r, pct in state.smoothed_percent.items() if pct >= high.get(r, 100) - margin)
-        self._pass = PassCapacity(cpu, mem, computed, smoothed, annotations, pressure, use)
+        self._pass = PassCapacity(cpu, mem, computed, smoothed, annotations, pressure, use, volcano)
 
     def withdraw(self) -> None:
         """Shutting down: from now on the annotations go to 0 and the batch resources to the floor."""
@@ -291,7 +297,9 @@ class OversubscriptionOwner:
             if self.evicting():
                 reason = "node is evicting offline pods: publishing 0"
             else:
-                values, batch = dict(p.annotations), dict(p.smoothed)
+                # under pressure a fall goes to this pass's value in one write, not down the window's mean
+                values = {r: proposed(p.annotations[r], p.volcano[r], r in p.pressure) for r in RESOURCES}
+                batch = {r: proposed(p.smoothed[r], p.computed[r], r in p.pressure) for r in RESOURCES}
                 shrink_now = p.pressure | frozenset(r for r in RESOURCES if r not in types)  # switched off: at once
         values = {k: (v if k in types else 0) for k, v in values.items()}
         extended = floored({k: (v if k in types else 0) for k, v in batch.items()}, floor or {})

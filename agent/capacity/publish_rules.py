@@ -8,7 +8,9 @@
   node carries, and then at most once per `update_interval_seconds`;
 - except for safety, written at once: a value below the floor, and a drop while the node is evicting, not
   sampled or not computed, the resource is under pressure (its smoothed usage within
-  `pressure_margin_percent` points of eviction's high watermark) or deselected, or the agent is stopping.
+  `pressure_margin_percent` points of eviction's high watermark) or deselected, or the agent is stopping;
+- under pressure a drop goes to its target in one write: the pass's own value when it is below the window's
+  mean (`proposed`), not the mean trailing down to it a step a pass.
 """
 
 from __future__ import annotations
@@ -44,6 +46,14 @@ class Band:
 
     fraction: float
     min_interval: float
+
+
+def proposed(smoothed: int, computed: int, pressing: bool) -> int:
+    """The value a pass proposes for publishing: the window's mean (`smoothed`); under pressure, this pass's
+    own value (`computed`) when it is lower. The mean follows a fall only pass by pass (1/window of it each
+    second): a drop written at once would follow it down in as many writes (1274 → 1260 → … → 1200 in 6 s);
+    the pass's value is where it is going, written once."""
+    return min(smoothed, computed) if pressing else smoothed
 
 
 def should_write(

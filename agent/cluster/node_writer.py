@@ -170,8 +170,12 @@ class NodePublisher:
             self._retry_after = exc.retry_after
             held = self._failures.occurred("patch")
             if held is not None:
-                log.warning("node %s: annotation patch failed, will retry with the latest values: %s%s",
-                            self.node_name, exc, repeated(held))  # fmt: skip
+                log.warning(
+                    "node %s: annotation patch failed, will retry with the latest values: %s%s",
+                    self.node_name,
+                    exc,
+                    repeated(held),
+                )
             return False
         if (failed := self._failures.ended("patch")) is not None:
             log.info("node %s: annotation patch succeeded after %d failed attempts", self.node_name, failed)
@@ -190,8 +194,9 @@ class NodePublisher:
                 return self.kube.get_node(self.node_name)
             except ApiError as exc:
                 self.health.note(exc.status)
-                log.warning("node %s: cannot read the node for the last round, using the watched copy: %s",
-                            self.node_name, exc)  # fmt: skip
+                log.warning(
+                    "node %s: cannot read the node for the last round, using the watched copy: %s", self.node_name, exc
+                )
         return self.get_node()
 
     def _run(self) -> None:

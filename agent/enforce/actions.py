@@ -6,21 +6,26 @@ and writes none; the executor compares each desired value with what the cgroup h
 holds, records originals before the first write of a part, refuses every write when the record cannot be
 saved, and applies limit changes in the order cgroup v1 accepts. Dry run swaps the executor, never a plan.
 
-Each write but the CFS quota (which goes in the executor's safe-order batch) is a `Knob`: it says which file
-it asks a value of, how to read and compare it (`probe`), how to write it, and how two wishes for the same
-cgroup in one pass merge (`merge`: the tightest quota, the union of cpusets). `part` names the ledger record
-the original goes to (agent/enforce/parts/registry.py); a part protecting "own" limits is never recorded nor put back.
+Every write is a `Knob`: it says which file it asks a value of, how to read and compare it (`probe`, or
+`prepare` for a knob whose write is more than one plain write), how to write it, and how two wishes for the
+same cgroup in one pass merge (`merge`: the tightest quota, the union of cpusets). What `prepare` finds
+(`Found`) says the level the write goes at: a plain write, in the order the actions came, or limit changes
+for the executor's safe-order batch (the CFS quota: v1 refuses a child above its parent), written after
+the plain writes. A knob on a cgroup no pod owns (`uid` SHARED) may keep what it needs to put that cgroup
+back (`record_shared`; the CFS quota keeps a QoS tier's period before its cap, `forget_shared` once it is
+uncapped). `part` names the ledger record the original goes to (agent/enforce/parts/registry.py); a part
+protecting "own" limits is never recorded nor put back. `Restore` puts back what the ledger recorded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from agent.enforce.ledger import Touched
-from cgroup import CgroupReader, CgroupWriter, CpuSettings, Layout, shares_to_weight
+from cgroup import CgroupReader, CgroupWriter, CpuSettings, Layout, LimitChange, shares_to_weight
 
 #: The name of a registered part (agent/enforce/parts/registry.py): the ledger record a write's original goes to.
 Part = str
@@ -54,8 +59,50 @@ class CgroupIO(Protocol):
                     containers: dict[str, frozenset[int]]) -> bool: ...  # fmt: skip
 
 
+class TierRecords(Protocol):
+    """What a knob keeps of a cgroup no pod owns (the ledger's QoS tiers: their period before Colo's cap)."""
+
+    def record_tier(self, cgroup: str, period_us: int) -> None: ...
+
+    def drop_tier(self, cgroup: str) -> None: ...
+
+
+_K = TypeVar("_K", bound="Knob")
+
+
+class PrepareIO(CgroupIO, Protocol):
+    """What a knob's `prepare` reads through beyond a probe's (the executor)."""
+
+    @property
+    def tiers(self) -> TierRecords: ...
+
+    def first_write(self, action: _K, current: Any) -> _K:
+        """The action as its part adjusts it while the pod's entry does not hold the part yet."""
+        ...
+
+    def restarted_quotas(self, containers: Mapping[str, tuple[int | None, int]], pod: CpuSettings) -> list[LimitChange]:
+        """The quotas of containers (re)started under a pod quota that holds (agent/enforce/quota_changes.py)."""
+        ...
+
+    def quota_change_below(self, path: str, quota: int | None, period: int) -> LimitChange | None:
+        """A container's quota change that goes with its pod's (None: it holds, or cannot be read)."""
+        ...
+
+
+@dataclass(slots=True)
+class Found:
+    """What a knob found in its cgroup and how it is written: `write`, one plain write in the order the
+    actions came; `batch`, limit changes for the executor's safe-order batch (after the plain writes);
+    `confirms`, the CFS quotas (cgroup, quota, period) the cgroups hold once the batch wrote them."""
+
+    current: Any = None
+    write: Callable[[], Any] | None = None
+    batch: list[LimitChange] = field(default_factory=list)
+    confirms: list[tuple[str, int | None, int]] = field(default_factory=list)
+
+
 class Knob:
-    """A plain write of one cgroup file (a frozen dataclass with `cgroup`, `part` and `uid` fields)."""
+    """A write of one cgroup file (a frozen dataclass with `cgroup`, `part` and `uid` fields)."""
 
     __slots__ = ()
     cgroup: str
@@ -69,17 +116,43 @@ class Knob:
     #: it has a `merge` rule (the pass looks for a second wish only then)
     merges: bool = False
 
+    @property
+    def puts_back(self) -> bool:
+        """It puts back what Colo recorded (a QoS tier uncapped): it needs no new record, and goes when the
+        ledger cannot be saved."""
+        return False
+
     def probe(self, io: CgroupIO) -> Probe | None:
         """(current, holds, write); None when it cannot be written now. A CgroupError: unreadable."""
         raise NotImplementedError
+
+    def prepare(self, io: PrepareIO) -> Found | None:
+        """What the executor writes; None when it holds or cannot be written now. A CgroupError: unreadable.
+        A plain knob's is its `probe`."""
+        probe = self.probe(io)
+        if probe is None or probe[1]:
+            return None
+        return Found(probe[0], probe[2])
 
     def merge(self, other: Any) -> Any:
         """The one write of two wishes for the same file of the same cgroup in a pass; None: both go."""
         return None
 
+    def asks(self) -> Iterable[tuple[str, str]]:
+        """The (cgroup, file) it asks a value of: restore does not put those back in the same pass."""
+        return ((self.cgroup, self.file),)
+
+    def record_shared(self, tiers: TierRecords, current: Any) -> None:
+        """Before a write to a cgroup no pod owns (`uid` SHARED): what the knob keeps to put it back."""
+        return None
+
+    def forget_shared(self, tiers: TierRecords) -> None:
+        """A write that `puts_back` holds (written, or found): what was kept for it goes."""
+        return None
+
 
 @dataclass(frozen=True, slots=True)
-class SetCpuQuota:
+class SetCpuQuota(Knob):
     """CFS quota (None: unlimited) at a period; `tolerance` skips a change smaller than that share of the
     current quota. `containers` (cgroup -> (quota, period)) change with it, in the same safe-order batch,
     and are skipped with it. `period_us` 0 with `quota_us` None: unlimited at whatever period the cgroup
@@ -98,8 +171,45 @@ class SetCpuQuota:
     file = "cpu quota"
     merges = True
 
+    @property
+    def puts_back(self) -> bool:
+        return self.uid == SHARED and self.quota_us is None
+
+    def prepare(self, io: PrepareIO) -> Found | None:
+        """Limit changes for the safe-order batch: the pod's (its part may adjust a first write) and its
+        containers' with it; while the pod's holds, only containers (re)started without a quota."""
+        cur = io.cpu_settings(self.cgroup)
+        a = io.first_write(self, cur)
+        period = a.period_us or cur.period_us
+        change = quota_change(io.writer, a.cgroup, cur, a.quota_us, period, a.tolerance)
+        if change is None:
+            if a.puts_back:
+                a.forget_shared(io.tiers)  # uncapped already: nothing left to put back
+            # the containers follow their pod: within its tolerance none is written, but for one without any
+            # quota (first seen since: restarted), which gets its own, never above its pod's
+            fresh = io.restarted_quotas(a.containers, cur)
+            return Found(cur, batch=fresh) if fresh else None
+        found = Found(cur, batch=[change], confirms=[(a.cgroup, a.quota_us, period)])
+        for path, (quota, own_period) in a.containers.items():
+            below = io.quota_change_below(path, quota, own_period)
+            if below is not None:
+                found.batch.append(below)
+                found.confirms.append((path, quota, own_period))
+        return found
+
     def merge(self, other: SetCpuQuota) -> SetCpuQuota:
         return other if cpus(other.quota_us, other.period_us) < cpus(self.quota_us, self.period_us) else self
+
+    def asks(self) -> Iterable[tuple[str, str]]:
+        return ((self.cgroup, self.file), *((c, self.file) for c in self.containers))
+
+    def record_shared(self, tiers: TierRecords, current: Any) -> None:
+        """A QoS tier's period before Colo's cap (uncapping goes back to it)."""
+        if self.quota_us is not None:
+            tiers.record_tier(self.cgroup, current.period_us)
+
+    def forget_shared(self, tiers: TierRecords) -> None:
+        tiers.drop_tier(self.cgroup)
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,13 +366,30 @@ class Restore:
     parts: frozenset[Part]
 
 
-#: A strategy's wish: a CFS quota (the executor's safe-order batch), a plain write (a `Knob`), or a restore.
-Action = SetCpuQuota | Knob | Restore
+#: A strategy's wish: a write (a `Knob`: a CFS quota, a plain write) or a restore.
+Action = Knob | Restore
 
 
 def cpus(quota_us: int | None, period_us: int) -> float:
     """CPUs a CFS quota allows (v1 compares parent and child by this ratio, not by the raw quota)."""
     return float("inf") if quota_us is None or period_us <= 0 else quota_us / period_us
+
+
+def quota_change(writer: CgroupWriter, path: str, cur: CpuSettings, quota: int | None, period: int,
+                 threshold: float) -> LimitChange | None:  # fmt: skip
+    """The change giving `path` this quota; None when it holds (or moves by less than `threshold` of it)."""
+    if cur.quota_us == quota and cur.period_us == period:
+        return None
+    if (
+        threshold
+        and quota is not None
+        and cur.quota_us is not None
+        and cur.period_us == period
+        and abs(quota - cur.quota_us) < threshold * cur.quota_us
+    ):
+        return None  # not worth a write
+    loosens = cpus(quota, period) >= cpus(cur.quota_us, cur.period_us)
+    return LimitChange(path, loosens, partial(writer.set_cpu_quota, path, quota, period))
 
 
 def merge_wishes(actions: Sequence[Action]) -> list[Action]:
@@ -313,7 +440,7 @@ class Recorded:
 class Report:
     """What a strategy reports of a pass: a frozen dataclass of typed fields in the strategy's module.
     `fields()` gives the keys it adds to the node's sections, under their JSON names (a strategy that is not
-    active adds none: agent/enforce/report.py `DEFAULTS` holds theirs); `to_log()` what the stage logs
+    active adds none: its registration's `report_defaults` hold theirs); `to_log()` what the stage logs
     once per cause (a pod's malformed annotation, ...)."""
 
     __slots__ = ()

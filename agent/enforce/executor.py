@@ -9,10 +9,14 @@
    counted and `last_error` says why): a value changed without its original on disk could never be put
    back. Putting recorded originals back (`Restore`, a tier's uncap) needs no new record and still goes, and
    so does a pod's own limit (nothing of it is recorded);
-4. writes: CFS quota changes (restores included) in one batch in the order cgroup v1 accepts, every other
-   knob (agent/enforce/actions.py `Knob`: cpusets through the union of old and new CPUs) in the order the actions
-   came, after two wishes for one file were merged by the knob's rule. A refused write is
-   logged and counted and the pass goes on, so one stuck cgroup does not leave every other pod unprotected.
+4. writes, at the level each knob's `prepare` (agent/enforce/actions.py `Knob`, `Found`) puts them: plain
+   writes in the order the actions came (cpusets through the union of old and new CPUs), then the limit
+   changes (CFS quotas, the quotas restores put back) in one batch in the order cgroup v1 accepts; two
+   wishes for one file were merged first by the knob's rule. A refused write is logged and counted and the
+   pass goes on, so one stuck cgroup does not leave every other pod unprotected.
+
+It tests no action type but `Restore`: what a knob keeps of a cgroup no pod owns (a QoS tier's period before
+its cap) and whether it puts back what is on record are the knob's to say.
 
 A dry run swaps in `DryRunExecutor`: same reads and records (the ledger lives in memory), no write.
 """
@@ -24,16 +28,28 @@ import logging
 import os
 import time
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
-from agent.enforce.actions import SHARED, Action, Knob, Restore, SetCpuIdle, SetCpuQuota, SetCpuShares, merge_wishes
+from agent.enforce.actions import (
+    SHARED,
+    Action,
+    Found,
+    Knob,
+    Restore,
+    SetCpuIdle,
+    SetCpuQuota,
+    SetCpuShares,
+    TierRecords,
+    merge_wishes,
+    quota_change,
+)
 from agent.enforce.ledger import Ledger, Touched
 from agent.enforce.originals import Originals
 from agent.enforce.parts.registry import PARTS, parts_protecting
-from agent.enforce.quota_changes import RestartedContainers, quota_change
+from agent.enforce.quota_changes import RestartedContainers
 from agent.enforce.restore import Restorer
 from agent.snapshot import Snapshot
 from cgroup import (
@@ -63,15 +79,15 @@ class Outcome:
 
 @dataclass(slots=True)
 class _Step:
-    """One action that does not hold yet: what it found there, and how to write it."""
+    """One action that does not hold yet: what its knob found and how it is written (a Restore: the recorded
+    quotas it puts back, in `found.batch`)."""
 
     action: Action
-    current: Any = None
-    write: Callable[[], Any] | None = None  # a plain write
-    change: LimitChange | None = None  # a quota change, for the safe-order batch
+    found: Found = field(default_factory=Found)
     entry: Touched | None = None  # Restore: the entry put back
-    quotas: list[LimitChange] = field(default_factory=list)  # a pod's containers' quotas; Restore: all
-    sets: list[tuple[str, int | None, int]] = field(default_factory=list)  # (cgroup, quota, period) it writes
+
+
+_K = TypeVar("_K", bound=Knob)
 
 
 #: How long a cgroup's CPU settings, as Colo last read or wrote them, stand for what the cgroup holds. koordlet's
@@ -130,8 +146,15 @@ class ConfirmedSettings:
 class CgroupExecutor:
     """Writes through a CgroupWriter; `writes`, `errors` and `last_error` are exported as they are."""
 
-    def __init__(self, layout: Layout, reader: CgroupReader, ledger: Ledger, originals: Originals,
-                 host_root: str = "/", clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+    def __init__(
+        self,
+        layout: Layout,
+        reader: CgroupReader,
+        ledger: Ledger,
+        originals: Originals,
+        host_root: str = "/",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.layout, self.reader, self.ledger, self.originals = layout, reader, ledger, originals
         self.writer = CgroupWriter(layout, reader)
         self.settings = ConfirmedSettings(reader, clock)
@@ -167,15 +190,15 @@ class CgroupExecutor:
         failed: set[str] = set()
         batch: list[LimitChange] = []
         for step in steps:
-            if step.change is not None:
-                batch.append(self._guarded(step.change, failed))
-            batch += [self._guarded(c, failed) for c in step.quotas]
-            if isinstance(step.action, Restore):
+            a, found = step.action, step.found
+            batch += [self._guarded(c, failed) for c in found.batch]
+            if isinstance(a, Restore):
                 self._restore_parts(step)
-            elif isinstance(step.action, Knob) and step.action.writes_itself and step.write is not None:
-                step.write()  # each of its writes is counted (and guarded) on its own
-            elif step.write is not None:
-                self._write_action(step.action, step.write)
+            elif found.write is not None:
+                if a.writes_itself:
+                    found.write()  # each of its writes is counted (and guarded) on its own
+                else:
+                    self._write_action(a, found.write)
         apply_in_safe_order(batch)
         for step in steps:
             self._confirm(step, failed)
@@ -183,16 +206,26 @@ class CgroupExecutor:
         self.ledger.save()
         return Outcome(self.writes - writes, frozenset(failed), refused)
 
-    def _displaced_own_quotas(self, actions: Sequence[Action], ours: list[Action], prepared: list[_Step],
-                              steps: list[_Step], own_parts: frozenset[str]) -> list[_Step]:  # fmt: skip
-        """A pod's own quota that a tighter one took the place of which is not written now (refused, or no
-        original of it could be had): the pod's own limit still goes, on every pass until it holds."""
+    def _displaced_own_quotas(
+        self,
+        actions: Sequence[Action],
+        ours: list[Action],
+        prepared: list[_Step],
+        steps: list[_Step],
+        own_parts: frozenset[str],
+    ) -> list[_Step]:
+        """A pod's own value (a quota) that a tighter wish took the place of, which is not written now (refused,
+        or no original of it could be had): the pod's own limit still goes, on every pass until it holds."""
         if len(ours) == len(actions):
             return []  # no wish took another's place (the common pass)
         kept, chosen = {id(s) for s in steps}, {id(a) for a in ours}
-        dropped = {s.action.cgroup for s in prepared if isinstance(s.action, SetCpuQuota) and id(s) not in kept}
-        own = [a for a in actions if isinstance(a, SetCpuQuota) and a.part in own_parts and id(a) not in chosen]
-        return [step for a in own if a.cgroup in dropped and (step := self._prepare(a)) is not None]
+        dropped = {
+            (s.action.cgroup, s.action.file)
+            for s in prepared
+            if not isinstance(s.action, Restore) and id(s) not in kept
+        }
+        own = [a for a in actions if not isinstance(a, Restore) and a.part in own_parts and id(a) not in chosen]
+        return [step for a in own if (a.cgroup, a.file) in dropped and (step := self._prepare(a)) is not None]
 
     def _prepare(self, a: Action) -> _Step | None:
         """The step for an action; None when it holds already, or its cgroup cannot be read."""
@@ -210,38 +243,31 @@ class CgroupExecutor:
             quotas = any(p in entry.parts and p in PARTS and PARTS[p].quota_batch for p in a.parts)
             asked = self.restorer.asked
             back = [c for c in self.restorer.quota_changes(entry) if (c.cgroup, SetCpuQuota.file) not in asked]
-            return _Step(a, entry=entry, quotas=back if quotas else [])
+            return _Step(a, Found(batch=back if quotas else []), entry)
         try:
-            if isinstance(a, SetCpuQuota):
-                cur = self.settings.get(a.cgroup)
-                spec = PARTS.get(a.part)
-                if spec is not None and spec.first_write is not None:
-                    entry = self.ledger.entries.get(a.uid)
-                    if entry is None or a.part not in entry.parts:
-                        a = cast(SetCpuQuota, spec.first_write(a, cur))
-                period = a.period_us or cur.period_us
-                change = quota_change(self.writer, a.cgroup, cur, a.quota_us, period, a.tolerance)
-                if change is None:
-                    if a.uid == "" and a.quota_us is None:
-                        self.ledger.drop_tier(a.cgroup)  # uncapped already: nothing left to put back
-                    # the containers follow their pod: within its tolerance none is written, but for one
-                    # without any quota (first seen since: restarted), which gets its own, never above its pod's
-                    fresh = self.restarted.changes(a.containers, cur)
-                    return _Step(a, cur, quotas=fresh) if fresh else None
-                step = _Step(a, cur, change=change, sets=[(a.cgroup, a.quota_us, period)])
-                for path, (quota, own_period) in a.containers.items():
-                    below = self._quota_change_below(path, quota, own_period)
-                    if below is not None:
-                        step.quotas.append(below)
-                        step.sets.append((path, quota, own_period))
-                return step
-            probe = a.probe(self)
+            found = a.prepare(self)
         except CgroupError:
             return None  # unreadable (gone, or no such controller): nothing to compare with, nothing written
-        if probe is None:
-            return None
-        current, holds, write = probe
-        return None if holds else _Step(a, current, write)
+        return None if found is None else _Step(a, found)
+
+    # -- what a knob's prepare reads through (agent/enforce/actions.py `PrepareIO`) ------------------------
+    @property
+    def tiers(self) -> TierRecords:
+        return self.ledger
+
+    def first_write(self, action: _K, current: Any) -> _K:
+        """The part's adjustment of a first write (quota burst: a first raise never lowers what is there),
+        while the pod's entry does not hold the part yet."""
+        spec = PARTS.get(action.part)
+        if spec is None or spec.first_write is None:
+            return action
+        entry = self.ledger.entries.get(action.uid)
+        if entry is not None and action.part in entry.parts:
+            return action
+        return cast(_K, spec.first_write(action, current))
+
+    def restarted_quotas(self, containers: Mapping[str, tuple[int | None, int]], pod: CpuSettings) -> list[LimitChange]:
+        return self.restarted.changes(containers, pod)
 
     def _record(self, step: _Step, snapshot: Snapshot | None, own: frozenset[str]) -> bool:
         """The original of the step's part in the ledger (in memory; saved before any write); False when it
@@ -249,12 +275,11 @@ class CgroupExecutor:
         a = step.action
         if isinstance(a, Restore) or a.part in own:
             return True
-        spec = PARTS.get(a.part)
+        spec, current = PARTS.get(a.part), step.found.current
         if a.uid == SHARED:
-            if isinstance(a, SetCpuQuota) and a.quota_us is not None:
-                self.ledger.record_tier(a.cgroup, step.current.period_us)
+            a.record_shared(self.ledger, current)
             shared = spec.record_shared if spec is not None else None
-            if shared is not None and shared(self.ledger.shared.setdefault(a.part, {}), a, step.current):
+            if shared is not None and shared(self.ledger.shared.setdefault(a.part, {}), a, current):
                 self.ledger.changed()
             return True
         entry = self.ledger.entries.get(a.uid)
@@ -266,7 +291,7 @@ class CgroupExecutor:
             self.last_error = f"{_describe(a)}: refused, no original of its {a.part} can be recorded"
             log.warning("enforcement: %s", self.last_error)
             return False
-        if spec.record(self.originals, entry, a, step.current):
+        if spec.record(self.originals, entry, a, current):
             self.ledger.changed()
         return True
 
@@ -277,7 +302,7 @@ class CgroupExecutor:
             if part in step.action.parts and part in step.entry.parts and not spec.quota_batch:
                 self.restorer.restore_part(step.entry, part)
 
-    def _quota_change_below(self, path: str, quota: int | None, period: int) -> LimitChange | None:
+    def quota_change_below(self, path: str, quota: int | None, period: int) -> LimitChange | None:
         """A container's quota change that goes with its pod's, compared with its confirmed settings."""
         try:
             cur = self.settings.get(path)
@@ -289,7 +314,7 @@ class CgroupExecutor:
         """After the writes: a quota written is what the cgroup holds now; whatever else the step wrote (or
         failed to) is read again when next asked."""
         confirmed: set[str] = set()
-        for cgroup, quota, period in step.sets:
+        for cgroup, quota, period in step.found.confirms:
             if cgroup not in failed:
                 self._wrote_quota(cgroup, quota, period)
                 confirmed.add(cgroup)
@@ -302,8 +327,9 @@ class CgroupExecutor:
         """After the writes: a restored quota is forgotten, an entry holding nothing more goes, a tier whose
         cap was lifted is dropped."""
         a = step.action
-        if isinstance(a, Restore) and step.entry is not None:
+        if isinstance(a, Restore):
             entry = step.entry
+            assert entry is not None  # a Restore's step always has its entry
             # back to the recorded quotas, or to those this pass asked for: kept while a write to any of the
             # pod's cgroups failed (the next pass puts it back again; a part is never forgotten unrestored)
             if not {entry.cgroup, *entry.containers} & failed:
@@ -312,8 +338,8 @@ class CgroupExecutor:
                     self.ledger.changed()
             if not any(part in PARTS for part in entry.parts):
                 self.ledger.drop(entry.uid)
-        elif isinstance(a, SetCpuQuota) and a.uid == "" and a.quota_us is None and a.cgroup not in failed:
-            self.ledger.drop_tier(a.cgroup)
+        elif a.puts_back and a.cgroup not in failed:
+            a.forget_shared(self.ledger)
 
     def forget(self, entry: Touched) -> None:
         """A pod that left: its readings and the descriptors restore opened go."""
@@ -387,8 +413,9 @@ class CgroupExecutor:
             return None
         return quota_change(self.writer, path, cur, quota, period, threshold)
 
-    def move_cpuset(self, pod: str, current: frozenset[int], pod_cpus: frozenset[int],
-                     containers: dict[str, frozenset[int]]) -> bool:  # fmt: skip
+    def move_cpuset(
+        self, pod: str, current: frozenset[int], pod_cpus: frozenset[int], containers: dict[str, frozenset[int]]
+    ) -> bool:
         """Pod to the union first, containers to theirs, pod to its own: v1 refuses a child CPU outside its
         parent and a parent that drops a child's CPU, whether the new set grows, shrinks or moves."""
         union = current | pod_cpus
@@ -420,13 +447,13 @@ def _written(step: _Step) -> Iterable[str]:
         return
     if a.file in CPU_SETTINGS_FILES:
         yield a.cgroup
-    for change in step.quotas:
+    for change in step.found.batch:
         yield change.cgroup
 
 
 def _puts_back(step: _Step) -> bool:
     a = step.action
-    return isinstance(a, Restore) or (isinstance(a, SetCpuQuota) and a.uid == "" and a.quota_us is None)
+    return isinstance(a, Restore) or a.puts_back
 
 
 def _needs_no_record(step: _Step, own: frozenset[str]) -> bool:

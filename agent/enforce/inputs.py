@@ -35,7 +35,7 @@ def exclusive_cpus(state_json: str) -> frozenset[int]:
 
 class EnforcementInputs:
     def __init__(self, reader: CgroupReader, cpu_manager_state: str, *, cpuset: bool, host_root: str = "/",
-                 memory_high_watermark: Callable[[], float] = lambda: 60.0) -> None:  # fmt: skip
+                 memory_high_watermark: Callable[[], float] = lambda: 80.0) -> None:  # fmt: skip
         self.reader, self.cpuset, self.watermark = reader, cpuset, memory_high_watermark
         self.cpu_manager_state = os.path.join(host_root, cpu_manager_state.lstrip("/"))
 

@@ -1,7 +1,14 @@
 """What Colo changed on which pod cgroup, and the values it found there, so it can put them back at shutdown,
 when a feature is switched off, when a pod turns online, and after a restart (the ledger survives in a small
 JSON file). An entry is saved before Colo's first write to a pod: a crash between the two can leave nothing
-that cannot be restored."""
+that cannot be restored.
+
+Upgrades and rollbacks (docs/install.md#upgrades-and-rollbacks): a file of an older version is migrated on
+load; each file is also written so that the release before parts (version 1, which reads no `version` key)
+finds every original it knows after a crash of this one: each entry carries that release's fields beside
+`parts` (`previous_release_fields`), and `shared` is in its layout (memory QoS only; every part's is in
+`shared_parts`). A file of a newer version is never misread nor moved aside: loading it raises
+`LedgerTooNew`, and the agent refuses to start with one line naming both versions."""
 
 from __future__ import annotations
 
@@ -15,11 +22,20 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from common.config import ConfigError
+
 log = logging.getLogger(__name__)
 
 
 FORMAT = "colo-enforcement-ledger"
-VERSION = 2  # 1 (no `version` key): one field per part on each entry, `shared` memory QoS's only
+#: 1 (no `version` key): one field per part on each entry, `shared` memory QoS's only; 2: `parts` per entry,
+#: `shared` per part; 3: 2 with version 1's fields beside `parts` and `shared` in version 1's layout, every
+#: part's shared records in `shared_parts` (what the release before parts reads after a crash of this one).
+VERSION = 3
+
+
+class LedgerTooNew(ConfigError):
+    """The ledger was written by a newer Colo: reading it would lose the originals this one cannot read."""
 
 
 @dataclass
@@ -72,6 +88,26 @@ def _v1_parts(raw: dict[str, Any]) -> dict[str, Any]:
     return parts
 
 
+def previous_release_fields(parts: dict[str, Any]) -> dict[str, Any]:
+    """An entry's parts as the release before parts (ledger version 1) reads them: the inverse of `_v1_parts`
+    for the parts it knew (quota, baseline, cpuset, memory.high, CPU burst, quota burst, memory QoS). Every
+    flag is written, also when false: that release takes a missing `quota` or `baseline` for true."""
+    baseline, cpuset, memory_high = parts.get("baseline"), parts.get("cpuset"), parts.get("memory_high")
+    return {
+        "quota": "quota" in parts,
+        "baseline": baseline is not None,
+        "idle": bool((baseline or {}).get("idle", False)),
+        "oom_score_adj": dict((baseline or {}).get("oom_score_adj") or {}),
+        "cpuset": None if cpuset is None else cpuset.get("pod"),
+        "container_cpusets": dict((cpuset or {}).get("containers") or {}),
+        "memory_high": memory_high is not None,
+        "memory_high_before": (memory_high or {}).get("before"),
+        "burst": dict(parts.get("burst") or {}),
+        "quota_burst": "quota_burst" in parts,
+        "memory_qos": {str(cg): dict(r) for cg, r in (parts.get("memory_qos") or {}).items()},
+    }
+
+
 def _entry(raw: dict[str, Any], version: int) -> Touched:
     """An entry from the file, migrated from version 1 when the file is that old."""
     known = {k: v for k, v in raw.items() if k in _FIELDS}
@@ -113,14 +149,19 @@ class Ledger:
             raise ValueError("not a Colo enforcement ledger")
         version = int(raw.get("version", 1))
         if version > VERSION:
-            raise ValueError(f"ledger version {version} is newer than this Colo's ({VERSION})")
+            raise LedgerTooNew(
+                f"enforcement ledger {path} is version {version}, written by a newer colo-agent, and this one reads "
+                f"up to version {VERSION}: it would lose the originals it cannot read. Start the newer colo-agent "
+                "again and stop it cleanly (it restores every cgroup) before going back; "
+                "docs/install.md#upgrades-and-rollbacks"
+            )
         entries = {str(uid): _entry(e, version) for uid, e in (raw.get("pods") or {}).items()}
         tiers = {str(k): int(v) for k, v in (raw.get("tiers") or {}).items()}
-        shared_raw = raw.get("shared") or {}
+        shared_raw = raw.get("shared_parts" if version >= 3 else "shared") or {}
         if version < 2:  # only memory QoS wrote cgroups above pods
             shared_raw = {"memory_qos": shared_raw} if shared_raw else {}
         shared = {str(part): dict(records) for part, records in shared_raw.items()}
-        if version < 2 and (entries or shared):
+        if version < VERSION and (entries or shared):
             self._dirty = True  # written in the new format at the next save (the old one stays as the backup)
         return entries, tiers, shared
 
@@ -134,6 +175,8 @@ class Ledger:
                 self.entries, self.tiers, self.shared = self._read(path)
             except FileNotFoundError:
                 continue
+            except LedgerTooNew:
+                raise  # never moved aside nor overwritten: the newer agent reads it
             except (OSError, ValueError, TypeError, AttributeError) as exc:
                 aside = f"{path}.corrupt-{int(time.time())}"
                 with contextlib.suppress(OSError):
@@ -182,9 +225,10 @@ class Ledger:
             {
                 "format": FORMAT,
                 "version": VERSION,
-                "pods": {u: asdict(e) for u, e in self.entries.items()},
+                "pods": {u: {**previous_release_fields(e.parts), **asdict(e)} for u, e in self.entries.items()},
                 "tiers": self.tiers,
-                "shared": self.shared,
+                "shared": dict(self.shared.get("memory_qos") or {}),  # the release before parts reads this layout
+                "shared_parts": self.shared,
             }
         )
         directory = os.path.dirname(self.path) or "."

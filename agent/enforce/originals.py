@@ -64,8 +64,9 @@ class Originals:
                 quota, period = s.quota_us, s.period_us
                 shares, v2_weight = s.shares or spec, None
             oom = kubelet_oom_score_adj(pod.qos, pod.meta.memory_request_bytes, snap.node.memory_total_bytes)
-            entry = Touched(pod.uid, pod.cgroup, shares, quota, period, weight=v2_weight, oom_default=oom,
-                            from_spec=from_spec)  # fmt: skip
+            entry = Touched(
+                pod.uid, pod.cgroup, shares, quota, period, weight=v2_weight, oom_default=oom, from_spec=from_spec
+            )
             self.ledger.record(entry)
         known, containers = entry.containers, pod.containers
         if len(known) != len(containers) or not all([c.cgroup in known for c in containers]):

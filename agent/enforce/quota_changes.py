@@ -1,33 +1,15 @@
-"""CFS quota changes as the executor makes them: whether a cgroup needs one (and whether it loosens, for v1's
-safe order), and the quota a container gets when it (re)starts under a pod quota that already holds."""
+"""The quota a container gets when it (re)starts under a pod quota that already holds (whether a cgroup needs
+a quota change, and whether it loosens, for v1's safe order, is agent/enforce/actions.py `quota_change`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import partial
 
-from agent.enforce.actions import cpus
+from agent.enforce.actions import cpus, quota_change
 from cgroup import CgroupError, CgroupReader, CgroupWriter, CpuSettings, LimitChange
 
 #: container cgroups remembered by RestartedContainers before the memory starts over (bounded for dead paths)
 MAX_REMEMBERED = 65536
-
-
-def quota_change(writer: CgroupWriter, path: str, cur: CpuSettings, quota: int | None, period: int,
-                 threshold: float) -> LimitChange | None:  # fmt: skip
-    """The change giving `path` this quota; None when it holds (or moves by less than `threshold` of it)."""
-    if cur.quota_us == quota and cur.period_us == period:
-        return None
-    if (
-        threshold
-        and quota is not None
-        and cur.quota_us is not None
-        and cur.period_us == period
-        and abs(quota - cur.quota_us) < threshold * cur.quota_us
-    ):
-        return None  # not worth a write
-    loosens = cpus(quota, period) >= cpus(cur.quota_us, cur.period_us)
-    return LimitChange(path, loosens, partial(writer.set_cpu_quota, path, quota, period))
 
 
 class RestartedContainers:

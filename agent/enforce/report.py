@@ -1,9 +1,11 @@
 """What enforcement exposes: the `enforcement` section of /api/v1/node and its metric families, read from the
 strategies' reports of the last pass (only ever replaced, never changed in place, so a reader sees one pass).
 
-A strategy's report is a typed record (agent/enforce/actions.py `Report`) whose `fields()` are keys of the section:
-`DEFAULTS` holds each key's value while its strategy is not active (the JSON has every key always); a new
-strategy adds its keys there (and, for a metric, a family in `metrics`), and documents them in docs/online-qos.md.
+A strategy's report is a typed record (agent/enforce/actions.py `Report`) whose `fields()` are keys of the section;
+its registration (agent/enforce/strategies/registry.py `report_defaults`) gives each key's value while it is not
+active, so the JSON has those keys always. A new strategy documents its keys in docs/online-qos.md (and, for
+a metric, adds a family in `metrics`). The online QoS strategies' keys (`QOS_KEYS`) make the `qos` section
+(agent/enforce/qos_report.py) instead of this one.
 """
 
 from __future__ import annotations
@@ -48,50 +50,39 @@ class EnforcementState:
     writes: int
     errors: int
     last_error: str | None
+    defaults: Mapping[str, Any]  # the registered strategies' report keys while not active, in the section's order
     ledger_save_failed: bool = False
     ledger_untrusted: bool = False
 
 
-#: Report keys, in the section's order, and their values while no active strategy reports them.
-DEFAULTS: Mapping[str, Any] = {
-    "offline_cpu_budget_cores": None,  # cfs_quota, cpuset
-    "offline_cpu_released": False,  # cfs_quota, cpuset
-    "offline_cpu_quota_cores": {},  # cfs_quota
-    "besteffort_cpu_cores": 0.0,  # cfs_quota
-    "besteffort_tier_cap_cores": None,  # cfs_quota
-    "offline_cpuset": None,  # cpuset
-    "offline_memory_high_bytes": {},  # memory_high
-    "batch": {"pods": {}, "problems": {}},  # batch_limits: each batch pod's values, and what is not written
-    # online QoS: in the `qos` section (agent/enforce/qos_report.py), not this one
-    "cpu_burst": {},  # cpu_burst
-    "quota_burst": {},  # quota_burst
-    "memory_qos": {},  # memory_qos
-}
 QOS_KEYS = ("cpu_burst", "quota_burst", "memory_qos")
+#: mappings a report may hold on to: the section gets a copy
+_COPIED = frozenset({"offline_cpu_quota_cores", "offline_memory_high_bytes"})
 
 
-def merged(reports: Mapping[str, Report]) -> dict[str, Any]:
+def merged(reports: Mapping[str, Report], defaults: Mapping[str, Any]) -> dict[str, Any]:
     """The section's keys: every report's fields over the defaults of those not active."""
-    out = dict(DEFAULTS)
+    out = dict(defaults)
     for report in reports.values():
         out.update(report.fields())
     return out
 
 
 def section(e: EnforcementState) -> dict[str, Any]:
-    r = merged(e.reports)
-    head = {"dry_run": e.dry_run, "cpu_policy": e.cpu_policy}
-    cpu = {k: r.pop(k) for k in list(DEFAULTS)[:6]}
-    memory = {"memory": e.memory_status, "offline_memory_high_bytes": dict(r.pop("offline_memory_high_bytes"))}
-    for key in QOS_KEYS:
-        r.pop(key)
-    cpu["offline_cpu_quota_cores"] = dict(cpu["offline_cpu_quota_cores"])
-    tail = {"pods_touched": list(e.touched), "writes": e.writes, "write_errors": e.errors, "last_error": e.last_error}
-    return {**head, **cpu, **memory, **r, **tail}
+    """The strategies' keys in their order (but the online QoS ones), the memory status before memory.high's."""
+    out: dict[str, Any] = {"dry_run": e.dry_run, "cpu_policy": e.cpu_policy}
+    for key, value in merged(e.reports, e.defaults).items():
+        if key in QOS_KEYS:
+            continue
+        if key == "offline_memory_high_bytes":
+            out["memory"] = e.memory_status
+        out[key] = dict(value) if key in _COPIED else value
+    out.update(pods_touched=list(e.touched), writes=e.writes, write_errors=e.errors, last_error=e.last_error)
+    return out
 
 
 def metrics(e: EnforcementState) -> Iterable[Metric]:
-    r = merged(e.reports)
+    r = merged(e.reports, e.defaults)
     out: list[Metric] = []
     if r["offline_cpu_budget_cores"] is not None:
         g = OFFLINE_CPU_BUDGET.metric()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from agent.enforce.actions import Action, Restore, SetCpuQuota
+from agent.enforce.actions import Action, Restore
 from agent.enforce.ledger import Ledger, Touched
 from agent.enforce.originals import Originals
 from agent.enforce.parts.registry import PARTS
@@ -26,13 +26,21 @@ class Writes(Protocol):
 
     def quota_change(self, path: str, quota: int | None, period: int, threshold: float = 0.0) -> LimitChange | None: ...
 
-    def move_cpuset(self, pod: str, current: frozenset[int], pod_cpus: frozenset[int],
-                    containers: dict[str, frozenset[int]]) -> bool: ...  # fmt: skip
+    def move_cpuset(
+        self, pod: str, current: frozenset[int], pod_cpus: frozenset[int], containers: dict[str, frozenset[int]]
+    ) -> bool: ...
 
 
 class Restorer:
-    def __init__(self, layout: Layout, reader: CgroupReader, ledger: Ledger, executor: Writes, originals: Originals,
-                 proc_root: str) -> None:  # fmt: skip
+    def __init__(
+        self,
+        layout: Layout,
+        reader: CgroupReader,
+        ledger: Ledger,
+        executor: Writes,
+        originals: Originals,
+        proc_root: str,
+    ) -> None:
         self.layout, self.reader, self.ledger = layout, reader, ledger
         self.executor, self.originals, self.proc_root = executor, originals, proc_root
         self._wishes: Sequence[Action] = ()
@@ -46,11 +54,7 @@ class Restorer:
     def asked(self) -> frozenset[tuple[str, str]]:
         """(cgroup, file) a strategy asks a value of in this pass: not put back (read only by a restore)."""
         if self._asked is None:
-            asked = {(a.cgroup, a.file) for a in self._wishes if not isinstance(a, Restore)}
-            asked.update(
-                (c, SetCpuQuota.file) for a in self._wishes if isinstance(a, SetCpuQuota) for c in a.containers
-            )
-            self._asked = frozenset(asked)
+            self._asked = frozenset(asked for a in self._wishes if not isinstance(a, Restore) for asked in a.asks())
         return self._asked
 
     # -- RestoreIO -------------------------------------------------------------------------------------
@@ -65,8 +69,9 @@ class Restorer:
         """Putting back compares with what the cgroup holds now."""
         return self.reader.cpu_settings(cgroup)
 
-    def move_cpuset(self, pod: str, current: frozenset[int], pod_cpus: frozenset[int],
-                    containers: dict[str, frozenset[int]]) -> bool:  # fmt: skip
+    def move_cpuset(
+        self, pod: str, current: frozenset[int], pod_cpus: frozenset[int], containers: dict[str, frozenset[int]]
+    ) -> bool:
         return self.executor.move_cpuset(pod, current, pod_cpus, containers)
 
     def record_oom(self, entry: Touched, scores: dict[str, int]) -> None:

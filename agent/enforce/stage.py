@@ -31,7 +31,7 @@ from agent.enforce.parts.registry import parts_protecting
 from agent.enforce.strategies import reconcile
 from agent.enforce.strategies.cpu_suppression import CpuReport
 from agent.enforce.strategies.memory_high import MemoryHighReport
-from agent.enforce.strategies.registry import Facts, Strategy, own_originals, pass_needs
+from agent.enforce.strategies.registry import Facts, Strategy, own_originals, pass_needs, report_defaults
 from agent.node_state import NodeState, node_state
 from agent.snapshot import Snapshot
 from cgroup import CgroupReader, Layout, PathModel
@@ -61,7 +61,7 @@ class Enforcer:
         *,
         dry_run: bool = False,
         host_root: str = "/",
-        memory_high_watermark: Callable[[], float] = lambda: 60.0,
+        memory_high_watermark: Callable[[], float] = lambda: 80.0,
         clock: Callable[[], float] = time.monotonic,
         registered: Sequence[Strategy],
         facts: Facts | None = None,
@@ -98,7 +98,7 @@ class Enforcer:
     # -- what a pass decided (the reports, merged) --------------------------------------------------------
     def report(self) -> dict[str, Any]:
         """Every strategy's report in one mapping, over the defaults of those not active."""
-        return enforcement_report.merged(self.reports)
+        return enforcement_report.merged(self.reports, report_defaults())
 
     def _cpu(self) -> CpuReport:
         """The CPU policy's report (an empty one while no pass had a budget, or no CPU policy runs)."""
@@ -224,7 +224,8 @@ class Enforcer:
         """What the section and the metrics show, read once."""
         return enforcement_report.EnforcementState(
             self.dry_run, self.config.cpu_policy, self.memory_status, self.reports, self.touched,
-            self.writes, self.errors, self.last_error, self.ledger.save_failed, not self.ledger.trusted,
+            self.writes, self.errors, self.last_error, report_defaults(), self.ledger.save_failed,
+            not self.ledger.trusted,
         )  # fmt: skip
 
     def section(self) -> dict[str, Any]:

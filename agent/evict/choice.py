@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agent.node_state import Resource, pod_usage
+from agent.node_state import Resource, pod_usage, watermark_usage
 from agent.snapshot import PodSample
 
 
@@ -25,6 +25,6 @@ def plan(
     for p in order:
         if projected < high or wanted >= max_per_round:
             break
-        projected -= 100.0 * pod_usage(p, resource) / allocatable
+        projected -= 100.0 * watermark_usage(p, resource) / allocatable  # what the watermark counted of it
         wanted += 1
     return order[:wanted], order, projected

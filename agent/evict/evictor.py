@@ -2,7 +2,10 @@
 
 The node's real usage (all pods plus system) as a percentage of allocatable, averaged over a short window
 so one spike does not evict, is compared with the watermarks from the node annotations
-`volcano.sh/evicting-{cpu,memory}-{high,low}-watermark` (defaults CPU 80/30, memory 60/30):
+`volcano.sh/evicting-{cpu,memory}-{high,low}-watermark` (defaults CPU 80/30, memory 80/30, Volcano's memory
+high is 60); batch pods' CPU within their kubernetes.io/batch-cpu requests is not counted, what the node
+lent them and takes back by throttling (agent/node_state.py `watermark_usage`; docs/online-qos.md, lending and
+the watermarks):
 
 - above a high watermark the node enters the evicting state: `volcano.sh/offline-job-evicting=true`,
   oversubscription published as 0, optionally a NoSchedule taint; offline pods are evicted (lowest priority,
@@ -199,12 +202,22 @@ class Evictor:
                 self._above_since[res] = now
             if usage > self.watermarks.high[res] and not self.evicting[res]:
                 self.evicting[res], changed = True, True
-                log.warning("node %s: %s usage %.1f%% above high watermark %d%%: evicting offline pods",
-                            self.node_name, res, usage, self.watermarks.high[res])  # fmt: skip
+                log.warning(
+                    "node %s: %s usage %.1f%% above high watermark %d%%: evicting offline pods",
+                    self.node_name,
+                    res,
+                    usage,
+                    self.watermarks.high[res],
+                )
             elif usage < self.watermarks.low[res] and self.evicting[res]:
                 self.evicting[res], changed = False, True
-                log.info("node %s: %s usage %.1f%% below low watermark %d%%: evicting state cleared",
-                         self.node_name, res, usage, self.watermarks.low[res])  # fmt: skip
+                log.info(
+                    "node %s: %s usage %.1f%% below low watermark %d%%: evicting state cleared",
+                    self.node_name,
+                    res,
+                    usage,
+                    self.watermarks.low[res],
+                )
         if changed:
             self.on_state_change()
         self.actuator.prune_asked(set(snap.pods), self.asked_ttl)
@@ -246,8 +259,10 @@ class Evictor:
                 self.last_decision = f"{res} above high watermark but no offline pod left to evict"
                 continue
             victims, order, projected = self._victims(offline, res, usage, alloc[res])
-            self.last_decision = (f"{res} at {usage:.1f}% > {self.watermarks.high[res]}%: evicting {len(victims)} "
-                                  f"offline pod(s), projected {projected:.1f}%")  # fmt: skip
+            self.last_decision = (
+                f"{res} at {usage:.1f}% > {self.watermarks.high[res]}%: evicting {len(victims)} "
+                f"offline pod(s), projected {projected:.1f}%"
+            )
             self.last_round = now
             # also while the API server seems away: the eviction is the way to find out that it is back
             return EvictionJob(res, order, len(victims), usage, self.watermarks.high[res], alloc[res])

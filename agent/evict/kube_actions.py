@@ -114,8 +114,16 @@ class KubeActuator:
 
     def _event(self, kind: str, name: str, namespace: str, reason: str, message: str, uid: str | None = None) -> None:
         try:
-            self.kube.create_event(kind=kind, name=name, namespace=namespace, uid=uid, reason=reason, message=message,
-                                   event_type="Warning", component=COMPONENT)  # fmt: skip
+            self.kube.create_event(
+                kind=kind,
+                name=name,
+                namespace=namespace,
+                uid=uid,
+                reason=reason,
+                message=message,
+                event_type="Warning",
+                component=COMPONENT,
+            )
         except ApiError as exc:
             self.health.note(exc.status)
             self._event_failures.failed(exc.status, f"{reason} on {kind} {name}: {exc}")
@@ -130,8 +138,10 @@ class KubeActuator:
         for p in job.candidates:
             if evicted >= job.wanted:
                 break
-            why = (f"node {self.node_name} {job.resource} usage {job.usage_percent:.1f}% of allocatable is above the "
-                   f"high watermark {job.high}%")  # fmt: skip
+            why = (
+                f"node {self.node_name} {job.resource} usage {job.usage_percent:.1f}% of allocatable is above the "
+                f"high watermark {job.high}%"
+            )
             outcome = self._evict(p, job.resource, why)
             if outcome == "stop":
                 return  # the API server is away: the next round decides again

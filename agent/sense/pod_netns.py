@@ -194,8 +194,15 @@ def set_roots(proc_root: str, pid: int, wanted: dict[str, RootQdisc]) -> None:
             if index is None:
                 continue
             if q.kind == "tbf" and q.rate:
-                ipr.tc("replace", "tbf", index, handle=q.handle or HANDLE, rate=q.rate, burst=burst_bytes(q.rate),
-                       latency=LATENCY_US)  # fmt: skip
+                ipr.tc(
+                    "replace",
+                    "tbf",
+                    index,
+                    handle=q.handle or HANDLE,
+                    rate=q.rate,
+                    burst=burst_bytes(q.rate),
+                    latency=LATENCY_US,
+                )
             elif q.kind in DEFAULT_KINDS:
                 if _root(ipr, index).kind not in DEFAULT_KINDS:
                     ipr.tc("del", index=index, handle=0, parent=0xFFFFFFFF)

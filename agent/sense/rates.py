@@ -75,8 +75,9 @@ def counter_rate(v0: float, t0: float, value: float, t: float, *, clamp: bool = 
     return dv / dt
 
 
-def cpu_rate(t0: float, usage0: int, periods0: int, throttled0: int, t: float, usage_ns: int, nr_periods: int,
-             nr_throttled: int) -> tuple[float | None, float | None]:  # fmt: skip
+def cpu_rate(
+    t0: float, usage0: int, periods0: int, throttled0: int, t: float, usage_ns: int, nr_periods: int, nr_throttled: int
+) -> tuple[float | None, float | None]:
     """`CpuRates.rate` of two readings, for a caller that keeps the last one in a slot of its own (the
     collectors keep one per cgroup): (None, None) when no time passed or a counter went backwards."""
     dt = t - t0

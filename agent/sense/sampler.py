@@ -48,18 +48,27 @@ class Sampler:
         self.reader = reader or CgroupReader(layout)
         self.clock, self.wall_clock = clock, wall_clock
         self.seq = 0
-        self.deps = CollectorDeps(layout, model, source, self.reader, host_root, container_every,
-                                  container_stat_every, pod_memory_limits, online_every)  # fmt: skip
+        self.deps = CollectorDeps(
+            layout,
+            model,
+            source,
+            self.reader,
+            host_root,
+            container_every,
+            container_stat_every,
+            pod_memory_limits,
+            online_every,
+        )
         self.psi_resources = self.deps.psi_resources
         enabled = (enabled_from({}) if collectors is None else collectors) | always_on()  # None: the defaults
         self.collectors = enabled
         chosen = [s for s in specs() if s.name in enabled]
-        built: dict[str, Collector] = {s.name: s.factory(self.deps) for s in chosen}
+        built: dict[str, Collector[Any]] = {s.name: s.factory(self.deps) for s in chosen}
         self._node_scope = tuple((s.name, s.fills, built[s.name]) for s in chosen if s.scope == "node")
         self._pod_scope = tuple(s.name for s in chosen if s.scope == "pod")
         for collector in built.values():
             if isinstance(collector, PodsCollector):
-                collector.parts = tuple((s.name, s.fills, built[s.name]) for s in chosen if s.scope == "pod")
+                collector.parts = tuple((s.name, s.store, built[s.name]) for s in chosen if s.store is not None)
         self._built = tuple(built.values())
         self._ctx = PassContext(PassClock(s.name for s in chosen))
         self._previous: set[str] = set()  # cgroups read by the last pass
@@ -83,8 +92,15 @@ class Sampler:
         self._forget_vanished(previous - ctx.seen, pods)
         self._previous = ctx.seen
         self.seq += 1
-        snap = Snapshot(seq=self.seq, mono=now, wall=wall, duration_seconds=0.0, collectors=ctx.clock.runs(),
-                        pods_total=ctx.pods_total, **parts)  # fmt: skip
+        snap = Snapshot(
+            seq=self.seq,
+            mono=now,
+            wall=wall,
+            duration_seconds=0.0,
+            collectors=ctx.clock.runs(),
+            pods_total=ctx.pods_total,
+            **parts,
+        )
         self._fed = feed_windows(self.windows, snap, self._fed)  # the online series as the decisions see it
         return dataclasses.replace(snap, duration_seconds=self.clock() - start)  # the feed is part of the pass
 
@@ -128,8 +144,11 @@ def feed_windows(windows: WindowStore, snap: Snapshot, fed: dict[str, PodSample]
         append((("pod", uid, "memory"), float(p.memory_working_set_bytes)))
     state = node_state(snap, (None, None))
     cpu, memory = state.cpu, state.memory
-    batch += [(online_key("cpu"), cpu.online), (online_key("memory"), memory.online),
-              (system_key("memory"), memory.system or 0.0)]  # fmt: skip
+    batch += [
+        (online_key("cpu"), cpu.online),
+        (online_key("memory"), memory.online),
+        (system_key("memory"), memory.system or 0.0),
+    ]
     if cpu.system is not None:
         batch.append((system_key("cpu"), cpu.system))
     windows.add_many(snap.mono, batch)  # one acquisition of the store's lock for the whole tick

@@ -25,6 +25,11 @@ mid-write leaves the previous file intact (and a stray ``<name>.*.tmp``, removed
 Loading never raises for a bad file: a missing file starts empty quietly; a corrupt, truncated, foreign
 (other format or version, or another node's) or unreadable file is logged with its path and the reason
 and ignored.
+
+The file is named for what it is, ``windows.colowin`` (``FILE_NAME``), where Colo picks the name. Until issue
+33 it was ``agent-state.json`` though never JSON (``jq`` failed on it): a path named ``windows.colowin`` that
+does not exist is loaded from ``agent-state.json`` beside it, and the first save under the new name removes
+the old file.
 """
 
 from __future__ import annotations
@@ -58,6 +63,10 @@ log = logging.getLogger(__name__)
 
 FORMAT = "colo-windows"
 VERSION = 1
+#: the state file's name where Colo picks the path (the DaemonSet's /var/lib/colo, the per-user state directory)
+FILE_NAME = "windows.colowin"
+#: the same file's name before issue 33, migrated: read when FILE_NAME is absent beside it, removed once saved
+LEGACY_FILE_NAME = "agent-state.json"
 MAGIC = b"COLOWIN\x00"
 #: A state file larger than this is not read (250 pods need ~6 MB).
 MAX_FILE_BYTES = 256 << 20
@@ -125,6 +134,22 @@ def save_windows(store: WindowStore, path: str, *, node: str, mono_now: float, w
     ).encode()
     body = b"".join([_PRE.pack(MAGIC, VERSION, len(header)), header, *records])
     _write_atomic(path, body + _CRC.pack(zlib.crc32(body)))
+    legacy = legacy_path(path)
+    if legacy is not None and os.path.lexists(legacy):
+        try:
+            os.unlink(legacy)
+        except OSError as e:  # the new file is saved; the old one is only left over
+            log.warning("window state saved to %s; cannot remove its old name %s: %s", path, legacy, e.strerror or e)
+        else:
+            log.info("window state saved to %s; removed its old name %s", path, legacy)
+
+
+def legacy_path(path: str) -> str | None:
+    """`agent-state.json` beside a path named FILE_NAME (the old name of the same file); None for other names,
+    which the operator chose and Colo never renames."""
+    if os.path.basename(path) != FILE_NAME:
+        return None
+    return os.path.join(os.path.dirname(path), LEGACY_FILE_NAME)
 
 
 def _write_atomic(path: str, data: bytes) -> None:
@@ -168,6 +193,10 @@ def load_windows(
     def empty() -> WindowStore:
         return WindowStore(phase=wall_aligned_phase(mono_now, wall_now), max_gap=empty_gap)
 
+    legacy = legacy_path(path)
+    if legacy is not None and not os.path.lexists(path) and os.path.lexists(legacy):
+        log.info("no window state at %s: reading its old name %s (removed at the first save)", path, legacy)
+        path = legacy
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size

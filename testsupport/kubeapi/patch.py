@@ -149,7 +149,14 @@ def _has_smp_directives(patch: Any) -> bool:
 
 
 def patch_object(
-    store: ObjectStore, rt: ResourceType, ns: str | None, name: str, sub: str | None, ctype: str | None, body: Any
+    store: ObjectStore,
+    rt: ResourceType,
+    ns: str | None,
+    name: str,
+    sub: str | None,
+    ctype: str | None,
+    body: Any,
+    manager: str = "",
 ) -> JSON:
     """PATCH an object (or its status) with the body's content type; the stored result."""
     media = (ctype or "").split(";")[0].strip().lower()
@@ -182,4 +189,4 @@ def patch_object(
             new = merge_patch(cur, body)
         if not isinstance(new, dict):
             raise ApiFailure(422, message="patch did not produce an object")
-        return commit_update(store, rt, name, cur, new, sub)
+        return commit_update(store, rt, name, cur, new, sub, manager)

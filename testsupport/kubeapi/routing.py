@@ -179,6 +179,8 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiFailure(401)
             if bad_json:
                 raise ApiFailure(400, message="the request body is not valid JSON")
+            if len(query.get("fieldManager", "")) > 128:
+                raise ApiFailure(422, message="fieldManager: Too long: may not be more than 128 bytes")
             self._route(method, path, query, ctype, body)
         except ApiFailure as failure:
             self.send_failure(failure)
@@ -224,6 +226,8 @@ class Handler(BaseHTTPRequestHandler):
         if rt.namespaced != (ns is not None) and not (rt.namespaced and ns is None and name is None):
             raise ApiFailure(404)
         store = self.api._store
+        # the writer, as the real server names it in managedFields: fieldManager, else the User-Agent's product
+        manager = query.get("fieldManager") or (self.headers.get("User-Agent") or "").split("/")[0]
         if name is None:
             if method == "GET":
                 if query.get("watch") in ("true", "1"):
@@ -231,7 +235,7 @@ class Handler(BaseHTTPRequestHandler):
                 else:
                     self.send_json(200, store.list_page(rt, predicate(rt, ns, query), query))
             elif method == "POST" and (ns is not None or not rt.namespaced):
-                self.send_json(201, create_object(store, rt, ns, query, body))
+                self.send_json(201, create_object(store, rt, ns, query, body, manager))
             else:
                 raise ApiFailure(405)
             return
@@ -244,9 +248,9 @@ class Handler(BaseHTTPRequestHandler):
         elif method == "GET":
             self.send_json(200, store.current(rt, ns, name))
         elif method == "PUT":
-            self.send_json(200, update_object(store, rt, ns, name, sub, body))
+            self.send_json(200, update_object(store, rt, ns, name, sub, body, manager))
         elif method == "PATCH":
-            self.send_json(200, patch_object(store, rt, ns, name, sub, ctype, body))
+            self.send_json(200, patch_object(store, rt, ns, name, sub, ctype, body, manager))
         elif method == "DELETE" and sub is None:
             self.send_json(200, delete_object(store, rt, ns, name))
         else:

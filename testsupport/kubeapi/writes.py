@@ -6,9 +6,13 @@ writes only ``status`` while the main resource ignores it, no-op writes that kee
 ``dryRun=All``, and evictions refused with 429 while a PodDisruptionBudget (`ObjectStore.blocked`) allows none.
 PATCH has its own module (`patch`) and ends in `commit_update` here.
 
+Each write that changes an object records its manager in ``metadata.managedFields`` (`record_manager`).
+
 Deliberate simplifications (documented so nobody relies on them):
 
 * no admission, no defaulting, no validation beyond names;
+* managedFields: one ``Update`` entry per manager and subresource (the ``fieldManager`` parameter, else the
+  User-Agent's product, as the real server derives it), but no ``fieldsV1`` (which fields it owns);
 * deletion is immediate (no graceful ``deletionTimestamp`` phase, no finalizers); an eviction deletes the
   pod at once.
 """
@@ -38,7 +42,24 @@ def check_body(rt: ResourceType, body: Any, kind: str | None = None) -> JSON:
     return copy.deepcopy(body)
 
 
-def create_object(store: ObjectStore, rt: ResourceType, ns: str | None, query: dict[str, str], body: Any) -> JSON:
+def record_manager(rt: ResourceType, obj: JSON, manager: str, sub: str | None) -> None:
+    """The writer `manager` in obj's managedFields: one Update entry per manager and subresource."""
+    if not manager:
+        return
+    meta = obj["metadata"]
+    mine = (manager, "Update", sub or "")
+    kept = [e for e in meta.get("managedFields") or []
+            if (e.get("manager"), e.get("operation"), e.get("subresource", "")) != mine]  # fmt: skip
+    entry: JSON = {"manager": manager, "operation": "Update", "apiVersion": rt.api_version, "time": now_timestamp(),
+                   "fieldsType": "FieldsV1"}  # fmt: skip
+    if sub:
+        entry["subresource"] = sub
+    meta["managedFields"] = [*kept, entry]
+
+
+def create_object(
+    store: ObjectStore, rt: ResourceType, ns: str | None, query: dict[str, str], body: Any, manager: str = ""
+) -> JSON:
     """POST to a collection; the created object (not stored under ``dryRun=All``)."""
     obj = check_body(rt, body)
     meta = obj.setdefault("metadata", {})
@@ -69,10 +90,13 @@ def create_object(store: ObjectStore, rt: ResourceType, ns: str | None, query: d
         if query.get("dryRun") == "All":
             meta["resourceVersion"] = ""
             return obj
+        record_manager(rt, obj, manager, None)
         return copy.deepcopy(store.write(rt, "ADDED", obj, None))
 
 
-def commit_update(store: ObjectStore, rt: ResourceType, name: str, cur: JSON, new: JSON, sub: str | None) -> JSON:
+def commit_update(
+    store: ObjectStore, rt: ResourceType, name: str, cur: JSON, new: JSON, sub: str | None, manager: str = ""
+) -> JSON:
     """Shared tail of PUT and PATCH: subresource rules, precondition, no-op detection, write.
 
     Callers hold the store lock from reading ``cur`` to here, so "current" really is current: a
@@ -103,10 +127,13 @@ def commit_update(store: ObjectStore, rt: ResourceType, name: str, cur: JSON, ne
     new["metadata"]["resourceVersion"] = cur_rv
     if new == cur:
         return cur  # no-op writes do not bump resourceVersion or notify watchers
+    record_manager(rt, new, manager, sub)
     return copy.deepcopy(store.write(rt, "MODIFIED", new, cur))
 
 
-def update_object(store: ObjectStore, rt: ResourceType, ns: str | None, name: str, sub: str | None, body: Any) -> JSON:
+def update_object(
+    store: ObjectStore, rt: ResourceType, ns: str | None, name: str, sub: str | None, body: Any, manager: str = ""
+) -> JSON:
     """PUT an object (or its status); the stored result."""
     obj = check_body(rt, body)
     body_name = (obj.get("metadata") or {}).get("name")
@@ -116,7 +143,7 @@ def update_object(store: ObjectStore, rt: ResourceType, ns: str | None, name: st
         )
     with store.cond:
         cur = store.current(rt, ns, name)
-        return commit_update(store, rt, name, cur, obj, sub)
+        return commit_update(store, rt, name, cur, obj, sub, manager)
 
 
 def delete_object(store: ObjectStore, rt: ResourceType, ns: str | None, name: str) -> JSON:

@@ -82,9 +82,13 @@ def restore_files(io: RestoreIO, records: dict[str, Any]) -> bool:
 
 MEMORY_HIGH_SPEC = PartSpec(MEMORY_HIGH, "offline", record=_record_high, restore=_restore_high)
 MEMORY_QOS_SPEC = PartSpec(
-    MEMORY_QOS, "online", record=_record_qos, restore=lambda io, entry: restore_files(io, entry.parts[MEMORY_QOS]),
-    record_shared=record_memory, restore_shared=lambda io, cg, record: restore_files(io, {cg: record}),
+    MEMORY_QOS,
+    "online",
+    record=_record_qos,
+    restore=lambda io, entry: restore_files(io, entry.parts[MEMORY_QOS]),
+    record_shared=record_memory,
+    restore_shared=lambda io, cg, record: restore_files(io, {cg: record}),
     shared_files=FILES,
-)  # fmt: skip
+)
 register(MEMORY_HIGH_SPEC, order=40)
 register(MEMORY_QOS_SPEC, order=70)

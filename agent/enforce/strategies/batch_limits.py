@@ -80,8 +80,14 @@ def targets(
     if batch is None:
         return None
     res = [c.resources for c in batch.containers]
-    pod = pod_values(res, formula=formula, period_us=period_us, cfs_quota=cfs_quota,
-                     overhead_milli_cpu=batch.overhead_milli_cpu, overhead_memory=batch.overhead_memory)  # fmt: skip
+    pod = pod_values(
+        res,
+        formula=formula,
+        period_us=period_us,
+        cfs_quota=cfs_quota,
+        overhead_milli_cpu=batch.overhead_milli_cpu,
+        overhead_memory=batch.overhead_memory,
+    )
     problems = []
     for text in pod.problems:  # kubelet_rules numbers containers; name them
         head, sep, rest = text.partition(": ")
@@ -196,16 +202,19 @@ class BatchLimits:
                 problems[pod.uid] = list(t.problems)
                 continue
             actions += pod_actions(pod, t, recorded.entries.get(pod.uid))
-            pods[pod.uid] = {"cpu_quota_us": t.pod.quota_us if t.cpu else None,
-                             "cpu_shares": t.pod.shares if t.cpu else None,
-                             "memory_limit_bytes": t.pod.memory_limit if t.memory else None}  # fmt: skip
+            pods[pod.uid] = {
+                "cpu_quota_us": t.pod.quota_us if t.cpu else None,
+                "cpu_shares": t.pod.shares if t.cpu else None,
+                "memory_limit_bytes": t.pod.memory_limit if t.memory else None,
+            }
         if len(cache) != len(state.snapshot.pods):  # it holds every pod of the pass: more only when some left
             for uid in cache.keys() - state.snapshot.pods.keys():
                 del cache[uid]
         for uid in sorted(problems.keys() - logged):
             pod = state.snapshot.pods[uid]
-            log.warning("batch pod %s: not written, kubelet would reject it: %s", _pod_name(pod),
-                        "; ".join(problems[uid]))  # fmt: skip
+            log.warning(
+                "batch pod %s: not written, kubelet would reject it: %s", _pod_name(pod), "; ".join(problems[uid])
+            )
         return Plan(tuple(actions), memo=frozenset(problems), report=BatchReport(pods, problems))
 
 
@@ -219,4 +228,5 @@ def _build(config: AgentConfig, facts: Facts) -> BatchLimits | None:
     return BatchLimits(config.batch, config.enforcement.cpu_period_us) if config.batch.enabled else None
 
 
-register(BatchLimits.name, _build, order=50)  # after cfs_quota: it sees the quota
+# after cfs_quota: it sees the quota; while not active, each batch pod's values and what is not written: none
+register(BatchLimits.name, _build, order=50, report_defaults={"batch": {"pods": {}, "problems": {}}})

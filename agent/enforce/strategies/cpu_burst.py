@@ -212,4 +212,4 @@ def _build(config: AgentConfig, facts: Facts) -> CpuBurst:
     return CpuBurst(config.qos.cpu_burst, facts.burst_supported)
 
 
-register(CpuBurst.name, _build, order=60)
+register(CpuBurst.name, _build, order=60, report_defaults={"cpu_burst": {}})

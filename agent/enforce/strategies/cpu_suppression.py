@@ -401,5 +401,8 @@ def _cpuset(config: AgentConfig, facts: Facts) -> Cpuset | None:
     return Cpuset(config.enforcement) if config.enforcement.cpu_policy == "cpuset" else None
 
 
-register(CfsQuota.name, _cfs_quota, order=20)
-register(Cpuset.name, _cpuset, order=30)
+#: what either CPU policy reports while neither is active
+_BUDGET_DEFAULTS = {"offline_cpu_budget_cores": None, "offline_cpu_released": False}
+_QUOTA_DEFAULTS = {"offline_cpu_quota_cores": {}, "besteffort_cpu_cores": 0.0, "besteffort_tier_cap_cores": None}
+register(CfsQuota.name, _cfs_quota, order=20, report_defaults={**_BUDGET_DEFAULTS, **_QUOTA_DEFAULTS})
+register(Cpuset.name, _cpuset, order=30, report_defaults={**_BUDGET_DEFAULTS, "offline_cpuset": None})

@@ -152,8 +152,13 @@ class DiskQos:
             free, loads[d.device] = step(memo, d.device, pressure(d.busy_ratio, online, c), c.confirm_passes)
             released[d.device] = free
             total = budgets(c, 1.0 if free else c.tightened_share)
-            devices[d.name] = {"device": d.device, "busy_ratio": d.busy_ratio, "online_bytes_per_second": online,
-                               "tightened": not free, "budget": dict(zip(KEYS, total, strict=True))}  # fmt: skip
+            devices[d.name] = {
+                "device": d.device,
+                "busy_ratio": d.busy_ratio,
+                "online_bytes_per_second": online,
+                "tightened": not free,
+                "budget": dict(zip(KEYS, total, strict=True)),
+            }
             if not any(total):
                 continue
             for uid, limit in split_limits(total, demands, self.besteffort_share, c).items():

@@ -52,4 +52,4 @@ def _build(config: AgentConfig, facts: Facts) -> MemoryHigh | None:
     return MemoryHigh(config.enforcement) if facts.is_v2 and config.enforcement.memory_high else None
 
 
-register(MemoryHigh.name, _build, order=40)
+register(MemoryHigh.name, _build, order=40, report_defaults={"offline_memory_high_bytes": {}})

@@ -150,8 +150,15 @@ class MemoryQosReport(Report):
     pods: Mapping[str, Any]  # uid -> {protected_bytes, high_bytes}
 
     def fields(self) -> dict[str, Any]:
-        return {"memory_qos": {"enabled": self.enabled, "supported": self.supported, "reason": self.reason,
-                               "protection": self.protection, "pods": self.pods}}  # fmt: skip
+        return {
+            "memory_qos": {
+                "enabled": self.enabled,
+                "supported": self.supported,
+                "reason": self.reason,
+                "protection": self.protection,
+                "pods": self.pods,
+            }
+        }
 
 
 class MemoryQos:
@@ -186,8 +193,10 @@ class MemoryQos:
         targets = pod_targets(self.config, PodMemory(p.cgroup, up, True, p.memory_limit_bytes, containers))
         kind = self.config.protection
         files, with_high = frozenset({kind}), frozenset({kind, "high"})
-        cgroups = tuple((cg, t, self._actions(cg, t, p.uid), files if t.high_bytes is None else with_high)
-                        for cg, t in targets.items())  # fmt: skip
+        cgroups = tuple(
+            (cg, t, self._actions(cg, t, p.uid), files if t.high_bytes is None else with_high)
+            for cg, t in targets.items()
+        )
         own = targets[p.cgroup]
         protect = max(own.min_bytes, own.low_bytes)
         report = {"protected_bytes": protect, "high_bytes": own.high_bytes}
@@ -248,4 +257,4 @@ def _build(config: AgentConfig, facts: Facts) -> MemoryQos:
     return MemoryQos(config.qos.memory, facts.is_v2, facts.kubepods)
 
 
-register(MemoryQos.name, _build, order=80)
+register(MemoryQos.name, _build, order=80, report_defaults={"memory_qos": {}})

@@ -203,8 +203,14 @@ class QuotaBurstReport(Report):
     pods: Mapping[str, Any]  # uid -> {quota_cores, containers: {container id -> state, reason, cores, ...}}
 
     def fields(self) -> dict[str, Any]:
-        return {"quota_burst": {"enabled": self.enabled, "node_state": self.node_state,
-                                "headroom_cores": self.headroom_cores, "pods": self.pods}}  # fmt: skip
+        return {
+            "quota_burst": {
+                "enabled": self.enabled,
+                "node_state": self.node_state,
+                "headroom_cores": self.headroom_cores,
+                "pods": self.pods,
+            }
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,8 +237,11 @@ def _pod_quotas(p: PodSample) -> PodQuotas | None:
     o = online_pod(p)
     if o is None:
         return None
-    limited = tuple((i, c.cgroup, c.id, c.quota_us, c.quota_us / PERIOD_US)
-                    for i, c in enumerate(o.containers) if c.quota_us is not None)  # fmt: skip
+    limited = tuple(
+        (i, c.cgroup, c.id, c.quota_us, c.quota_us / PERIOD_US)
+        for i, c in enumerate(o.containers)
+        if c.quota_us is not None
+    )
     return PodQuotas(o.quota_us, limited) if limited else None
 
 
@@ -355,4 +364,4 @@ def _build(config: AgentConfig, facts: Facts) -> QuotaBurst:
     return QuotaBurst(config.qos.quota_burst)
 
 
-register(QuotaBurst.name, _build, order=70)
+register(QuotaBurst.name, _build, order=70, report_defaults={"quota_burst": {}})

@@ -21,8 +21,9 @@ from agent.enforce.parts.registry import known_parts, parts_protecting
 from agent.node_state import NodeState
 
 
-def plan(state: NodeState, entries: Mapping[str, Touched], tiers: Mapping[str, int],
-         active: frozenset[Part]) -> tuple[Action, ...]:  # fmt: skip
+def plan(
+    state: NodeState, entries: Mapping[str, Touched], tiers: Mapping[str, int], active: frozenset[Part]
+) -> tuple[Action, ...]:
     """The Restore actions of a pass (before the strategies' own). `active`: the parts the active strategies
     own; `tiers`: tier cgroup -> the period it had before Colo's cap (0: not recorded, its own)."""
     offline = {p.uid for p in state.offline}

@@ -6,17 +6,19 @@ reports (merged into the `enforcement` section of /api/v1/node). `parts` are wha
 the ledger holds that no active strategy owns is restored (agent/enforce/strategies/reconcile.py).
 
 Each strategy's module registers it once, as the collectors do (agent/sense/collectors/registry.py): its name, a
-factory `(config, facts) -> Strategy | None` (None: not active with this configuration and these facts) and
+factory `(config, facts) -> Strategy | None` (None: not active with this configuration and these facts),
 its `order`, the order actions are applied in (batch_limits after cfs_quota: it sees the quota; the orders in
-use are 10 to 100, in tens). Importing agent.enforce.strategies (this module's package) imports every module in it,
+use are 10 to 100, in tens), and `report_defaults`: the keys its report adds to the node's sections
+(agent/enforce/report.py), with their values while it is not active (a key without one is there only while
+it is). Importing agent.enforce.strategies (this module's package) imports every module in it,
 so adding a strategy is one file under agent/enforce/strategies/: no line here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 from agent.config import AgentConfig
 from agent.enforce.actions import Part, Plan, Recorded
@@ -68,16 +70,17 @@ class StrategySpec:
     name: str  # the strategy's own `name`
     order: int  # its place in the order actions are applied
     factory: Factory
+    report_defaults: Mapping[str, Any] = field(default_factory=dict)  # its report's keys while it is not active
 
 
 _SPECS: dict[str, StrategySpec] = {}
 
 
-def register(name: str, factory: Factory, *, order: int) -> None:
+def register(name: str, factory: Factory, *, order: int, report_defaults: Mapping[str, Any] | None = None) -> None:
     """Called once per strategy by its module; a second strategy of the same name, or at an order taken, is a
     mistake."""
     check_new("strategy", name, order, {s.name: s.order for s in _SPECS.values()})
-    _SPECS[name] = StrategySpec(name, order, factory)
+    _SPECS[name] = StrategySpec(name, order, factory, report_defaults or {})
 
 
 def unregister(name: str) -> None:
@@ -87,6 +90,16 @@ def unregister(name: str) -> None:
 def specs() -> tuple[StrategySpec, ...]:
     """Every registered strategy in order (importing agent.enforce.strategies registers them all)."""
     return tuple(sorted(_SPECS.values(), key=lambda s: s.order))
+
+
+def report_defaults() -> dict[str, Any]:
+    """Every registered strategy's report keys, in the strategies' order (a key two declare keeps its first
+    place), with their values while no active strategy reports them."""
+    out: dict[str, Any] = {}
+    for spec in specs():
+        for key, value in spec.report_defaults.items():
+            out.setdefault(key, value)
+    return out
 
 
 @runtime_checkable

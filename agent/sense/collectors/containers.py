@@ -16,13 +16,17 @@ returned and the pass at which the next of its containers is due, and returns th
 from __future__ import annotations
 
 import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from agent.sense.collectors.context import CollectorDeps, PassContext
 from agent.sense.collectors.registry import register
 from agent.sense.rates import cpu_rate
-from agent.snapshot import ContainerSample
+from agent.snapshot import ContainerSample, PodSample
 from cgroup import CgroupGone, ContainerCgroup, CounterFiles
-from common.families import Family
+from common.exposition import LabelShapes, escape
+from common.families import Family, FamilyLines, PutLine
+from contract.agent_api import json_number
 
 #: Passes between two readings of one container when no decision needs them every pass (the agent's default).
 #: At a 1 s interval, 15 s: cAdvisor's longest housekeeping interval (kubelet's container stats are 10 to 15 s
@@ -43,8 +47,20 @@ class _Container:
     """A container's slot between its turns: its counter files, its turn, its last memory.stat figures and
     its last sample."""
 
-    __slots__ = ("anon", "at", "file", "files", "inactive", "periods", "read", "sample", "stated", "throttled", "turn",
-                 "usage_ns")  # fmt: skip
+    __slots__ = (
+        "anon",
+        "at",
+        "file",
+        "files",
+        "inactive",
+        "periods",
+        "read",
+        "sample",
+        "stated",
+        "throttled",
+        "turn",
+        "usage_ns",
+    )
 
     def __init__(self, files: CounterFiles, turn: int) -> None:
         self.files, self.turn = files, turn
@@ -60,8 +76,13 @@ class _PodContainers:
 
     __slots__ = ("cgroups", "due", "paths", "samples")
 
-    def __init__(self, cgroups: tuple[ContainerCgroup, ...], due: int, paths: tuple[str, ...],
-                 samples: tuple[ContainerSample, ...]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        cgroups: tuple[ContainerCgroup, ...],
+        due: int,
+        paths: tuple[str, ...],
+        samples: tuple[ContainerSample, ...],
+    ) -> None:
         self.cgroups, self.due, self.paths, self.samples = cgroups, due, paths, samples
 
 
@@ -131,12 +152,52 @@ class ContainersCollector:
         return None
 
 
+def _store(sample: PodSample, part: tuple[ContainerSample, ...]) -> None:
+    sample.containers = part
+
+
+def _series(put: PutLine, lines: Sequence[FamilyLines], labels: LabelShapes, pod: PodSample) -> None:
+    if pod.containers:
+        cpu, ws, thr = lines
+        tmpl = labels.template(("container",))
+        for c in pod.containers:
+            cl = tmpl % escape(c.id)
+            put(cpu, cl, c.cpu_cores)
+            put(ws, cl, c.memory_working_set_bytes)
+            put(thr, cl, c.cpu_throttled_ratio)
+
+
+def _fields(pod: PodSample) -> Mapping[str, Any]:
+    return {
+        "containers": [
+            {
+                "id": c.id,
+                "cpu_cores": json_number(c.cpu_cores),
+                "memory_working_set_bytes": c.memory_working_set_bytes,
+                "memory_anon_bytes": c.memory_anon_bytes,
+                "cpu_throttled_ratio": json_number(c.cpu_throttled_ratio),
+            }
+            for c in pod.containers
+        ]
+    }
+
+
 register(
     "containers",
     True,
     ContainersCollector,
-    fills="containers",
+    store=_store,
     order=40,
     scope="pod",
+    families=(CPU_USAGE, WORKING_SET, THROTTLED),
+    metrics_order=90,  # a pod's containers after its windows
+    pod_series=_series,
+    pod_fields=_fields,
+    units={
+        "containers.cpu_cores": "cores",
+        "containers.memory_working_set_bytes": "bytes",
+        "containers.memory_anon_bytes": "bytes",
+        "containers.cpu_throttled_ratio": "ratio",
+    },
     what="Every container's cgroups, besides its pod's.",
 )

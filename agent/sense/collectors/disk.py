@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from agent.sense.collectors.context import CollectorDeps, PassContext
 from agent.sense.collectors.registry import register
 from agent.sense.rates import CounterRates
-from agent.snapshot import DiskRates, DiskSample
+from agent.snapshot import DiskRates, DiskSample, PodSample, Snapshot
 from cgroup import CgroupError
 from cgroup.blkio import forget_io, io_counters
-from common.families import Family
+from common.exposition import LabelShapes, escape
+from common.families import Families, Family, FamilyLines, PutLine
 from common.logs import Repeats, repeated
+from contract.agent_api import json_number
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +43,11 @@ SECTOR = 512  # /proc/diskstats counts 512-byte sectors whatever the device's ow
 def _rates(rates: CounterRates, key: str, now: float, values: tuple[int, int, int, int]) -> DiskRates:
     rb, wb, r, w = values
     return DiskRates(
-        rates.rate((key, 0), rb, now), rates.rate((key, 1), wb, now), rates.rate((key, 2), r, now),
+        rates.rate((key, 0), rb, now),
+        rates.rate((key, 1), wb, now),
+        rates.rate((key, 2), r, now),
         rates.rate((key, 3), w, now),
-    )  # fmt: skip
+    )
 
 
 class PodDiskCollector:
@@ -149,13 +155,64 @@ class DeviceDiskCollector:
         return None
 
 
+def _store(sample: PodSample, part: dict[str, DiskRates] | None) -> None:
+    sample.disk = part
+
+
+def _pod_series(put: PutLine, lines: Sequence[FamilyLines], labels: LabelShapes, pod: PodSample) -> None:
+    if pod.disk:
+        read, write, reads, writes = lines
+        tmpl = labels.template(("device",))
+        for device, r in sorted(pod.disk.items()):
+            dl = tmpl % escape(device)
+            put(read, dl, r.read_bytes_per_second)
+            put(write, dl, r.write_bytes_per_second)
+            put(reads, dl, r.reads_per_second)
+            put(writes, dl, r.writes_per_second)
+
+
+def _rates_document(r: DiskRates) -> dict[str, float | None]:
+    return {
+        "read_bytes_per_second": json_number(r.read_bytes_per_second),
+        "write_bytes_per_second": json_number(r.write_bytes_per_second),
+        "reads_per_second": json_number(r.reads_per_second),
+        "writes_per_second": json_number(r.writes_per_second),
+    }
+
+
+def _pod_fields(pod: PodSample) -> Mapping[str, Any]:
+    """Per device 'MAJ:MIN' while the disk collector is on; null while it is off."""
+    return {"disk": None if pod.disk is None else {dev: _rates_document(r) for dev, r in sorted(pod.disk.items())}}
+
+
+def _device_series(f: Families, snap: Snapshot, nl: dict[str, str]) -> None:
+    for d in snap.disks:
+        dl = {**nl, "device": d.device, "name": d.name}  # MAJ:MIN, as the pods' series have it
+        f.add(DEVICE_BUSY, dl, d.busy_ratio)
+        f.add(DEVICE_READ, dl, d.rates.read_bytes_per_second)
+        f.add(DEVICE_WRITE, dl, d.rates.write_bytes_per_second)
+
+
+_EXAMPLE_RATES = DiskRates(1.0, 1.0, 1.0, 1.0)
+
 register(
     "disk",
     False,
     PodDiskCollector,
-    fills="disk",
+    store=_store,
     order=47,
     scope="pod",
+    families=(POD_READ, POD_WRITE, POD_READS, POD_WRITES),
+    metrics_order=58,  # a pod's disk series after its network's
+    pod_series=_pod_series,
+    pod_fields=_pod_fields,
+    units={
+        "disk.*.read_bytes_per_second": "bytes_per_second",
+        "disk.*.write_bytes_per_second": "bytes_per_second",
+        "disk.*.reads_per_second": "operations_per_second",
+        "disk.*.writes_per_second": "operations_per_second",
+    },
+    example={"253:0": _EXAMPLE_RATES},
     what="Every pod's disk bytes and operations per device (blkio / io.stat); on with enforcement.disk.",
 )
 register(
@@ -164,5 +221,8 @@ register(
     DeviceDiskCollector,
     fills="disks",
     order=63,
+    families=(DEVICE_BUSY, DEVICE_READ, DEVICE_WRITE),
+    node_series=_device_series,
+    example=(DiskSample("vda", "253:0", 0.1, _EXAMPLE_RATES),),
     what="Every block device's bytes, operations and busy share (/proc/diskstats); on with enforcement.disk.",
 )

@@ -5,8 +5,8 @@ from __future__ import annotations
 from agent.sense.collectors.context import CollectorDeps, PassContext
 from agent.sense.collectors.registry import KeepsNothing, register
 from agent.sense.netstats import NetCounters
-from agent.snapshot import InterfaceSample
-from common.families import Family
+from agent.snapshot import InterfaceSample, Snapshot
+from common.families import Families, Family
 
 RECEIVE = Family(
     "colo_node_network_receive_bytes_per_second", "Bytes per second received (physical interfaces, and their total)."
@@ -35,11 +35,27 @@ class NetworkCollector(KeepsNothing):
         self.net.close()
 
 
+def _series(f: Families, snap: Snapshot, nl: dict[str, str]) -> None:
+    """Each physical interface, and their total."""
+    for iface in snap.interfaces:
+        if not iface.physical:
+            continue
+        il = {**nl, "interface": iface.name}
+        f.add(RECEIVE, il, iface.rx_bytes_per_second)
+        f.add(TRANSMIT, il, iface.tx_bytes_per_second)
+    rx, tx = snap.network_total()
+    tl = {**nl, "interface": "total"}
+    f.add(RECEIVE, tl, rx)
+    f.add(TRANSMIT, tl, tx)
+
+
 register(
     "network",
     True,
     NetworkCollector,
     fills="interfaces",
     order=60,
+    families=(RECEIVE, TRANSMIT),
+    node_series=_series,
     what="Network interface counters from /sys/class/net.",
 )

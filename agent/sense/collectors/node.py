@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from agent.sense.collectors.context import CollectorDeps, PassContext
 from agent.sense.collectors.registry import KeepsNothing, register
-from agent.snapshot import NodeSample, Pressure
-from common.families import Family
+from agent.snapshot import NodeSample, Pressure, Snapshot
+from common.families import Families, Family
 
 CPU_CAPACITY = Family("colo_node_cpu_capacity_cores", "CPU cores the node has.")
 CPU_USAGE = Family("colo_node_cpu_usage_cores", "Busy CPU cores of the node (not idle, iowait or steal).")
@@ -50,6 +50,25 @@ class NodeCollector(KeepsNothing):
         )
 
 
+def pressure_series(f: Families, family: Family, labels: dict[str, str], pressure: dict[str, Pressure]) -> None:
+    """PSI ratios, some and full per resource."""
+    for res, p in sorted(pressure.items()):
+        f.add(family, {**labels, "resource": res, "kind": "some"}, p.some_avg10)
+        f.add(family, {**labels, "resource": res, "kind": "full"}, p.full_avg10)
+
+
+def _series(f: Families, snap: Snapshot, nl: dict[str, str]) -> None:
+    sample = snap.node
+    f.add(CPU_CAPACITY, nl, sample.cpu_capacity_cores)
+    f.add(CPU_USAGE, nl, sample.cpu_cores)
+    f.add(CPU_RATIO, nl, sample.cpu_usage_ratio)
+    f.add(MEMORY_TOTAL, nl, sample.memory_total_bytes)
+    f.add(MEMORY_USED, nl, sample.memory_used_bytes)
+    f.add(PAGE_CACHE, nl, sample.memory_page_cache_bytes)
+    f.add(MEMORY_RATIO, nl, sample.memory_usage_ratio)
+    pressure_series(f, PRESSURE, nl, sample.pressure)
+
+
 register(
     "node",
     True,
@@ -57,5 +76,7 @@ register(
     fills="node",
     order=10,
     always_on=True,
+    families=(CPU_CAPACITY, CPU_USAGE, CPU_RATIO, MEMORY_TOTAL, MEMORY_USED, PAGE_CACHE, MEMORY_RATIO, PRESSURE),
+    node_series=_series,
     what="The node's CPU, memory and pressure from /proc.",
 )

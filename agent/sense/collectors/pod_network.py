@@ -6,12 +6,17 @@ hostNetwork (its traffic is the node's), one with no process yet is looked at ag
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from agent.sense.collectors.context import CollectorDeps, PassContext
 from agent.sense.collectors.registry import register
 from agent.sense.pod_netns import host_netns, pod_pid, read_dev
 from agent.sense.rates import CounterRates
-from agent.snapshot import NetworkRates
-from common.families import Family
+from agent.snapshot import NetworkRates, PodSample
+from common.exposition import LabelShapes
+from common.families import Family, FamilyLines, PutLine
+from contract.agent_api import json_number
 
 RECEIVE = Family("colo_pod_network_receive_bytes_per_second", "Bytes per second the pod's network namespace received.")
 TRANSMIT = Family("colo_pod_network_transmit_bytes_per_second", "Bytes per second the pod's network namespace sent.")
@@ -74,13 +79,43 @@ class PodNetworkCollector:
         return None
 
 
+def _store(sample: PodSample, part: NetworkRates | None) -> None:
+    sample.network = part
+
+
+def _series(put: PutLine, lines: Sequence[FamilyLines], labels: LabelShapes, pod: PodSample) -> None:
+    n = pod.network
+    if n is not None and not n.host_network:
+        rx, tx = lines
+        put(rx, labels.base, n.rx_bytes_per_second)
+        put(tx, labels.base, n.tx_bytes_per_second)
+
+
+def _fields(pod: PodSample) -> Mapping[str, Any]:
+    """The pod's own network namespace (null while it is not read)."""
+    n = pod.network
+    if n is None:
+        return {"network": None}
+    return {
+        "network": {
+            "host_network": n.host_network,
+            "receive_bytes_per_second": json_number(n.rx_bytes_per_second),
+            "transmit_bytes_per_second": json_number(n.tx_bytes_per_second),
+        }
+    }
+
+
 register(
     "pod_network",
     False,
     PodNetworkCollector,
-    fills="network",
+    store=_store,
     order=55,
     scope="pod",
+    families=(RECEIVE, TRANSMIT),
+    pod_series=_series,
+    pod_fields=_fields,
+    example=NetworkRates(1e3, 2e3),
     what="Each pod's network namespace counters (/proc/<pid>/net/dev of one of its processes); off by default: "
     "one more file per pod and pass, needed by network_qos.",
 )

@@ -23,15 +23,19 @@ from __future__ import annotations
 
 import logging
 import zlib
+from collections.abc import Callable, Mapping, Sequence
 from time import perf_counter
+from typing import Any
 
 from agent.sense.collectors.context import CollectorDeps, PassContext
 from agent.sense.collectors.registry import Collector, register
 from agent.sense.rates import counter_rate, cpu_rate
 from agent.snapshot import PodMeta, PodSample, PodsTotal
 from cgroup import CgroupError, CgroupGone, CounterFiles, PodCgroup
-from common.families import Family
+from common.exposition import LabelShapes
+from common.families import Family, FamilyLines, PutLine
 from common.logs import Repeats, repeated
+from contract.agent_api import json_number
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +59,24 @@ class _Pod:
     counter and its time for the rate; the detail of its last turn), and its last visit (the sample, and the
     pod's cgroups and metadata it was taken for) that stands between an online pod's turns."""
 
-    __slots__ = ("anon", "at", "detailed", "file", "files", "inactive", "limit", "paths", "pod", "sample",
-                 "throttled", "throttling", "turn", "turn_cpu", "usage_ns", "visited")  # fmt: skip
+    __slots__ = (
+        "anon",
+        "at",
+        "detailed",
+        "file",
+        "files",
+        "inactive",
+        "limit",
+        "paths",
+        "pod",
+        "sample",
+        "throttled",
+        "throttling",
+        "turn",
+        "turn_cpu",
+        "usage_ns",
+        "visited",
+    )
 
     def __init__(self, files: CounterFiles, turn: int) -> None:
         self.files, self.turn = files, turn
@@ -85,6 +105,10 @@ class _Root:
         self.readable = True
 
 
+#: a pod collector as a visit runs it: its name, what stores its part into the pod's sample, the collector
+PodPart = tuple[str, Callable[[PodSample, Any], None], Collector[Any]]
+
+
 class PodsCollector:
     def __init__(self, deps: CollectorDeps) -> None:
         self.source, self.reader = deps.source, deps.reader
@@ -93,7 +117,7 @@ class PodsCollector:
         self.throttling_every = max(self.detail_every, deps.container_every)
         self.online_every = max(1, deps.online_every)
         self._root = _Root(deps.model.kubepods())
-        self.parts: tuple[tuple[str, str, Collector], ...] = ()  # (name, PodSample field, pod collector)
+        self.parts: tuple[PodPart, ...] = ()
         self._kept: dict[str, _Pod] = {}  # pod cgroup -> its slot
         self._failures = Repeats()  # an unreadable pod fails every pass: report it once a minute
 
@@ -162,9 +186,7 @@ class PodsCollector:
         ns_per_second = None if at is None else counter_rate(before, at, usage_ns, now)
         return PodsTotal(None if ns_per_second is None else ns_per_second / 1e9, working_set)
 
-    def _pod(
-        self, ctx: PassContext, meta: PodMeta, pod: PodCgroup, parts: tuple[tuple[str, str, Collector], ...]
-    ) -> PodSample:
+    def _pod(self, ctx: PassContext, meta: PodMeta, pod: PodCgroup, parts: tuple[PodPart, ...]) -> PodSample:
         path = pod.path
         st = self._kept.get(path)
         seq = ctx.seq
@@ -196,15 +218,27 @@ class PodsCollector:
         ns_per_second = None if at is None else counter_rate(before, at, usage_ns, now)
         cores = None if ns_per_second is None else ns_per_second / 1e9
         ctx.seen.add(path)
-        sample = PodSample(meta, pod.qos, path, cores, max(0, usage - st.inactive), st.anon, usage, st.file,
-                           st.throttled, (), {}, st.limit)  # fmt: skip
+        sample = PodSample(
+            meta,
+            pod.qos,
+            path,
+            cores,
+            max(0, usage - st.inactive),
+            st.anon,
+            usage,
+            st.file,
+            st.throttled,
+            (),
+            {},
+            st.limit,
+        )
         if parts:
             ctx.meta, ctx.pod = meta, pod
             add = ctx.clock.add
             started = perf_counter()
-            for name, fills, part in parts:
+            for name, store, part in parts:
                 try:
-                    setattr(sample, fills, part.collect(ctx))
+                    store(sample, part.collect(ctx))
                 except CgroupGone:
                     raise
                 except CgroupError:
@@ -231,6 +265,24 @@ class PodsCollector:
         return None
 
 
+def _series(put: PutLine, lines: Sequence[FamilyLines], labels: LabelShapes, pod: PodSample) -> None:
+    cpu, ws, anon, thr = lines
+    base = labels.base
+    put(cpu, base, pod.cpu_cores)
+    put(ws, base, pod.memory_working_set_bytes)
+    put(anon, base, pod.memory_anon_bytes)
+    put(thr, base, pod.cpu_throttled_ratio)
+
+
+def _fields(pod: PodSample) -> Mapping[str, Any]:
+    return {
+        "cpu_cores": json_number(pod.cpu_cores),
+        "memory_working_set_bytes": pod.memory_working_set_bytes,
+        "memory_anon_bytes": pod.memory_anon_bytes,
+        "cpu_throttled_ratio": json_number(pod.cpu_throttled_ratio),
+    }
+
+
 register(
     "pods",
     True,
@@ -238,5 +290,14 @@ register(
     fills="pods",
     order=30,
     always_on=True,
+    families=(CPU_USAGE, WORKING_SET, ANON, THROTTLED),
+    pod_series=_series,
+    pod_fields=_fields,
+    units={
+        "cpu_cores": "cores",
+        "memory_working_set_bytes": "bytes",
+        "memory_anon_bytes": "bytes",
+        "cpu_throttled_ratio": "ratio",
+    },
     what="Every pod's cgroups: CPU and memory usage, throttling, limits.",
 )

@@ -3,11 +3,14 @@ pod a directory on the unified hierarchy (v2, or a hybrid host's unified tree)."
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from agent.sense.collectors.context import CollectorDeps, PassContext
 from agent.sense.collectors.node import pressure_ratios
 from agent.sense.collectors.registry import KeepsNothing, register
-from agent.snapshot import Pressure
-from common.families import Family
+from agent.snapshot import PodSample, Pressure
+from common.exposition import LabelShapes
+from common.families import Family, FamilyLines, PutLine
 
 PRESSURE = Family("colo_pod_pressure_ratio", "Pod PSI 10 s average (0-1).")
 
@@ -31,12 +34,27 @@ class PsiCollector(KeepsNothing):
         return pressure
 
 
+def _store(sample: PodSample, part: dict[str, Pressure]) -> None:
+    sample.pressure = part
+
+
+def _series(put: PutLine, lines: Sequence[FamilyLines], labels: LabelShapes, pod: PodSample) -> None:
+    if pod.pressure:
+        (pressure,) = lines
+        tmpl = labels.template(("kind", "resource"))
+        for res, p in sorted(pod.pressure.items()):
+            put(pressure, tmpl % ("some", res), p.some_avg10)
+            put(pressure, tmpl % ("full", res), p.full_avg10)
+
+
 register(
     "psi",
     True,
     PsiCollector,
-    fills="pressure",
+    store=_store,
     order=50,
     scope="pod",
+    families=(PRESSURE,),
+    pod_series=_series,
     what="Pressure stall information of the node and of every pod (where the kernel has it).",
 )

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from agent.sense.collectors.context import CollectorDeps, PassContext
 from agent.sense.collectors.registry import KeepsNothing, register
-from agent.snapshot import TierSample
+from agent.snapshot import Snapshot, TierSample, qos_label
 from cgroup import QOS_CLASSES, CgroupError, QoS
-from common.families import Family
+from common.families import Families, Family
 
 CPU_USAGE = Family("colo_qos_cpu_usage_cores", "CPU cores used by a QoS tier's cgroup.")
 WORKING_SET = Family("colo_qos_memory_working_set_bytes", "Working set of a QoS tier's cgroup.")
@@ -42,11 +42,21 @@ class TiersCollector(KeepsNothing):
         return {qos: TierSample(qos, self.paths[qos], c, w) for qos, (c, w) in read.items()}
 
 
+def _series(f: Families, snap: Snapshot, nl: dict[str, str]) -> None:
+    for tier in sorted(snap.tiers.values(), key=lambda t: t.qos):
+        ql = {"qos": qos_label(tier.qos)}
+        f.add(CPU_USAGE, ql, tier.cpu_cores)
+        f.add(WORKING_SET, ql, tier.memory_working_set_bytes)
+
+
 register(
     "tiers",
     True,
     TiersCollector,
     fills="tiers",
     order=20,
+    families=(CPU_USAGE, WORKING_SET),
+    metrics_order=70,  # in /metrics after the node's windows, network and disks
+    node_series=_series,
     what="The QoS tier cgroups (guaranteed, burstable, besteffort).",
 )
