@@ -185,6 +185,29 @@ class DiskQosConfig(Strict):
     include_devices: tuple[str, ...] = ()
 
 
+class RunQueueProtectionConfig(Strict):
+    """Batch CPU steered by what online pods feel (agent/enforce/strategies/run_queue_guard.py)."""
+
+    #: Cut batch CPU when online pods wait on run queues more than their quiet baseline.
+    enabled: bool = False
+    #: A reading rises above both baseline × this and baseline + rise_points (share of runnable time waiting).
+    rise_ratio: float = Field(default=1.5, gt=1, le=100)
+    rise_points: float = Field(default=0.05, gt=0, le=1)  # the least rise that counts, in points of the share
+    #: A reading is quiet below baseline × this (or baseline + rise_points / 2); in between the ceiling holds.
+    quiet_ratio: float = Field(default=1.2, ge=1, le=100)
+    cut_factor: float = Field(default=0.5, gt=0, lt=1)  # a rise multiplies the offline CPU budget by this, at once
+    #: After this many quiet readings in a row the budget grows by grow_share of allocatable per quiet reading.
+    quiet_readings: int = Field(default=2, ge=1, le=100)
+    grow_share: float = Field(default=0.05, gt=0, le=1)  # share of allocatable the budget grows per quiet reading
+    slo_feedback: bool = True  # judge pods that declare an SLO (colo.io/slo-*, scraped every 5 s) by their slack
+
+    @model_validator(mode="after")
+    def _hysteresis(self) -> RunQueueProtectionConfig:
+        if self.quiet_ratio < self.rise_ratio:
+            return self
+        raise ValueError("enforcement.rq_protection.quiet_ratio must be below rise_ratio")
+
+
 class EnforcementConfig(Strict):
     """Offline suppression and OOM preference (agent/enforce/stage.py)."""
 
@@ -225,6 +248,7 @@ class EnforcementConfig(Strict):
     ledger_file: str = "/var/lib/colo/enforcement-ledger.json"  # "" keeps the ledger in memory only
     eviction: EvictionConfig = EvictionConfig()
     disk: DiskQosConfig = DiskQosConfig()
+    rq_protection: RunQueueProtectionConfig = RunQueueProtectionConfig()
 
 
 class CpuBurstConfig(Strict):

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agent.snapshot import PodMeta, PodSample, Snapshot
+from agent.snapshot import PodMeta, PodSample, SloReading, Snapshot
 
 Resource = Literal["cpu", "memory"]
 
@@ -130,6 +130,10 @@ class NodeState:
     memory_high_percent: float = 80.0  # the high memory watermark (eviction's, from the Node's annotations)
     exclusive_cpus: frozenset[int] = frozenset()  # CPUs kubelet's CPU manager gave containers for themselves
     parent_cpus: Mapping[str, frozenset[int]] = field(default_factory=dict)  # pod's parent cgroup -> effective CPUs
+    # a ceiling on the offline CPU budget set by a strategy earlier in the pass (agent/enforce/actions.py `Plan`)
+    offline_cpu_cap: float | None = None
+    # the latest SLO readings of online pods that declare one (agent/sense/slo_scrape.py), by UID
+    slo: Mapping[str, SloReading] = field(default_factory=dict)
 
     def usage(self, resource: Resource) -> Usage:
         return self.cpu if resource == "cpu" else self.memory

@@ -32,6 +32,33 @@ class Pressure:
     full_avg10: float | None
 
 
+@dataclass(frozen=True, slots=True)
+class RunQueue:
+    """What a pod's threads felt since its previous reading (agent/sense/collectors/run_queue.py): seconds they
+    waited for a CPU per second, summed over its threads (/proc schedstat, v1 and v2), the share of their
+    runnable time spent waiting, and on the unified hierarchy where the kernel has PSI the pod cgroup's CPU
+    and memory `some` stall, seconds per second. None: not known yet (the first reading) or not on this host."""
+
+    delay: float | None
+    wait_share: float | None
+    cpu_some: float | None
+    memory_some: float | None
+    threads: int  # threads listed in the pod's cgroups
+    at: float  # monotonic time of the reading (an online pod's stands between its turns)
+
+
+@dataclass(frozen=True, slots=True)
+class SloReading:
+    """A pod's tail latency over the last scrape interval of its declared SLO histogram, and its slack against
+    its objective, (SLO − p99) / SLO (agent/sense/slo_scrape.py). None: no figure for that interval (too few
+    requests, or the scrape failed: `error`)."""
+
+    p99_seconds: float | None
+    slack: float | None
+    at: float  # monotonic time of the scrape
+    error: str | None = None
+
+
 @dataclass(slots=True)
 class ContainerSample:
     id: str
@@ -125,6 +152,7 @@ class PodMeta:
     annotations: dict[str, str] = field(default_factory=dict)
     # memory request and limit (bytes; None: no limit) of each running container, by container ID
     container_memory: dict[str, tuple[int, int | None]] = field(default_factory=dict)
+    pod_ip: str | None = None  # status.podIP: where the opt-in SLO scrape finds the pod's metrics
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +201,7 @@ class PodSample:
     # what the pod's own network namespace received and sent (collectors.pod_network; None: not read yet)
     network: NetworkRates | None = None
     disk: dict[str, DiskRates] | None = None  # by device 'MAJ:MIN'; None: the disk collector is off
+    run_queue: RunQueue | None = None  # None: the run_queue collector is off, or has not read the pod yet
 
     @property
     def uid(self) -> str:

@@ -264,6 +264,16 @@ class DiskRates(_Model):
     writes_per_second: Rate | None
 
 
+class PodRunQueue(_Model):
+    """What a pod's threads felt since its previous reading (collectors.run_queue; null: not known yet)."""
+
+    delay_seconds_per_second: Annotated[float, Field(ge=0.0)] | None
+    wait_ratio: Ratio | None
+    cpu_stall_seconds_per_second: Annotated[float, Field(ge=0.0)] | None  # cgroup v2 with PSI only
+    memory_stall_seconds_per_second: Annotated[float, Field(ge=0.0)] | None  # cgroup v2 with PSI only
+    threads: Annotated[int, Field(ge=0)]
+
+
 class PodUsage(_Model):
     """One entry of `GET /api/v1/pods` (the whole document is a list of them). `batch` is null for a pod
     without batch resources, and absent from an older agent's document."""
@@ -285,6 +295,7 @@ class PodUsage(_Model):
     network: PodNetwork | None = None  # null unless collectors.pod_network is on; absent from an older agent
     # by device 'MAJ:MIN' while the agent's disk collector is on; null while it is off, absent from older agents
     disk: dict[str, DiskRates] | None = None
+    run_queue: PodRunQueue | None = None  # null while collectors.run_queue is off; absent from an older agent
 
     @model_validator(mode="after")
     def _known_windows(self) -> PodUsage:

@@ -21,8 +21,18 @@ OFFLINE_JOB_EVICTING = "volcano.sh/offline-job-evicting"
 #: Pod annotations (Volcano agent's CPU burst): opt in or out of CFS burst, and the burst in µs per container.
 ENABLE_QUOTA_BURST = "volcano.sh/enable-quota-burst"
 QUOTA_BURST_TIME = "volcano.sh/quota-burst-time"
+# ---- Colo: opt-in SLO feedback (agent/sense/slo_scrape.py), set on an online pod by its owner
+#: Pod annotation: the name of a Prometheus histogram the pod exports of its request latency, in seconds
+#: (`http_request_duration_seconds`: its `_bucket` series are read, every label set summed by `le`).
+SLO_METRIC = "colo.io/slo-metric"
+#: Pod annotation: the pod's p99 latency objective, seconds (a decimal number above 0, e.g. "0.05").
+SLO_P99_SECONDS = "colo.io/slo-p99-seconds"
+#: Pod annotation: the port of the pod's own IP serving the exposition (1-65535).
+SLO_PORT = "colo.io/slo-port"
+#: Pod annotation (optional): the path of the exposition, "/metrics" unless set.
+SLO_PATH = "colo.io/slo-path"
 #: The pod annotations the agent keeps in its pod records (everything else is dropped at the informer).
-AGENT_POD_ANNOTATIONS = (ENABLE_QUOTA_BURST, QUOTA_BURST_TIME)
+AGENT_POD_ANNOTATIONS = (ENABLE_QUOTA_BURST, QUOTA_BURST_TIME, SLO_METRIC, SLO_P99_SECONDS, SLO_PORT, SLO_PATH)
 
 
 def evicting_watermark(resource: str, level: str) -> str:

@@ -235,5 +235,6 @@ def units_document() -> dict[str, Any]:
             "count": "plain number",
             "millicores": "thousandths of a CPU core (Kubernetes' milli-CPU)",
             "rfc3339": "RFC 3339 UTC timestamp of the snapshot",
+            "seconds_per_second": "seconds spent (waiting, stalled) per second of the interval, summed over threads",
         },
     }

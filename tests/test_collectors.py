@@ -17,21 +17,23 @@ from testsupport.cgtree import V1Tree
 
 
 def test_names_are_registered_once_in_pass_order() -> None:
-    assert names() == ("node", "tiers", "pods", "containers", "disk", "psi", "pod_network", "network", "disk_devices")
+    assert names() == ("node", "tiers", "pods", "containers", "disk", "psi", "run_queue", "pod_network", "network",
+                       "disk_devices")  # fmt: skip
     assert always_on() == frozenset({"node", "pods"})
-    assert {s.name for s in specs() if s.scope == "pod"} == {"containers", "disk", "psi", "pod_network"}
+    assert {s.name for s in specs() if s.scope == "pod"} == {"containers", "disk", "psi", "run_queue", "pod_network"}
 
 
 def test_the_switches_come_from_the_registry_with_their_defaults() -> None:
     switches = AgentConfig().collectors
-    assert switches.model_dump() == {"tiers": True, "containers": True, "disk": False, "psi": True,
+    assert switches.model_dump() == {"tiers": True, "containers": True, "disk": False, "psi": True, "run_queue": True,
                                      "pod_network": False, "network": True, "disk_devices": False}  # fmt: skip
     # off by default: pod_network reads a file per pod and pass; the disk ones are on with disk QoS
     assert switches.enabled() == frozenset(names()) - {"pod_network", "disk", "disk_devices"}
 
 
 def test_a_switch_from_the_environment_and_an_unknown_or_always_on_one_rejected() -> None:
-    cfg = load_config([], env={"COLO_COLLECTORS__PSI": "false", "COLO_COLLECTORS__NETWORK": "0"})
+    cfg = load_config([], env={"COLO_COLLECTORS__PSI": "false", "COLO_COLLECTORS__NETWORK": "0",
+                               "COLO_COLLECTORS__RUN_QUEUE": "false"})  # fmt: skip
     assert cfg.collectors.enabled() == frozenset({"node", "tiers", "pods", "containers"})
     for bad in ({"gpu": False}, {"pods": False}):
         with pytest.raises(ValueError):

@@ -25,6 +25,7 @@ from agent.enforce.strategies.memory_qos import MemoryQos
 from agent.enforce.strategies.net_egress import NetEgress
 from agent.enforce.strategies.quota_burst import QuotaBurst
 from agent.enforce.strategies.registry import Facts, Strategy, strategies
+from agent.enforce.strategies.run_queue_guard import RunQueueGuard
 
 ROOT = Path(__file__).resolve().parents[1]
 V1 = Facts(is_v2=False, besteffort_tier="/kubepods/besteffort", burst_supported=True)
@@ -49,8 +50,12 @@ CASES: dict[str, tuple[AgentConfig, Facts, list[str]]] = {
     "v2, memory_high off": (config(enforcement={"memory_high": False}), V2, ["baseline", "cfs_quota", "batch_limits", *ONLINE_AND_DISK]),
     "v1, memory_high on": (config(enforcement={"memory_high": True}), V1, ["baseline", "cfs_quota", "batch_limits", *ONLINE_AND_DISK]),
     "burst unsupported": (config(), NO_BURST, ["baseline", "cfs_quota", "batch_limits", *ONLINE_AND_DISK]),
-    "everything, v2": (config(enforcement={"cpu_policy": "cpuset"}, **NETWORK_QOS), V2,
-                       ["baseline", "cpuset", "memory_high", "batch_limits", *ONLINE_AND_DISK, "net_egress"]),
+    "everything, v2": (config(enforcement={"cpu_policy": "cpuset", "rq_protection": {"enabled": True}}, **NETWORK_QOS), V2,
+                       ["baseline", "run_queue_guard", "cpuset", "memory_high", "batch_limits", *ONLINE_AND_DISK, "net_egress"]),
+    "run-queue protection": (config(enforcement={"rq_protection": {"enabled": True}}), V1,
+                             ["baseline", "run_queue_guard", "cfs_quota", "batch_limits", *ONLINE_AND_DISK]),
+    "run-queue protection, no cpu policy": (config(enforcement={"cpu_policy": "none", "rq_protection": {"enabled": True}}), V1,
+                                            ["baseline", "batch_limits", *ONLINE_AND_DISK]),
 }  # fmt: skip
 
 
@@ -59,6 +64,7 @@ def listed_by_hand(config: AgentConfig, facts: Facts) -> list[Strategy]:
     e, q = config.enforcement, config.qos
     registered: list[Strategy | None] = [
         Baseline(e),
+        RunQueueGuard(e) if e.rq_protection.enabled and e.cpu_policy != "none" else None,
         CfsQuota(e, facts.besteffort_tier) if e.cpu_policy == "cfsQuota" else None,
         Cpuset(e) if e.cpu_policy == "cpuset" else None,
         MemoryHigh(e) if facts.is_v2 and e.memory_high else None,
@@ -94,7 +100,7 @@ def test_what_a_strategy_is_built_with_shows_a_changed_fact() -> None:
 
 def test_each_strategy_is_registered_under_its_own_name_in_order() -> None:
     specs = registry.specs()
-    assert [s.name for s in specs] == ["baseline", "cfs_quota", "cpuset", "memory_high", "batch_limits",
+    assert [s.name for s in specs] == ["baseline", "run_queue_guard", "cfs_quota", "cpuset", "memory_high", "batch_limits",
                                        "cpu_burst", "quota_burst", "memory_qos", "disk_qos", "net_egress"]  # fmt: skip
     cfg, facts, _ = CASES["everything, v2"]
     built = {s.name: s for s in strategies(cfg, facts)}

@@ -125,6 +125,7 @@ def test_the_readers_see_what_the_variants_are_about() -> None:
     assert answers["succeeded"]["finished"] and answers["pending"]["container ids"] == ()
     assert answers["online"]["meta"][0].creation_timestamp is not None
     assert len(answers["online"]["meta"][0].container_memory) == 3
+    assert answers["online"]["meta"][0].pod_ip == "10.244.3.17"  # where the opt-in SLO scrape goes
 
 
 def test_the_slim_pod_drops_what_nobody_reads() -> None:
@@ -137,7 +138,7 @@ def test_the_slim_pod_drops_what_nobody_reads() -> None:
     app = slim["spec"]["containers"][0]
     assert app == {"name": "app", "resources": {"requests": {"cpu": "250m", "memory": "256Mi"},
                                                 "limits": {"cpu": "1", "memory": "512Mi"}}}  # fmt: skip
-    assert set(slim["status"]) == {"phase", "qosClass", "containerStatuses", "initContainerStatuses"}
+    assert set(slim["status"]) == {"phase", "qosClass", "podIP", "containerStatuses", "initContainerStatuses"}
     assert len(repr(slim)) * 5 < len(repr(full))
 
 

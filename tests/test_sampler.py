@@ -258,7 +258,7 @@ def test_collectors_report_success_and_duration_and_can_be_switched_off(v1tree_c
     try:
         snap = sampler.sample()
         runs = {r.name: r for r in snap.collectors}
-        assert set(runs) == {"node", "tiers", "pods", "containers", "psi", "network"}  # the defaults
+        assert set(runs) == {"node", "tiers", "pods", "containers", "psi", "run_queue", "network"}  # the defaults
         assert all(r.success and r.duration_seconds >= 0 for r in runs.values())
         assert sum(r.duration_seconds for r in runs.values()) <= snap.duration_seconds
         assert [c.cgroup for p in snap.pods.values() for c in p.containers] == [ctr]
@@ -270,6 +270,7 @@ def test_collectors_report_success_and_duration_and_can_be_switched_off(v1tree_c
         assert {r.name for r in snap.collectors} == {"node", "pods"}
         assert snap.tiers == {} and snap.interfaces == ()
         assert [p.containers for p in snap.pods.values()] == [()]
+        assert [p.run_queue for p in snap.pods.values()] == [None]
     finally:
         off.close()
 
@@ -278,4 +279,4 @@ def test_the_collectors_configuration_keeps_node_and_pods() -> None:
     from agent.config import AgentConfig
 
     cfg = AgentConfig.model_validate({"collectors": {"containers": False, "network": False}})
-    assert cfg.collectors.enabled() == frozenset({"node", "pods", "tiers", "psi"})
+    assert cfg.collectors.enabled() == frozenset({"node", "pods", "tiers", "psi", "run_queue"})

@@ -292,6 +292,7 @@ def agent_families() -> list[Any]:
     from agent.enforce.stage import Enforcer
     from agent.enforce.strategies.cpu_suppression import CpuReport
     from agent.enforce.strategies.memory_high import MemoryHighReport
+    from agent.enforce.strategies.run_queue_guard import GuardReport
     from agent.evict.evictor import Evictor
     from agent.main import process_metrics
     from agent.node_state import node_state
@@ -321,6 +322,7 @@ def agent_families() -> list[Any]:
     enforcer.reports = {
         "cfs_quota": CpuReport(policy="cfsQuota", budget_cores=1.5, quota_cores={"u2": 1.5}),
         "memory_high": MemoryHighReport(high_bytes={"u2": 1 << 30}),
+        "run_queue_guard": GuardReport("cut", 0.5, "a rise"),
     }
     evictor = Evictor(cast(Kube, None), "node-a", lambda: node, CgroupWriter(layout), EvictionConfig(), dry_run=True)
     evictor.on_snapshot(snap)

@@ -464,3 +464,6 @@ class Plan:
     actions: tuple[Action, ...] = ()
     memo: Any = None
     report: Report = field(default_factory=lambda: NO_REPORT)
+    # a ceiling on the offline CPU budget for the strategies after this one in the pass (the run-queue
+    # protection's; the CPU policies hold offline pods to the lower of it and their own budget)
+    offline_cpu_cap: float | None = None

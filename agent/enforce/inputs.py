@@ -1,6 +1,8 @@
 """What the enforcement strategies need beyond the snapshot, read once per pass into the NodeState before
-they plan (they read no file themselves): eviction's high memory watermark and, for the cpuset policy, the
-CPUs kubelet's CPU manager gave containers exclusively and the effective CPUs of offline pods' parents."""
+they plan (they read no file themselves): eviction's high memory watermark, for the cpuset policy the CPUs
+kubelet's CPU manager gave containers exclusively and the effective CPUs of offline pods' parents, and for
+the run-queue protection's opt-in SLO feedback the latest readings of the pods that declare an SLO (scraped on
+the scraper's own thread: a pass only hands it the targets and takes what it has)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import os
 from collections.abc import Callable
 
 from agent.node_state import NodeState
+from agent.sense.slo_scrape import SloScraper
 from cgroup import CgroupError, CgroupReader, parent_cgroup
 from cgroup.files import parse_cpuset
 
@@ -35,11 +38,18 @@ def exclusive_cpus(state_json: str) -> frozenset[int]:
 
 class EnforcementInputs:
     def __init__(self, reader: CgroupReader, cpu_manager_state: str, *, cpuset: bool, host_root: str = "/",
-                 memory_high_watermark: Callable[[], float] = lambda: 80.0) -> None:  # fmt: skip
+                 memory_high_watermark: Callable[[], float] = lambda: 80.0,
+                 slo: SloScraper | None = None) -> None:  # fmt: skip
         self.reader, self.cpuset, self.watermark = reader, cpuset, memory_high_watermark
         self.cpu_manager_state = os.path.join(host_root, cpu_manager_state.lstrip("/"))
+        self.slo = slo
 
     def collect(self, state: NodeState) -> NodeState:
+        if self.slo is not None:
+            self.slo.set_targets({p.uid: (p.meta.pod_ip, p.meta.annotations) for p in state.online
+                                  if p.meta.annotations})  # fmt: skip
+            self.slo.start()
+            state = dataclasses.replace(state, slo=self.slo.readings())
         watermark = float(self.watermark())
         if not self.cpuset:  # only the cpuset policy reads CPUs: no file read for nothing every pass
             return dataclasses.replace(state, memory_high_percent=watermark)
@@ -58,3 +68,7 @@ class EnforcementInputs:
                     continue
         return dataclasses.replace(state, memory_high_percent=watermark, exclusive_cpus=exclusive,
                                    parent_cpus=parents)  # fmt: skip
+
+    def close(self) -> None:
+        if self.slo is not None:
+            self.slo.stop()

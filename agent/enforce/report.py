@@ -25,6 +25,10 @@ OFFLINE_CPU_RELEASED = Family(
 )
 OFFLINE_POD_CPU_QUOTA = Family("colo_offline_pod_cpu_quota_cores", "CPU quota given to an offline pod, cores", ("uid",))
 OFFLINE_POD_MEMORY_HIGH = Family("colo_offline_pod_memory_high_bytes", "memory.high given to an offline pod", ("uid",))
+RUN_QUEUE_GUARD_CAP = Family(
+    "colo_run_queue_guard_cap_cores",
+    "Ceiling the run-queue protection puts on the offline CPU budget, cores (absent while there is none)",
+)
 ENFORCEMENT_WRITES = Family("colo_enforcement_writes", "cgroup writes made by enforcement", ("result",), "counter")
 LEDGER_SAVE_FAILED = Family(
     "colo_enforcement_ledger_save_failed",
@@ -99,6 +103,11 @@ def metrics(e: EnforcementState) -> Iterable[Metric]:
     for uid, value in r["offline_memory_high_bytes"].items():
         m.add_metric([uid], float(value))
     out.append(m)
+    guard = r.get("run_queue_guard") or {}
+    if guard.get("cap_cores") is not None:
+        g = RUN_QUEUE_GUARD_CAP.metric()
+        g.add_metric([], float(guard["cap_cores"]))
+        out.append(g)
     w = ENFORCEMENT_WRITES.metric()
     w.add_metric(["ok"], float(e.writes))
     w.add_metric(["error"], float(e.errors))

@@ -12,6 +12,7 @@ logged and exported, nothing written (the ledger, and its file, included).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -33,6 +34,7 @@ from agent.enforce.strategies.cpu_suppression import CpuReport
 from agent.enforce.strategies.memory_high import MemoryHighReport
 from agent.enforce.strategies.registry import Facts, Strategy, own_originals, pass_needs, report_defaults
 from agent.node_state import NodeState, node_state
+from agent.sense.slo_scrape import SloScraper
 from agent.snapshot import Snapshot
 from cgroup import CgroupReader, Layout, PathModel
 from cgroup.kubelet_rules import kubelet_oom_score_adj, kubelet_quota, kubelet_shares
@@ -84,8 +86,11 @@ class Enforcer:
         if len(set(names)) != len(names):
             raise ValueError(f"two strategies share a name: {names}")
         self.parts = frozenset().union(*(s.parts for s in self.strategies))
+        rq = config.rq_protection
+        slo = SloScraper() if rq.enabled and rq.slo_feedback and config.cpu_policy != "none" else None
         self.inputs = EnforcementInputs(reader, config.cpu_manager_state, cpuset=config.cpu_policy == "cpuset",
-                                        host_root=host_root, memory_high_watermark=memory_high_watermark)  # fmt: skip
+                                        host_root=host_root, memory_high_watermark=memory_high_watermark,
+                                        slo=slo)  # fmt: skip
         self._memos: dict[str, Any] = {}
         self._warned: set[str] = set()
         # exported to the HTTP thread: only ever replaced, never changed in place
@@ -165,6 +170,8 @@ class Enforcer:
             actions += plan.actions
             memos[strategy.name], reports[strategy.name] = plan.memo, plan.report
             self._log_warnings(plan.report)
+            if plan.offline_cpu_cap is not None:  # the strategies after it hold offline pods to it
+                state = dataclasses.replace(state, offline_cpu_cap=plan.offline_cpu_cap)
         outcome = self.executor.apply(actions, snap)
         if not outcome.refused:  # refused: nothing happened, the next pass decides again from the same memos
             self._memos, self.reports = memos, reports
@@ -216,6 +223,7 @@ class Enforcer:
         self._publish_touched()
 
     def stop(self) -> None:
+        self.inputs.close()
         if not self.dry_run:
             self.restore_all()
 

@@ -11,13 +11,13 @@ those readers give the same answers on the slim pod as on the whole one (tests/t
   uid (PodMeta, the cgroup), creationTimestamp (eviction order's last key: the youngest first);
   labels `koordinator.sh/qosClass` (classification) and the `aggregate_label_keys` (usage by label in the
   metrics); annotations `volcano.sh/qos-level` (classification), `kubernetes.io/config.mirror` (a static
-  pod's cgroup UID) and `contract.annotations.AGENT_POD_ANNOTATIONS` (quota burst).
+  pod's cgroup UID) and `contract.annotations.AGENT_POD_ANNOTATIONS` (quota burst, the SLO declaration).
 - spec: priority (classification, eviction order), priorityClassName (classification); containers and
   initContainers, in order: name, restartPolicy (sidecars), resources.requests and .limits of cpu, memory,
   kubernetes.io/batch-cpu and kubernetes.io/batch-memory (requests, limits, batch values, memory QoS,
   container CPU limits, classes); overhead cpu and memory (requests, batch limits).
-- status: phase (finished pods), qosClass (the cgroup tier), containerStatuses and initContainerStatuses:
-  name, containerID (the containers' cgroups and IDs).
+- status: phase (finished pods), qosClass (the cgroup tier), podIP (the opt-in SLO scrape), containerStatuses
+  and initContainerStatuses: name, containerID (the containers' cgroups and IDs).
 
 So PodMeta.labels holds only the kept labels. A reader of another field must add it here.
 
@@ -105,7 +105,7 @@ def slim_pod(pod: Mapping[str, Any], label_keys: Collection[str] = ()) -> dict[s
         out_spec["priority"] = priority
     out_spec |= _strings(spec, ("priorityClassName",))
     _put(out_spec, "overhead", _picked(spec.get("overhead"), ("cpu", "memory")))
-    out_status: dict[str, Any] = _strings(status, ("phase", "qosClass"))
+    out_status: dict[str, Any] = _strings(status, ("phase", "qosClass", "podIP"))
     for field in ("containerStatuses", "initContainerStatuses"):
         _put(out_status, field, [_status(cs) for cs in _entries(status.get(field))])
     return {"metadata": out_meta, "spec": out_spec, "status": out_status}

@@ -158,7 +158,13 @@ def pod_meta(pod: dict[str, Any], classifier: Classifier) -> PodMeta:
         batch=_batch(pod),
         annotations={k: str(v) for k, v in (meta.get("annotations") or {}).items() if k in AGENT_POD_ANNOTATIONS},
         container_memory=_container_memory(pod),
+        pod_ip=_pod_ip(pod),
     )
+
+
+def _pod_ip(pod: dict[str, Any]) -> str | None:
+    ip = (pod.get("status") or {}).get("podIP")
+    return ip if isinstance(ip, str) and ip else None
 
 
 def cgroup_uid(pod: dict[str, Any]) -> str:

@@ -8,7 +8,9 @@ The budget:
     budget = allocatable × cpu_suppress_threshold − online usage − system usage
 
 floored at `cpu_min_offline_cores` so offline work never stalls completely, and raised by at most
-`cpu_growth_per_interval` of the node per pass so quotas do not oscillate (a fall is applied at once). A CPU
+`cpu_growth_per_interval` of the node per pass so quotas do not oscillate (a fall is applied at once). A
+strategy earlier in the pass may set a lower ceiling (`NodeState.offline_cpu_cap`: the run-queue protection,
+run_queue_guard.py); while it does, offline pods are not released. A CPU
 rate not known yet gives no budget: the cgroups keep what they hold. The split is in proportion to the
 offline pods' CPU requests; best-effort offline pods (no request) share `besteffort_share` of it equally. A
 pod never gets more than its own limit. Leftover from capped pods is not redistributed: the budget is an
@@ -196,6 +198,8 @@ def budget_and_release(
     load = 1.0 if load is None else load  # no allocatable: never quiet
     loads = (*memo.loads, load)[-config.cpu_release_confirm_passes :]
     released = release(loads, memo.released, config.cpu_release_below, config.cpu_release_confirm_passes)
+    if state.offline_cpu_cap is not None:
+        released = False  # a strategy holds batch below the budget: a quiet node's release would undo it
     if released != memo.released and config.cpu_release_below > 0:
         what = "released" if released else "suppressed again"
         log.info("online and system CPU at %.0f%% of allocatable: offline pods %s", 100 * load, what)
@@ -207,10 +211,12 @@ def budget(state: NodeState, previous: float | None, config: EnforcementConfig) 
     cpu = state.cpu
     if cpu.system is None:
         return None
-    return offline_budget(
+    total = offline_budget(
         cpu.allocatable, config.cpu_suppress_threshold, cpu.online, cpu.system, config.cpu_min_offline_cores,
         previous, config.cpu_growth_per_interval * cpu.allocatable,
     )  # fmt: skip
+    cap = state.offline_cpu_cap
+    return total if cap is None else max(config.cpu_min_offline_cores, min(total, cap))
 
 
 def cpu_demand(pod: PodSample) -> OfflineCpu:
