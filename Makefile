@@ -51,3 +51,4 @@ bench: $(DEV)
 
 docs: $(DEV)
 	$(BIN)/python -m tools.docgen
+	$(BIN)/python -m tools.rulegen
