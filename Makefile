@@ -1,6 +1,6 @@
 # The commands of the README. Each sets up .venv on first use: `make agent` and `make demo` install only what
 # the programs import; `make test` and `make bench` add the development tools (pyproject's `test` extra), `make sim`
-# matplotlib for `colo-sim --plot` (the `sim` extra). The distribution is `colo-k8s` (`colo` on the package index is
+# what `colo-sim` reads and plots with: numpy, pyarrow, matplotlib (the `sim` extra). The distribution is `colo-k8s` (`colo` on the package index is
 # an unrelated project): a .venv made under the old name has that one uninstalled first, its console scripts with it.
 # Recipes are silent and what they print goes to stderr, so `make demo ARGS="--once --output json"` is pure JSON.
 PY ?= python3
@@ -25,7 +25,7 @@ $(DEV): $(BIN)/colo-agent
 	@touch $@
 
 $(SIM): $(BIN)/colo-agent
-	@echo "make: adding matplotlib (colo-sim --plot) to $(VENV)" >&2
+	@echo "make: adding numpy, pyarrow and matplotlib (colo-sim) to $(VENV)" >&2
 	@$(BIN)/pip install -q -e '.[sim]' >&2
 	@touch $@
 
@@ -51,3 +51,4 @@ bench: $(DEV)
 
 docs: $(DEV)
 	$(BIN)/python -m tools.docgen
+	$(BIN)/python -m tools.rulegen

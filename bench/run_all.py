@@ -13,7 +13,7 @@ BENCHES = ("bench.cgroup_read_pass", "bench.bench_windows", "bench.agent_overhea
            "bench.bench_batch_limits", "bench.bench_batch_capacity", "bench.enforcement_pass",
            "bench.bench_qos_plans", "bench.bench_api_writes", "bench.bench_release_flaps",
            "bench.collection_pass", "bench.render_pass", "bench.bench_sim",
-           "bench.bench_sim_prometheus", "bench.net_egress",
+           "bench.bench_sim_prometheus", "bench.bench_sim_fleet", "bench.net_egress",
            "bench.disk_qos", "bench.pod_cache", "bench.run_queue_cost", "bench.interference")  # fmt: skip
 
 

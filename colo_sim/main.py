@@ -8,18 +8,23 @@ figure: docs/simulation.md.
 from __future__ import annotations
 
 import argparse
-import datetime
+import dataclasses
 import json
-import math
-import re
+import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from agent.capacity.lendable import CapacityParams
+from colo_sim.arguments import MAX_SPAN_S, duration, fraction, instant, memory, positive, prometheus_duration, whole
 from colo_sim.packing import NodeSize
-from colo_sim.trace import HEADERS, TraceError, TraceRows, read_trace
+from colo_sim.trace import HEADERS, Sample, TraceError, TraceRows
 from common.buildinfo import version_line
 from common.cli import EXIT_CONFIG, OneLineParser
+
+if TYPE_CHECKING:
+    from colo_sim.node_plan import Plan
+    from colo_sim.replay import Settings
 
 PROG = "colo-sim"
 
@@ -27,76 +32,22 @@ PROG = "colo-sim"
 #: here and its flag in `build_parser` (`--prometheus URL` with `--since DURATION`).
 SOURCES: dict[str, Callable[[argparse.Namespace], TraceRows]] = {}
 
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([smhd]?)\s*$")
-_UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-def duration(text: str) -> float:
-    """Seconds from '3600', '90s', '60m', '1h' or '1d'."""
-    m = _DURATION.match(text)
-    if not m or float(m.group(1)) <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive duration like 3600, 60m or 1h")
-    return float(m.group(1)) * _UNIT_S[m.group(2)]
-
-
-def instant(text: str) -> float:
-    """Unix seconds from a number or an ISO 8601 date/time (UTC unless it names a zone)."""
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        when = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is neither unix seconds nor an ISO 8601 time") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.UTC)
-    return when.timestamp()
-
-
-def positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
-    return value
-
-
-def fraction(text: str) -> float:
-    value = positive(text)
-    if value > 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not in (0, 1]")
-    return value
-
-
-def memory(text: str) -> float:
-    from kube.resources import quantity  # the official client's quantity parser
-
-    q = quantity(text)
-    if q is None or not q > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive quantity like 256Gi")
-    return float(q)
-
-
-def prometheus_duration(text: str) -> float:
-    from colo_sim.prometheus import PrometheusError, parse_duration
-
-    try:
-        return parse_duration(text)
-    except PrometheusError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
 
 def from_prometheus(args: argparse.Namespace) -> TraceRows:
     """--prometheus URL --since D: the cluster's samples, one per --step (default 300 s)."""
-    from colo_sim.prometheus import DEFAULT_STEP_S, PrometheusError, read_prometheus
+    from colo_sim.prometheus import DEFAULT_STEP_S, PrometheusError, read_allocatable, read_prometheus
 
+    step = args.step or DEFAULT_STEP_S
     try:
-        return TraceRows(read_prometheus(args.prometheus, args.prometheus_since, step_s=args.step or DEFAULT_STEP_S))
+        rows = TraceRows(read_prometheus(args.prometheus, args.prometheus_since, step_s=step))
     except PrometheusError as exc:
         raise TraceError(str(exc)) from None
+    try:  # each node's own size; --node-cpu and --node-memory for the nodes without one
+        found = read_allocatable(args.prometheus, args.prometheus_since, step_s=step)
+        args.node_sizes = {node: NodeSize(cpu, memory) for node, (cpu, memory) in found.items()}
+    except PrometheusError:
+        args.node_sizes = {}
+    return rows
 
 
 SOURCES["prometheus"] = from_prometheus
@@ -139,6 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write the samples read (e.g. a Prometheus pull) as a long-format trace")  # fmt: skip
     p.add_argument("--plot", metavar="FILE.png",
                    help="draw the Pareto picture and one node over time (needs matplotlib: make sim)")  # fmt: skip
+    p.add_argument("--jobs", type=whole, metavar="N",
+                   help="replay nodes in N processes (default: the CPUs; one for a small trace)")  # fmt: skip
+    p.add_argument("--cluster", metavar="ADDRESS", default=os.environ.get("DASK_SCHEDULER_ADDRESS"),
+                   help="replay nodes on the Dask cluster whose scheduler is at ADDRESS (tcp://host:8786; default: "
+                   "$DASK_SCHEDULER_ADDRESS); needs the fleet extra, and the trace at a path or URL the workers "
+                   "can read")  # fmt: skip
+    p.add_argument("--max-span", type=duration, default=MAX_SPAN_S, metavar="DURATION",
+                   help="refuse a trace whose times span more than this (default: 366d)")  # fmt: skip
     return p
 
 
@@ -157,7 +116,22 @@ def colo_params(path: str | None) -> CapacityParams:
     return params_from(config.oversubscription, config.enforcement.eviction.memory_high_watermark)
 
 
+#: Below this many samples the nodes are replayed in this process whatever --jobs says: starting processes
+#: would cost more than they save.
+SMALL_TRACE = 100_000
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    import importlib.util
+
+    if importlib.util.find_spec("numpy") is None and not {"-h", "--help", "--version"} & set(argv):
+        print(f"{PROG}: the replay needs numpy: make sim (the sim extra)", file=sys.stderr)
+        return EXIT_CONFIG
+    if argv[:1] == ["convert"]:
+        from colo_sim.convert import convert_main
+
+        return convert_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
 
@@ -170,29 +144,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail("no input: give --trace FILE" + "".join(f" or --{d.replace('_', '-')}" for d in SOURCES))
     if args.score_from is not None and args.until is not None and args.until <= args.score_from:
         return fail("--until must be after --from")
+    if args.plot:
+        problem = plot_problem(args.plot)
+        if problem:
+            return fail(problem)
     from common.config import ConfigError
 
     try:
         params = colo_params(args.agent_config)
     except ConfigError as exc:
         return fail(f"--agent-config: {exc}")
-    try:
-        rows = read_trace(args.trace, args.format) if args.trace is not None else SOURCES[chosen[0]](args)
-    except TraceError as exc:
-        return fail(str(exc))
-    if args.save:
-        from colo_sim.trace_writer import write_csv
-
-        try:
-            write_csv(rows.samples, args.save)
-        except OSError as exc:
-            return fail(f"--save {args.save}: {exc.strerror or exc}")
-    from colo_sim.replay import Settings, replay
+    from colo_sim.executors import ExecutorError, cpus, dask, local
+    from colo_sim.replay import Settings, run_plan
     from colo_sim.report import Progress, table
 
     settings = Settings(NodeSize(args.node_cpu, args.node_memory), args.pack_to, args.horizon, args.step,
-                        args.score_from, args.until, params)  # fmt: skip
-    result = replay(rows.samples, settings, rows.skipped, Progress())
+                        args.score_from, args.until, params, args.max_span)  # fmt: skip
+    try:
+        plan = load_plan(args, settings, chosen)
+    except TraceError as exc:
+        return fail(str(exc))
+    for warning in plan.warnings:
+        print(f"{PROG}: warning: {warning}", file=sys.stderr)
+    try:
+        if args.cluster:
+            executor = dask(args.cluster)
+        else:
+            jobs = args.jobs or cpus()
+            executor = local(1 if plan.samples < SMALL_TRACE and args.jobs is None else min(jobs, len(plan.nodes)))
+        result = run_plan(plan, settings, Progress(), bool(args.plot), executor)
+    except (ExecutorError, TraceError) as exc:
+        return fail(str(exc))
     if result.steps == 0:
         return fail("no node-step to score: the trace is shorter than the horizon, or --from/--until leave none")
     if args.plot:
@@ -207,6 +189,75 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         print(table(result))
     return 0
+
+
+def plot_problem(path: str) -> str | None:
+    """Why --plot PATH could not be drawn after the replay (matplotlib missing, the path not writable), checked
+    before it; None when it can."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        return "--plot needs matplotlib: make sim"
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        return f"--plot {path}: is a directory"
+    if not os.path.isdir(folder):
+        return f"--plot {path}: no such directory {folder}"
+    if not os.access(path if os.path.exists(path) else folder, os.W_OK):
+        return f"--plot {path}: not writable"
+    return None
+
+
+def load_plan(args: argparse.Namespace, settings: Settings, chosen: list[str]) -> Plan:
+    """The plan of the input named on the command line (--trace or a source), after --save when asked."""
+    from colo_sim.csv_arrow import read_csv
+    from colo_sim.executors import cpus
+    from colo_sim.node_plan import plan_rows
+    from colo_sim.parquet_trace import is_parquet, plan_parquet
+    from colo_sim.replay import plan_samples
+
+    if args.trace is None:
+        rows = SOURCES[chosen[0]](args)
+        save(args.save, rows.samples)
+        plan = plan_samples(rows.samples, settings, rows.skipped)
+        sizes: dict[str, NodeSize] | None = getattr(args, "node_sizes", None)
+        if sizes:
+            plan.nodes = [dataclasses.replace(n, size=sizes.get(n.name, n.size)) for n in plan.nodes]
+        return plan
+    if is_parquet(args.trace):
+        if args.format == "bitbrains":
+            raise TraceError(f"{args.trace}: a Parquet trace is in the long format (colo-sim convert writes it)")
+        plan = plan_parquet(args.trace, settings.node, settings.pack_to, settings.step_s, settings.max_span_s)
+    else:
+        # in parallel, the read is the part no other process shares: pyarrow's faster reader then, for more memory
+        parallel = bool(args.cluster) or (args.jobs or cpus()) > 1
+        pods, intake = read_csv(args.trace, args.format, fast=parallel)
+        plan = plan_rows(intake, pods, settings.node, settings.pack_to, settings.step_s, settings.max_span_s)
+    if args.save:
+        save(args.save, plan_samples_of(plan))
+    return plan
+
+
+def save(path: str | None, samples: Iterable[Sample]) -> None:
+    if not path:
+        return
+    from colo_sim.trace_writer import write_csv
+
+    try:
+        write_csv(samples, path)
+    except OSError as exc:
+        raise TraceError(f"--save {path}: {exc.strerror or exc}") from None
+
+
+def plan_samples_of(plan: Plan) -> Iterator[Sample]:
+    """The samples of a plan, node by node, each node's in input order (pods keep their own node names)."""
+    for spec in plan.nodes:
+        names, rows = spec.rows.load()
+        columns = (rows.t.tolist(), rows.cpu_request.tolist(), rows.cpu_usage.tolist(), rows.memory_request.tolist(),
+                   rows.memory_usage.tolist())  # fmt: skip
+        for c, t, creq, cuse, mreq, muse in zip(rows.code.tolist(), *columns, strict=True):
+            node, pod = names[c]
+            yield Sample(node, pod, t, creq, cuse, mreq, muse)
 
 
 if __name__ == "__main__":

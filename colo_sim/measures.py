@@ -11,34 +11,51 @@ At each evaluated node-step, with L the policy's capacity lent to batch and L* t
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
 
 from agent.windows.store import quantile
 
 GIB = float(1 << 30)
 
-
-def future_max(values: Sequence[float], width: int) -> list[float]:
-    """max(values[k : k + width]) for every k (the window shortened at the end); O(n) with a deque."""
-    n = len(values)
-    out = [0.0] * n
-    window: deque[int] = deque()  # indexes of decreasing values within [k, k + width)
-    for k in range(n - 1, -1, -1):
-        v = values[k]
-        while window and values[window[-1]] <= v:
-            window.pop()
-        window.append(k)
-        while window[0] >= k + width:
-            window.popleft()
-        out[k] = values[window[0]]
-    return out
+#: A per-step series as a policy returns it: a list or a numpy array of floats.
+Series = Sequence[float] | npt.NDArray[np.float64]
 
 
-def oracle_lend(usage: Sequence[float], allocatable: float, width: int) -> list[float]:
+def future_max(values: Series, width: int) -> npt.NDArray[np.float64]:
+    """max(values[k : k + width]) for every k (the window shortened at the end)."""
+    v = np.asarray(values, np.float64)
+    n = len(v)
+    if n == 0:
+        return v.copy()
+    width = max(1, min(width, n))
+    padded = np.concatenate([v, np.full(width - 1, -np.inf)])
+    out = np.lib.stride_tricks.sliding_window_view(padded, width).max(axis=1)
+    return np.asarray(out, np.float64)
+
+
+def oracle_lend(usage: Series, allocatable: float, width: int) -> npt.NDArray[np.float64]:
     """L*(k) = max(0, allocatable − max(usage over steps [k, k + width)))."""
-    return [max(0.0, allocatable - m) for m in future_max(usage, width)]
+    return np.maximum(0.0, allocatable - future_max(usage, width))
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One node's contribution to a Tally: its sums over its scored steps, each added in step order."""
+
+    steps: int
+    lent: float
+    safe: float
+    possible: float
+    excess: npt.NDArray[np.float64]
+
+
+def _ordered_sum(values: npt.NDArray[np.float64]) -> float:
+    """Σ values added one after another from the first (as a loop would; numpy's sum adds pairwise)."""
+    return 0.0 + float(np.cumsum(values)[-1]) if len(values) else 0.0
 
 
 @dataclass(slots=True)
@@ -52,24 +69,26 @@ class Tally:
     possible: float = 0.0  # Σ L*
     excess: list[float] = field(default_factory=list)  # (L − L*) / allocatable of each violation
 
-    def add(self, lent: Sequence[float], oracle: Sequence[float], allocatable: float, lo: int, hi: int) -> None:
+    @staticmethod
+    def part(lent: Series, oracle: Series, allocatable: float, lo: int, hi: int) -> Part:
+        """One node's sums over its node-steps lo..hi-1."""
+        x = np.asarray(lent, np.float64)[lo:hi]
+        o = np.asarray(oracle, np.float64)[lo:hi]
+        over = x > o
+        return Part(max(0, hi - lo), _ordered_sum(x), _ordered_sum(np.where(over, o, x)), _ordered_sum(o),
+                    (x[over] - o[over]) / allocatable)  # fmt: skip
+
+    def merge(self, part: Part) -> None:
+        self.excess.extend(part.excess.tolist())
+        self.violations = len(self.excess)
+        self.steps += part.steps
+        self.lent += part.lent
+        self.safe += part.safe
+        self.possible += part.possible
+
+    def add(self, lent: Series, oracle: Series, allocatable: float, lo: int, hi: int) -> None:
         """Count the node-steps lo..hi-1."""
-        safe = possible = total = 0.0
-        excess = self.excess
-        for k in range(lo, hi):
-            x, o = lent[k], oracle[k]
-            total += x
-            possible += o
-            if x > o:
-                safe += o
-                excess.append((x - o) / allocatable)
-            else:
-                safe += x
-        self.violations = len(excess)
-        self.steps += hi - lo
-        self.lent += total
-        self.safe += safe
-        self.possible += possible
+        self.merge(self.part(lent, oracle, allocatable, lo, hi))
 
     def summary(self, step_s: float, resource: str) -> dict[str, float]:
         unit = step_s / 3600.0 / (GIB if resource == "memory" else 1.0)

@@ -119,7 +119,7 @@ def read_prometheus(
     sorted by (node, pod, unix_s). `step_s` is a whole number of seconds (the rate window is one step). Steps
     fall on multiples of `step_s`, so two pulls of one range read the same points. Raises PrometheusError with
     one line when anything is missing or wrong."""
-    grid = _Grid.of(url, since_s, step_s, end_unix_s)
+    grid = Grid.of(url, since_s, step_s, end_unix_s)
     span = grid.span
 
     def fetch(name: str) -> list[Series]:
@@ -127,36 +127,22 @@ def read_prometheus(
 
     # One query at a time: run at once they took as long in all on this 2-core machine, each five times longer.
     answers = {name: fetch(name) for name in QUERIES}
-    cpu = _by_pod(answers["cpu_usage"])
+    cpu = by_pod(answers["cpu_usage"])
     if not cpu:
         raise PrometheusError(
             f"{url}: no container_cpu_usage_seconds_total series (cAdvisor) {span}; is cAdvisor scraped, and is "
             "the step at least twice the scrape interval (rate() needs two points)?"
         )
-    memory = _by_pod(answers["memory_usage"])
+    memory = by_pod(answers["memory_usage"])
     if not memory:
         raise PrometheusError(f"{url}: no container_memory_working_set_bytes series (cAdvisor) {span}")
-    nodes = _nodes_by_pod(answers["node"])
+    nodes = nodes_by_pod(answers["node"])
     if not nodes:
         raise PrometheusError(f"{url}: no kube_pod_info series {span}; is kube-state-metrics scraped?")
-    cpu_request = _by_pod(answers["cpu_request"])
-    memory_request = _by_pod(answers["memory_request"])
+    cpu_request = by_pod(answers["cpu_request"])
+    memory_request = by_pod(answers["memory_request"])
 
-    samples: list[Sample] = []
-    for pod, cpu_points in cpu.items():
-        memory_points = memory.get(pod)
-        if memory_points is None:
-            continue
-        cpu_req = cpu_request.get(pod, {})
-        mem_req = memory_request.get(pod, {})
-        placement = nodes.get(pod)
-        name = f"{pod[0]}/{pod[1]}"
-        for t, cores in cpu_points.items():
-            used = memory_points.get(t)
-            if used is None:
-                continue
-            node = placement.at(t) if placement is not None else ""
-            samples.append(Sample(node, name, t, cpu_req.get(t, 0.0), cores, mem_req.get(t, 0.0), used))
+    samples = pod_samples(cpu, memory, cpu_request, memory_request, nodes)
     if not samples:
         raise PrometheusError(f"{url}: no pod has both CPU and memory usage at any step {span}")
     samples.sort(key=lambda s: (s.node, s.pod, s.unix_s))
@@ -175,7 +161,7 @@ def read_allocatable(
     """node -> (allocatable cores, allocatable bytes), each the latest value in the same range and steps as
     `read_prometheus`: the real size of each node, where a trace without hosts has to be given one. Nodes
     without both resources are left out; PrometheusError when none has them."""
-    grid = _Grid.of(url, since_s, step_s, end_unix_s)
+    grid = Grid.of(url, since_s, step_s, end_unix_s)
     latest: dict[tuple[str, str], tuple[float, float]] = {}
     for labels, points in grid.read(ALLOCATABLE_QUERY, timeout_s, max_points):
         key = (labels.get("node", ""), labels.get("resource", ""))
@@ -197,8 +183,32 @@ def read_allocatable(
     return out
 
 
+Points = dict[tuple[str, str], dict[float, float]]
+
+
+def pod_samples(cpu: Points, memory: Points, cpu_request: Points, memory_request: Points,
+                nodes: Mapping[tuple[str, str], Placement]) -> list[Sample]:  # fmt: skip
+    """One sample per pod and step where both its CPU and memory usage exist, placed on its node then."""
+    samples: list[Sample] = []
+    for pod, cpu_points in cpu.items():
+        memory_points = memory.get(pod)
+        if memory_points is None:
+            continue
+        cpu_req = cpu_request.get(pod, {})
+        mem_req = memory_request.get(pod, {})
+        placement = nodes.get(pod)
+        name = f"{pod[0]}/{pod[1]}"
+        for t, cores in cpu_points.items():
+            used = memory_points.get(t)
+            if used is None:
+                continue
+            node = placement.at(t) if placement is not None else ""
+            samples.append(Sample(node, name, t, cpu_req.get(t, 0.0), cores, mem_req.get(t, 0.0), used))
+    return samples
+
+
 @dataclass(frozen=True, slots=True)
-class _Grid:
+class Grid:
     """The steps of one pull: `since` seconds back from the end, on multiples of the step."""
 
     base: str
@@ -207,7 +217,7 @@ class _Grid:
     step: int
 
     @staticmethod
-    def of(url: str, since_s: float, step_s: float, end_unix_s: float | None) -> _Grid:
+    def of(url: str, since_s: float, step_s: float, end_unix_s: float | None) -> Grid:
         if isinstance(step_s, bool) or not math.isfinite(step_s) or step_s < 1 or step_s != int(step_s):
             raise PrometheusError(f"the step must be a whole number of seconds >= 1, got {step_s!r}")
         step = int(step_s)
@@ -216,7 +226,7 @@ class _Grid:
         base = _base_url(url)
         now = datetime.now(UTC).timestamp() if end_unix_s is None else end_unix_s
         end = math.floor(now / step) * step
-        return _Grid(base, end - math.floor(since_s / step) * step, end, step)
+        return Grid(base, end - math.floor(since_s / step) * step, end, step)
 
     @property
     def span(self) -> str:
@@ -240,7 +250,7 @@ class _Grid:
         return list(merged.values())
 
 
-class _Placement:
+class Placement:
     """One pod's node over time, from kube_pod_info: the node at a step, else the nearest earlier one, else
     the nearest later one (a pod's usage can outlive its info by a scrape)."""
 
@@ -253,7 +263,7 @@ class _Placement:
         return self.nodes[i - 1] if i > 0 else self.nodes[0]
 
 
-def _by_pod(series: list[Series]) -> dict[tuple[str, str], dict[float, float]]:
+def by_pod(series: list[Series]) -> dict[tuple[str, str], dict[float, float]]:
     """(namespace, pod) -> {unix_s: value} of a query grouped by namespace and pod."""
     out: dict[tuple[str, str], dict[float, float]] = {}
     for labels, points in series:
@@ -263,7 +273,7 @@ def _by_pod(series: list[Series]) -> dict[tuple[str, str], dict[float, float]]:
     return out
 
 
-def _nodes_by_pod(series: list[Series]) -> dict[tuple[str, str], _Placement]:
+def nodes_by_pod(series: list[Series]) -> dict[tuple[str, str], Placement]:
     """(namespace, pod) -> its placement. Two nodes at one step (a pod re-created elsewhere within a scrape):
     the first by name, so the answer does not depend on the order of Prometheus's series."""
     node_at: dict[tuple[str, str], dict[float, str]] = {}
@@ -273,7 +283,7 @@ def _nodes_by_pod(series: list[Series]) -> dict[tuple[str, str], _Placement]:
             times = node_at.setdefault((labels.get("namespace", ""), pod), {})
             for t in values:
                 times[t] = min(times.get(t, node), node)
-    return {pod: _Placement(times) for pod, times in node_at.items()}
+    return {pod: Placement(times) for pod, times in node_at.items()}
 
 
 def _base_url(url: str) -> str:

@@ -34,16 +34,19 @@ def table(result: Result) -> str:
 class Progress:
     """A one-line bar on `stream`, drawn only when it is a terminal."""
 
-    def __init__(self, stream: TextIO | None = None, width: int = 30) -> None:
+    def __init__(self, stream: TextIO | None = None, width: int = 30, label: str = "replaying") -> None:
         self.stream = sys.stderr if stream is None else stream
         self.width = width
+        self.label = label
         self.on = self.stream.isatty()
 
     def __call__(self, done: int, total: int) -> None:
         if not self.on or total <= 0:
             return
         filled = self.width * done // total
-        self.stream.write(f"\rcolo-sim: replaying [{'#' * filled}{' ' * (self.width - filled)}] {done}/{total} nodes")
+        self.stream.write(
+            f"\rcolo-sim: {self.label} [{'#' * filled}{' ' * (self.width - filled)}] {done}/{total} nodes"
+        )
         if done >= total:
             self.stream.write("\n")
         self.stream.flush()

@@ -19,6 +19,7 @@ Malformed rows are skipped and counted by reason (`SKIP_REASONS`); they never st
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import gzip
 import io
@@ -26,7 +27,10 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from colo_sim.columns import Batch, Pods
 
 Format = Literal["long", "bitbrains"]
 
@@ -44,7 +48,7 @@ HEADERS: dict[Format, tuple[str, ...]] = {"long": LONG_HEADER, "bitbrains": BITB
 
 #: Why a row was skipped.
 SKIP_REASONS = (
-    "column_count",  # not the header's number of columns
+    "column_count",  # not the header's number of columns (a blank line is no row: not counted)
     "not_a_number",  # a numeric column that does not parse, or is NaN or infinite
     "negative",  # a negative time, request or usage
     "zero_cores",  # bitbrains: cores or cpu_prov_mhz of 0 (the usage in cores is undefined)
@@ -94,12 +98,15 @@ def _open_text(path: str) -> io.TextIOWrapper:
     with open(path, "rb") as probe:
         magic = probe.read(2)
     if magic == b"\x1f\x8b":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")  # closed by the caller
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", newline="")
+    # utf-8-sig: a byte-order mark (what spreadsheets write) is not part of the first column's name
+    return open(path, encoding="utf-8-sig", newline="")  # closed by the caller
 
 
-def read_trace(path: str, fmt: Format | None = None) -> TraceRows:
-    """Every usable sample of the CSV file at `path` (gzip or plain); raises TraceError when none is usable."""
+@contextlib.contextmanager
+def open_csv(path: str, fmt: Format | None = None) -> Iterator[tuple[Iterator[list[str]], Format]]:
+    """The data rows of the CSV file at `path` (gzip or plain) and its schema, checked against `fmt`; every way
+    the file cannot be read is a TraceError naming it."""
     try:
         with _open_text(path) as f:
             reader = csv.reader(f)
@@ -112,13 +119,22 @@ def read_trace(path: str, fmt: Format | None = None) -> TraceRows:
                 raise TraceError(f"{path}: {exc}") from None
             if fmt is not None and fmt != found:
                 raise TraceError(f"{path}: header is the {found} format, not {fmt}")
-            rows = parse_rows(reader, found)
+            yield reader, found
     except (OSError, UnicodeDecodeError, EOFError, csv.Error) as exc:
         raise TraceError(f"{path}: cannot read it: {exc}") from exc
+
+
+def read_trace(path: str, fmt: Format | None = None) -> TraceRows:
+    """Every usable sample of the CSV file at `path` (gzip or plain); raises TraceError when none is usable."""
+    with open_csv(path, fmt) as (reader, found):
+        rows = parse_rows(reader, found)
     if not rows.samples:
-        reasons = ", ".join(f"{k} {v}" for k, v in sorted(rows.skipped.items())) or "no data rows"
-        raise TraceError(f"{path}: no usable row ({reasons})")
+        raise TraceError(f"{path}: no usable row ({no_row_reasons(rows.skipped)})")
     return rows
+
+
+def no_row_reasons(skipped: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(skipped.items())) or "no data rows"
 
 
 def parse_rows(rows: Iterable[list[str]], fmt: Format) -> TraceRows:
@@ -127,7 +143,8 @@ def parse_rows(rows: Iterable[list[str]], fmt: Format) -> TraceRows:
     last: dict[tuple[str, str], float] = {}
     out: list[Sample] = []
     append = out.append
-    for sample in (_bitbrains if fmt == "bitbrains" else _long)(rows, skipped):
+    for fields in parse_fields(rows, fmt, skipped):
+        sample = Sample(*fields)
         key = (sample.node, sample.pod)
         prev = last.get(key)
         if prev is not None and sample.unix_s <= prev:
@@ -140,6 +157,15 @@ def parse_rows(rows: Iterable[list[str]], fmt: Format) -> TraceRows:
 
 _INF = math.inf
 
+#: One row's fields once parsed and checked: the fields of `Sample` in order.
+Fields = tuple[str, str, float, float, float, float, float]
+
+
+def parse_fields(rows: Iterable[list[str]], fmt: Format, skipped: Counter[str]) -> Iterator[Fields]:
+    """The fields of every data row of schema `fmt` whose numbers are usable (the checks that need no other
+    row); the others are counted in `skipped` by reason."""
+    return (_bitbrains if fmt == "bitbrains" else _long)(rows, skipped)
+
 
 def _reject(fields: list[str], skipped: Counter[str]) -> None:
     """Count why numeric `fields` were refused (the slow path: only for a row that failed the fast one)."""
@@ -151,9 +177,11 @@ def _reject(fields: list[str], skipped: Counter[str]) -> None:
     skipped["not_a_number" if not all(math.isfinite(v) for v in values) else "negative"] += 1
 
 
-def _bitbrains(rows: Iterable[list[str]], skipped: Counter[str]) -> Iterator[Sample]:
+def _bitbrains(rows: Iterable[list[str]], skipped: Counter[str]) -> Iterator[Fields]:
     for row in rows:
         if len(row) != 7:
+            if not row:
+                continue  # a blank line is not a row
             skipped["column_count"] += 1
             continue
         try:
@@ -169,12 +197,14 @@ def _bitbrains(rows: Iterable[list[str]], skipped: Counter[str]) -> Iterator[Sam
         if cores == 0.0 or prov == 0.0:
             skipped["zero_cores"] += 1
             continue
-        yield Sample("", row[0].strip(), t, cores, used * cores / prov, mprov * 1024.0, mused * 1024.0)
+        yield ("", row[0].strip(), t, cores, used * cores / prov, mprov * 1024.0, mused * 1024.0)
 
 
-def _long(rows: Iterable[list[str]], skipped: Counter[str]) -> Iterator[Sample]:
+def _long(rows: Iterable[list[str]], skipped: Counter[str]) -> Iterator[Fields]:
     for row in rows:
         if len(row) != 7:
+            if not row:
+                continue  # a blank line is not a row
             skipped["column_count"] += 1
             continue
         pod = row[1].strip()
@@ -190,4 +220,32 @@ def _long(rows: Iterable[list[str]], skipped: Counter[str]) -> Iterator[Sample]:
                 and 0.0 <= muse < _INF):  # fmt: skip
             _reject(row[2:], skipped)
             continue
-        yield Sample(row[0].strip(), pod, t, creq, cuse, mreq, muse)
+        yield (row[0].strip(), pod, t, creq, cuse, mreq, muse)
+
+
+def csv_batches(
+    path: str, fmt: Format | None, pods: Pods, skipped: Counter[str], rows: int = 1 << 18
+) -> Iterator[Batch]:
+    """The CSV file's rows whose numbers are usable, as batches of at most `rows` rows in file order (the checks
+    that need a pod's history are `colo_sim.columns.Intake`'s); skipped rows counted in `skipped`."""
+    with open_csv(path, fmt) as (reader, found):
+        code_of = pods.code
+        codes: list[int] = []
+        values: list[float] = []
+        for node, pod, t, creq, cuse, mreq, muse in parse_fields(reader, found, skipped):
+            codes.append(code_of(node, pod))
+            values += (t, creq, cuse, mreq, muse)
+            if len(codes) >= rows:
+                yield _batch(codes, values)
+                codes, values = [], []
+        if codes:
+            yield _batch(codes, values)
+
+
+def _batch(codes: list[int], values: list[float]) -> Batch:
+    import numpy as np  # here: the module is read by colo-sim before it checks that numpy is installed
+
+    from colo_sim.columns import Batch
+
+    table = np.array(values, np.float64).reshape(-1, 5)
+    return Batch(np.array(codes, np.int64), *(np.ascontiguousarray(table[:, i]) for i in range(5)))

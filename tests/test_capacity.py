@@ -244,3 +244,10 @@ def test_oversubscription_metrics_and_section_when_computed() -> None:
     assert isinstance(families["colo_oversubscription_cpu_cores"], GaugeMetricFamily)
     assert families["colo_oversubscription_cpu_cores"].samples[0].value == 3.0
     assert families["colo_capacity_reclaimable_bytes"].samples[0].value == 6 * GI
+    # what the Node carries, beside what the agent would lend (ColoBatchCapacityAboveLendable compares them)
+    assert families["colo_node_batch_status_cpu_cores"].samples[0].value == 0.0  # the Node carries none
+    node_obj["status"]["allocatable"] |= {"kubernetes.io/batch-cpu": "2500", "kubernetes.io/batch-memory": "1Gi"}
+    owner.changes(node_obj, now)
+    families = {m.name: m for m in owner.metrics()}
+    assert families["colo_node_batch_status_cpu_cores"].samples[0].value == 2.5
+    assert families["colo_node_batch_status_memory_bytes"].samples[0].value == GI

@@ -19,9 +19,9 @@ from agent.windows.grid import quantile
 from agent.windows.persist import load_windows, save_windows
 from agent.windows.store import WindowStore, online_key
 from colo_agent.main import main as agent_main
+from colo_sim.node_plan import build
 from colo_sim.packing import NodeSize
 from colo_sim.policies import colo
-from colo_sim.timeline import build
 from colo_sim.trace import Sample
 from common.plugins import check_registered
 from tools import docgen

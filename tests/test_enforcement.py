@@ -666,6 +666,11 @@ def test_churned_pods_leave_no_descriptor_on_their_removed_cgroups(
         agent.stop()
 
 
+def _ledger_gauges(enf: Enforcer) -> dict[str, float]:
+    """The ledger's state as /metrics shows it (what ColoEnforcementLedger* alert on)."""
+    return {m.name: m.samples[0].value for m in enf.metrics() if m.name.startswith("colo_enforcement_ledger_")}
+
+
 @V1
 def test_no_write_while_the_ledger_cannot_be_saved(v1tree_cgroupfs: V1Tree, tmp_path: Path) -> None:
     """The promise "recorded before the first write": a ledger that cannot reach the disk stops the writes."""
@@ -680,6 +685,7 @@ def test_no_write_while_the_ledger_cannot_be_saved(v1tree_cgroupfs: V1Tree, tmp_
     s = reader.cpu_settings(pod_path)
     assert (s.shares, s.idle, s.quota_us) == (before.shares, before.idle, before.quota_us)
     assert enf.writes == 0 and "ledger could not be saved" in (enf.last_error or "")
+    assert _ledger_gauges(enf)["colo_enforcement_ledger_save_failed"] == 1.0
 
 
 @V1
@@ -700,6 +706,7 @@ def test_a_corrupt_ledger_is_kept_aside_and_originals_come_from_the_spec(
     ledger.write_bytes(b'{"format": "colo-enforcement-ledger", "pods": {"' + uid.encode() + b'": {"uid"')
     enf = _enforcer(tree, str(ledger))
     assert not enf.ledger.trusted and enf.ledger.problem is not None
+    assert _ledger_gauges(enf) == {"colo_enforcement_ledger_save_failed": 0.0, "colo_enforcement_ledger_untrusted": 1.0}
     aside = [p for p in tmp_path.iterdir() if p.name.startswith("ledger.json.corrupt-")]
     assert len(aside) == 1 and aside[0].read_bytes().endswith(b'{"uid"')
     pods = [_pod(uid, "offline", pod_path, [ctr], 0.4, request=0.3)]

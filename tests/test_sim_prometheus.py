@@ -252,24 +252,68 @@ def test_a_pull_saved_as_csv_reads_back_the_same(prometheus: Server, tmp_path: P
 
 
 @pytest.mark.prometheus
-def test_the_replay_from_prometheus_is_the_replay_of_the_same_csv(
+def test_the_replay_from_prometheus_is_the_replay_of_the_same_csv_with_each_nodes_allocatable(
     prometheus: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """colo-sim's whole answer, pulled from Prometheus, read from a CSV of the samples the series encode, or
-    replayed from the pull it saved (`--save`)."""
+    """colo-sim's whole answer, pulled from Prometheus, or replayed from the dataset `convert --prometheus`
+    wrote: each node as large as its allocatable. From a CSV of the samples the series encode (no node sizes in
+    a CSV: every node --node-cpu) it is the answer of the pull's own --save."""
     from colo_sim import main as cli
 
-    path, saved = tmp_path / "same.csv", tmp_path / "saved.csv"
+    path, saved, dataset = tmp_path / "same.csv", tmp_path / "saved.csv", tmp_path / "pulled"
     write_csv(expected_samples(prometheus.base), path)
     common = ["--horizon", "600", "--output", "json", "--node-cpu", "8", "--node-memory", "16Gi"]
     # 60 h back from now: the fixture's hour (47-49 h ago), not its hour without kube-state-metrics (71-73 h ago)
     assert cli.main(["--prometheus", prometheus.url, "--since", "60h", "--save", str(saved), *common]) == 0
     from_prometheus = capsys.readouterr().out
+    assert cli.main(["convert", "--prometheus", prometheus.url, "--since", "60h", "--to", str(dataset)]) == 0
+    capsys.readouterr()
+    assert cli.main(["--trace", str(dataset), *common]) == 0
+    assert capsys.readouterr().out == from_prometheus
     assert cli.main(["--trace", str(path), *common]) == 0
-    assert capsys.readouterr().out == from_prometheus
+    from_csv = capsys.readouterr().out
     assert cli.main(["--trace", str(saved), *common]) == 0
-    assert capsys.readouterr().out == from_prometheus
+    assert capsys.readouterr().out == from_csv
     assert json.loads(from_prometheus)["nodes"] == 2
+    # node-a has 4 cores, not --node-cpu's 8: koordinator's 60% of it is lent less
+    koordinator = [json.loads(doc)["policies"]["koordinator"]["cpu"]["lent"] for doc in (from_prometheus, from_csv)]
+    assert koordinator[0] < koordinator[1]
+
+
+@pytest.mark.prometheus
+def test_a_pull_node_by_node_resumes_and_holds_every_placed_sample(prometheus: Server, tmp_path: Path) -> None:
+    """convert --prometheus: each node's samples in its partition (the pods kube-state-metrics placed), the
+    allocatable in the manifest; a second run reads only the nodes whose file is missing, with the same range."""
+    from colo_sim.parquet_trace import partition_dir
+    from colo_sim.prometheus_pull import PART, pull_to_dataset, read_manifest
+
+    end = last_end(prometheus)
+    target = tmp_path / "pull"
+    first = pull_to_dataset(prometheus.url, (STEPS - 1) * STEP, STEP, str(target), 2, end_unix_s=end, max_points=5)
+    expected = [s for s in expected_samples(prometheus.base) if s.node]
+    assert (first.rows, first.nodes, first.resumed) == (len(expected), 2, 0)
+    main_answer = replayed_samples(str(target))
+    assert main_answer == sorted(expected, key=lambda s: (s.node, s.pod, s.unix_s))
+    import pyarrow.fs as pafs
+
+    manifest = read_manifest(pafs.LocalFileSystem(), str(target))
+    assert manifest is not None and manifest["allocatable"]["node-a"] == [4.0, 16.0 * 1024 * MiB]
+    Path(partition_dir(str(target), "node-b"), f"{PART}.parquet").unlink()
+    again = pull_to_dataset(prometheus.url, 60.0, STEP, str(target), 1)  # the manifest's range, not this one
+    assert (again.nodes, again.resumed) == (1, 1)
+    assert replayed_samples(str(target)) == main_answer
+    with pytest.raises(PrometheusError, match="holds a pull of"):
+        pull_to_dataset("http://127.0.0.1:1", 3600.0, STEP, str(target))
+
+
+def replayed_samples(path: str) -> list[Sample]:
+    """The samples of a dataset as the replay reads them, sorted."""
+    from colo_sim.main import plan_samples_of
+    from colo_sim.packing import NodeSize
+    from colo_sim.parquet_trace import plan_parquet
+
+    plan = plan_parquet(path, NodeSize(8.0, 16.0 * 1024 * MiB), 1.0, None, 1e9)
+    return sorted(plan_samples_of(plan), key=lambda s: (s.node, s.pod, s.unix_s))
 
 
 def test_the_writer_writes_the_long_format(tmp_path: Path) -> None:

@@ -131,6 +131,17 @@ BATCH: dict[tuple[str, str], Family] = {
     for res, unit in (("cpu", "cores"), ("memory", "bytes"))
     for what, help_text in _BATCH_HELP.items()
 }
+#: What the Node carries in status.allocatable (the scheduler and kubelet admit against it), per resource: set
+#: beside the agent's own figure above, a stale or wrong value on the Node shows (the alert
+#: ColoBatchCapacityAboveLendable, docs/operations.md).
+NODE_STATUS: dict[str, Family] = {
+    res: Family(
+        f"colo_node_batch_status_{res}_{unit}",
+        f"Batch {res}: kubernetes.io/batch-{res} in the Node's status.allocatable as the agent last read it "
+        "(0 when absent)",
+    )
+    for res, unit in (("cpu", "cores"), ("memory", "bytes"))
+}
 ANNOTATION_OF = {"cpu": ANNOTATION_CPU, "memory": ANNOTATION_MEMORY}
 EXTENDED_OF = {"cpu": BATCH_CPU, "memory": BATCH_MEMORY}
 # after a write, the node informer's copy may still show the old value for a moment: within this many
@@ -206,6 +217,9 @@ class OversubscriptionOwner:
         self._warned_types: str | None = None
         self._withdrawn = False
         self._pass: PassCapacity | None = None  # the latest pass's (sampling thread)
+        #: kubernetes.io/batch-* in the Node's status.allocatable at the last round (milli-cores, bytes), replaced
+        #: whole: the HTTP thread reads it for /metrics
+        self.node_status: dict[str, int] = {}
         # sampling thread only: one window per resource and publishing model
         self._windows = {(model, r): WindowMean(config.publish_window_seconds)
                          for model in ("batch", "annotations") for r in RESOURCES}  # fmt: skip
@@ -266,6 +280,8 @@ class OversubscriptionOwner:
         """What the node should carry now, and the explanation kept in `self.last`."""
         meta = node.get("metadata") or {}
         annotations = meta.get("annotations") or {}
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        self.node_status = {r: _status_int(allocatable.get(EXTENDED_OF[r])) or 0 for r in RESOURCES}
         requests, floor = self._floor()
         if not self.enabled(node):
             self.last = {"enabled": False, "reason": f"node label {LABEL_ENABLED} is not 'true'",
@@ -430,4 +446,10 @@ class OversubscriptionOwner:
                     fam = BATCH[res, what].metric()
                     fam.add_metric([], batch[res][what] / scale)
                     out.append(fam)
+        status = self.node_status
+        for res, scale in (("cpu", 1000.0), ("memory", 1.0)):
+            if res in status:
+                fam = NODE_STATUS[res].metric()
+                fam.add_metric([], status[res] / scale)
+                out.append(fam)
         return out

@@ -30,6 +30,15 @@ RUN_QUEUE_GUARD_CAP = Family(
     "Ceiling the run-queue protection puts on the offline CPU budget, cores (absent while there is none)",
 )
 ENFORCEMENT_WRITES = Family("colo_enforcement_writes", "cgroup writes made by enforcement", ("result",), "counter")
+LEDGER_SAVE_FAILED = Family(
+    "colo_enforcement_ledger_save_failed",
+    "1 while the last save of the enforcement ledger did not reach the disk (no cgroup is changed until it does)",
+)
+LEDGER_UNTRUSTED = Family(
+    "colo_enforcement_ledger_untrusted",
+    "1 when the ledger found at start could not be read (kept aside with a .corrupt- suffix): originals come "
+    "from the pod specs until the agent restarts",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +55,8 @@ class EnforcementState:
     errors: int
     last_error: str | None
     defaults: Mapping[str, Any]  # the registered strategies' report keys while not active, in the section's order
+    ledger_save_failed: bool = False
+    ledger_untrusted: bool = False
 
 
 QOS_KEYS = ("cpu_burst", "quota_burst", "memory_qos")
@@ -101,4 +112,8 @@ def metrics(e: EnforcementState) -> Iterable[Metric]:
     w.add_metric(["ok"], float(e.writes))
     w.add_metric(["error"], float(e.errors))
     out.append(w)
+    for family, value in ((LEDGER_SAVE_FAILED, e.ledger_save_failed), (LEDGER_UNTRUSTED, e.ledger_untrusted)):
+        g = family.metric()
+        g.add_metric([], 1.0 if value else 0.0)
+        out.append(g)
     return out

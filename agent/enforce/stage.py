@@ -232,7 +232,8 @@ class Enforcer:
         """What the section and the metrics show, read once."""
         return enforcement_report.EnforcementState(
             self.dry_run, self.config.cpu_policy, self.memory_status, self.reports, self.touched,
-            self.writes, self.errors, self.last_error, report_defaults(),
+            self.writes, self.errors, self.last_error, report_defaults(), self.ledger.save_failed,
+            not self.ledger.trusted,
         )  # fmt: skip
 
     def section(self) -> dict[str, Any]:

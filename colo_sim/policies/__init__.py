@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from colo_sim.measures import Series
 from colo_sim.timeline import NodeTrace, Timeline
 
-#: Capacity lent per step: (cpu cores, memory bytes).
-Lending = tuple[list[float], list[float]]
+#: Capacity lent per step: (cpu cores, memory bytes), each a list or a numpy array.
+Lending = tuple[Series, Series]
 Runner = Callable[[NodeTrace, Timeline], dict[str, Lending]]
 
 #: The policies in the order of the output.

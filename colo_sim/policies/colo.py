@@ -52,8 +52,8 @@ def run_many(
     learned = [margins(params, store) for params, _ in runs]
     per_pod = any(registry.spec(params.predictor_for(r)).per_pod for params, _ in runs for r in RESOURCES)
     uids = node.pods
-    batch: list[Lending] = [([], []) for _ in runs]
-    annotation: list[Lending] = [([], []) for _ in runs]
+    batch: list[tuple[list[float], list[float]]] = [([], []) for _ in runs]
+    annotation: list[tuple[list[float], list[float]]] = [([], []) for _ in runs]
     use_cpu, _ = node.sums("cpu")
     use_mem, _ = node.sums("memory")
     alloc = {"cpu": node.cpu_cores, "memory": node.memory_bytes}

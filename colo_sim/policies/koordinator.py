@@ -11,6 +11,8 @@ koordinator-sh/koordinator pkg/slo-controller/noderesource/plugins/batchresource
 
 from __future__ import annotations
 
+import numpy as np
+
 from colo_sim.policies import Lending
 from colo_sim.timeline import NodeTrace, Timeline
 
@@ -21,7 +23,7 @@ MEMORY_RECLAIM_PERCENT = 65
 def run(node: NodeTrace, timeline: Timeline) -> dict[str, Lending]:
     out = []
     for resource, percent in (("cpu", CPU_RECLAIM_PERCENT), ("memory", MEMORY_RECLAIM_PERCENT)):
-        usage, _ = node.sums(resource)
+        usage = np.asarray(node.sums(resource)[0], np.float64)
         top = node.allocatable(resource) * percent / 100.0
-        out.append([max(0.0, top - u) for u in usage])
+        out.append(np.maximum(0.0, top - usage))
     return {"koordinator": (out[0], out[1])}

@@ -13,6 +13,8 @@ Trace pods carry no QoS class: none is counted Guaranteed.
 
 from __future__ import annotations
 
+import numpy as np
+
 from colo_sim.policies import Lending
 from colo_sim.timeline import NodeTrace, Timeline
 
@@ -22,7 +24,7 @@ RATIO_PERCENT = 60
 def run(node: NodeTrace, timeline: Timeline) -> dict[str, Lending]:
     out = []
     for resource in ("cpu", "memory"):
-        usage, _ = node.sums(resource)
+        usage = np.asarray(node.sums(resource)[0], np.float64)
         alloc = node.allocatable(resource)
-        out.append([max(0.0, (alloc - u) * RATIO_PERCENT / 100.0) for u in usage])
+        out.append(np.maximum(0.0, (alloc - usage) * RATIO_PERCENT / 100.0))
     return {"volcano": (out[0], out[1])}
