@@ -117,4 +117,5 @@ def agent_pod(namespace: str, name: str, cpu_cores: float | None, memory_bytes: 
         "batch": None,  # no kubernetes.io/batch-* resources
         "network": None,  # collectors.pod_network off (its default)
         "disk": None,  # the agent's disk collector is off
+        "run_queue": None,  # not read yet (collectors.run_queue reads a pod on its turn)
     }
