@@ -166,8 +166,9 @@ def node_state(snap: Snapshot, allocatable: tuple[float | None, float | None]) -
     lent_cpu = sum([min(p.cpu_cores or 0.0, batch_request(p, "cpu")) for p in off if p.meta.batch is not None])
     # a missing (or zero) allocatable: the machine's capacity stands in
     cpu = Usage(alloc_cpu or node.cpu_capacity_cores, node.cpu_cores, pods_cpu, on_cpu, off_cpu, lent_cpu)
-    memory = Usage(float(alloc_mem or node.memory_total_bytes), float(node.memory_used_bytes), pods_mem, on_mem,
-                   off_mem)  # fmt: skip
+    memory = Usage(
+        float(alloc_mem or node.memory_total_bytes), float(node.memory_used_bytes), pods_mem, on_mem, off_mem
+    )
     return NodeState(snap, cpu, memory, tuple(on), tuple(off), bool(alloc_cpu) and bool(alloc_mem))
 
 

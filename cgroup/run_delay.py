@@ -84,8 +84,14 @@ class RunDelayReader:
     """Run-queue delay of cgroup sets (a pod: its own cgroup and its containers') from their threads'
     schedstat, bounded per read (module docstring); PSI totals where the unified hierarchy has them."""
 
-    def __init__(self, layout: Layout, files: FileCache, proc_root: str = "/proc", max_tasks: int = MAX_TASKS,
-                 relist_every: int = RELIST_EVERY) -> None:  # fmt: skip
+    def __init__(
+        self,
+        layout: Layout,
+        files: FileCache,
+        proc_root: str = "/proc",
+        max_tasks: int = MAX_TASKS,
+        relist_every: int = RELIST_EVERY,
+    ) -> None:
         self.layout, self.files, self.proc, self.max_tasks = layout, files, proc_root.rstrip("/"), max_tasks
         self.relist_every = relist_every
         self._threads_file = "cgroup.threads" if layout.is_v2 else "tasks"

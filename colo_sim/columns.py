@@ -41,8 +41,14 @@ class Batch:
         return len(self.t)
 
     def take(self, index: npt.NDArray[np.intp] | npt.NDArray[np.bool_]) -> Batch:
-        return Batch(self.code[index], self.t[index], self.cpu_request[index], self.cpu_usage[index],
-                     self.memory_request[index], self.memory_usage[index])  # fmt: skip
+        return Batch(
+            self.code[index],
+            self.t[index],
+            self.cpu_request[index],
+            self.cpu_usage[index],
+            self.memory_request[index],
+            self.memory_usage[index],
+        )
 
     def reorder(self, index: npt.NDArray[np.intp]) -> None:
         """Put the rows in the order `index`, one column at a time (never two copies of every column at once)."""
@@ -51,8 +57,12 @@ class Batch:
 
     def compact(self) -> Batch:
         """The rows in arrays of their own (a view into a larger parsed block would keep the block alive)."""
-        return Batch(*(np.array(getattr(self, f), copy=True) if getattr(self, f).base is not None else getattr(self, f)
-                       for f in _FIELDS))  # fmt: skip
+        return Batch(
+            *(
+                np.array(getattr(self, f), copy=True) if getattr(self, f).base is not None else getattr(self, f)
+                for f in _FIELDS
+            )
+        )
 
     @staticmethod
     def concat(parts: list[Batch]) -> Batch:
@@ -146,8 +156,10 @@ class Intake:
     def _unit(self, t: float) -> float:
         for limit, name, divisor in UNIT_LIMITS:
             if t >= limit:
-                self.warnings.append(f"unix_s {t:.0f} of the first usable row looks like {name} since 1970: "
-                                     f"every time is divided by {divisor:.0f}")  # fmt: skip
+                self.warnings.append(
+                    f"unix_s {t:.0f} of the first usable row looks like {name} since 1970: "
+                    f"every time is divided by {divisor:.0f}"
+                )
                 return divisor
         return 1.0
 

@@ -30,16 +30,24 @@ def build_parser() -> OneLineParser:
     from colo_sim.arguments import duration, prometheus_duration, whole
     from colo_sim.trace import HEADERS
 
-    p = OneLineParser(prog=PROG, description="Write a trace or a Prometheus pull as a Parquet dataset "
-                      "partitioned by node (docs/simulation.md).")  # fmt: skip
+    p = OneLineParser(
+        prog=PROG,
+        description="Write a trace or a Prometheus pull as a Parquet dataset partitioned by node (docs/simulation.md).",
+    )
     p.add_argument("--trace", metavar="FILE", help="a CSV trace (gzip or plain) or a Parquet file or dataset")
     p.add_argument("--format", choices=sorted(HEADERS), help="the CSV trace's schema (default: from the header)")
     p.add_argument("--prometheus", metavar="URL", help="pull the cluster's samples from this Prometheus")
-    p.add_argument("--since", type=prometheus_duration, default=7 * 86400.0, metavar="DURATION",
-                   help="with --prometheus: how far back from now (default: 7d)")  # fmt: skip
+    p.add_argument(
+        "--since",
+        type=prometheus_duration,
+        default=7 * 86400.0,
+        metavar="DURATION",
+        help="with --prometheus: how far back from now (default: 7d)",
+    )
     p.add_argument("--step", type=duration, metavar="DURATION", help="with --prometheus: the step (default: 300 s)")
-    p.add_argument("--concurrency", type=whole, default=4, metavar="N",
-                   help="with --prometheus: nodes pulled at once (default: 4)")  # fmt: skip
+    p.add_argument(
+        "--concurrency", type=whole, default=4, metavar="N", help="with --prometheus: nodes pulled at once (default: 4)"
+    )
     p.add_argument("--to", required=True, metavar="DIR", help="the dataset's directory (or an object store URL)")
     return p
 
@@ -59,8 +67,14 @@ def convert_main(argv: Sequence[str]) -> int:
             from colo_sim.prometheus_pull import pull_to_dataset
 
             try:
-                written = pull_to_dataset(args.prometheus, args.since, args.step or DEFAULT_STEP_S, args.to,
-                                          args.concurrency, progress=_progress)  # fmt: skip
+                written = pull_to_dataset(
+                    args.prometheus,
+                    args.since,
+                    args.step or DEFAULT_STEP_S,
+                    args.to,
+                    args.concurrency,
+                    progress=_progress,
+                )
             except PrometheusError as exc:
                 return fail(str(exc))
             resumed = f" ({written.resumed} nodes already there)" if written.resumed else ""
@@ -74,8 +88,11 @@ def convert_main(argv: Sequence[str]) -> int:
     for warning in warnings:
         print(f"{PROG}: warning: {warning}", file=sys.stderr)
     reasons = ", ".join(f"{k} {v}" for k, v in sorted(skipped.items()))
-    print(f"{PROG}: {rows} rows of {nodes} nodes written to {args.to}" + (f"; skipped rows: {reasons}" if reasons
-          else ""), file=sys.stderr)  # fmt: skip
+    print(
+        f"{PROG}: {rows} rows of {nodes} nodes written to {args.to}"
+        + (f"; skipped rows: {reasons}" if reasons else ""),
+        file=sys.stderr,
+    )
     return 0
 
 

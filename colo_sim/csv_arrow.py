@@ -85,8 +85,18 @@ def _checked(rb: Any, fmt: Format, pods: Pods, skipped: Counter[str]) -> Batch:
         node_col = None
     else:
         pod_col = pc.utf8_trim_whitespace(rb.column("pod"))
-        raw = np.vstack([floats(n) for n in ("unix_s", "cpu_request_cores", "cpu_usage_cores",
-                                              "memory_request_bytes", "memory_usage_bytes")])  # fmt: skip
+        raw = np.vstack(
+            [
+                floats(n)
+                for n in (
+                    "unix_s",
+                    "cpu_request_cores",
+                    "cpu_usage_cores",
+                    "memory_request_bytes",
+                    "memory_usage_bytes",
+                )
+            ]
+        )
         empty = np.asarray(pc.equal(pod_col, "").to_numpy(zero_copy_only=False), bool)
         ok = usable(raw, empty, skipped)
         values = list(raw[:, ok])

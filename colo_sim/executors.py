@@ -44,8 +44,9 @@ def cpus() -> int:
         return os.cpu_count() or 1
 
 
-def _ordered(submit: Callable[[NodeTask], Any], result: Callable[[Any], NodeOutcome], work: Iterable[NodeTask],
-             window: int) -> Iterator[NodeOutcome]:  # fmt: skip
+def _ordered(
+    submit: Callable[[NodeTask], Any], result: Callable[[Any], NodeOutcome], work: Iterable[NodeTask], window: int
+) -> Iterator[NodeOutcome]:
     """Submit `work` with at most `window` tasks in flight and yield the outcomes in submission order."""
     pending: collections.deque[Any] = collections.deque()
     for task in work:
@@ -95,8 +96,9 @@ def dask(address: str) -> Executor:
 
     def run(work: Iterable[NodeTask]) -> Iterator[NodeOutcome]:
         try:
-            yield from _ordered(lambda t: client.submit(replay_node, t, pure=False), _dask_result, work,
-                                AHEAD * workers)  # fmt: skip
+            yield from _ordered(
+                lambda t: client.submit(replay_node, t, pure=False), _dask_result, work, AHEAD * workers
+            )
         finally:
             client.close()  # type: ignore[no-untyped-call]
 

@@ -63,41 +63,85 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=version_line(PROG))
     p.add_argument("--trace", metavar="FILE", help="CSV trace, gzip or plain (schemas: docs/simulation.md)")
     p.add_argument("--format", choices=sorted(HEADERS), help="the trace's schema (default: detected from the header)")
-    p.add_argument("--node-cpu", type=positive, default=32.0, metavar="CORES",
-                   help="size of a packed node, cores (default: 32)")  # fmt: skip
-    p.add_argument("--node-memory", type=memory, default=float(256 << 30), metavar="QUANTITY",
-                   help="size of a packed node (default: 256Gi)")  # fmt: skip
-    p.add_argument("--pack-to", type=fraction, default=1.0, metavar="FRACTION",
-                   help="requests on a packed node stay within this share of its size (default: 1.0)")  # fmt: skip
-    p.add_argument("--horizon", type=duration, default=3600.0, metavar="DURATION",
-                   help="the oracle's horizon H (default: 3600 s)")  # fmt: skip
-    p.add_argument("--step", type=duration, metavar="DURATION",
-                   help="trace step (default: the most common interval between a pod's samples)")  # fmt: skip
-    p.add_argument("--from", dest="score_from", type=instant, metavar="TIME",
-                   help="score node-steps from this time on (unix seconds or ISO 8601; policies still see "
-                   "the trace from its start)")  # fmt: skip
+    p.add_argument(
+        "--node-cpu", type=positive, default=32.0, metavar="CORES", help="size of a packed node, cores (default: 32)"
+    )
+    p.add_argument(
+        "--node-memory",
+        type=memory,
+        default=float(256 << 30),
+        metavar="QUANTITY",
+        help="size of a packed node (default: 256Gi)",
+    )
+    p.add_argument(
+        "--pack-to",
+        type=fraction,
+        default=1.0,
+        metavar="FRACTION",
+        help="requests on a packed node stay within this share of its size (default: 1.0)",
+    )
+    p.add_argument(
+        "--horizon", type=duration, default=3600.0, metavar="DURATION", help="the oracle's horizon H (default: 3600 s)"
+    )
+    p.add_argument(
+        "--step",
+        type=duration,
+        metavar="DURATION",
+        help="trace step (default: the most common interval between a pod's samples)",
+    )
+    p.add_argument(
+        "--from",
+        dest="score_from",
+        type=instant,
+        metavar="TIME",
+        help="score node-steps from this time on (unix seconds or ISO 8601; policies still see "
+        "the trace from its start)",
+    )
     p.add_argument("--until", type=instant, metavar="TIME", help="score node-steps before this time")
-    p.add_argument("--agent-config", metavar="FILE",
-                   help="colo-agent YAML whose oversubscription section the colo policies use "
-                   "(default: the agent's defaults)")  # fmt: skip
-    p.add_argument("--prometheus", metavar="URL",
-                   help="read the cluster's usage and requests from this Prometheus instead of a trace "
-                   "(docs/simulation-prometheus.md)")  # fmt: skip
-    p.add_argument("--since", dest="prometheus_since", type=prometheus_duration, default=7 * 86400.0,
-                   metavar="DURATION", help="with --prometheus: how far back from now (default: 7d)")  # fmt: skip
+    p.add_argument(
+        "--agent-config",
+        metavar="FILE",
+        help="colo-agent YAML whose oversubscription section the colo policies use (default: the agent's defaults)",
+    )
+    p.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="read the cluster's usage and requests from this Prometheus instead of a trace "
+        "(docs/simulation-prometheus.md)",
+    )
+    p.add_argument(
+        "--since",
+        dest="prometheus_since",
+        type=prometheus_duration,
+        default=7 * 86400.0,
+        metavar="DURATION",
+        help="with --prometheus: how far back from now (default: 7d)",
+    )
     p.add_argument("--output", choices=("table", "json"), default="table", help="(default: table)")
-    p.add_argument("--save", metavar="FILE",
-                   help="also write the samples read (e.g. a Prometheus pull) as a long-format trace")  # fmt: skip
-    p.add_argument("--plot", metavar="FILE.png",
-                   help="draw the Pareto picture and one node over time (needs matplotlib: make sim)")  # fmt: skip
-    p.add_argument("--jobs", type=whole, metavar="N",
-                   help="replay nodes in N processes (default: the CPUs; one for a small trace)")  # fmt: skip
-    p.add_argument("--cluster", metavar="ADDRESS", default=os.environ.get("DASK_SCHEDULER_ADDRESS"),
-                   help="replay nodes on the Dask cluster whose scheduler is at ADDRESS (tcp://host:8786; default: "
-                   "$DASK_SCHEDULER_ADDRESS); needs the fleet extra, and the trace at a path or URL the workers "
-                   "can read")  # fmt: skip
-    p.add_argument("--max-span", type=duration, default=MAX_SPAN_S, metavar="DURATION",
-                   help="refuse a trace whose times span more than this (default: 366d)")  # fmt: skip
+    p.add_argument(
+        "--save", metavar="FILE", help="also write the samples read (e.g. a Prometheus pull) as a long-format trace"
+    )
+    p.add_argument(
+        "--plot", metavar="FILE.png", help="draw the Pareto picture and one node over time (needs matplotlib: make sim)"
+    )
+    p.add_argument(
+        "--jobs", type=whole, metavar="N", help="replay nodes in N processes (default: the CPUs; one for a small trace)"
+    )
+    p.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        default=os.environ.get("DASK_SCHEDULER_ADDRESS"),
+        help="replay nodes on the Dask cluster whose scheduler is at ADDRESS (tcp://host:8786; default: "
+        "$DASK_SCHEDULER_ADDRESS); needs the fleet extra, and the trace at a path or URL the workers "
+        "can read",
+    )
+    p.add_argument(
+        "--max-span",
+        type=duration,
+        default=MAX_SPAN_S,
+        metavar="DURATION",
+        help="refuse a trace whose times span more than this (default: 366d)",
+    )
     return p
 
 
@@ -158,8 +202,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     from colo_sim.replay import Settings, run_plan
     from colo_sim.report import Progress, table
 
-    settings = Settings(NodeSize(args.node_cpu, args.node_memory), args.pack_to, args.horizon, args.step,
-                        args.score_from, args.until, params, args.max_span)  # fmt: skip
+    settings = Settings(
+        NodeSize(args.node_cpu, args.node_memory),
+        args.pack_to,
+        args.horizon,
+        args.step,
+        args.score_from,
+        args.until,
+        params,
+        args.max_span,
+    )
     try:
         plan = load_plan(args, settings, chosen)
     except TraceError as exc:
@@ -253,8 +305,13 @@ def plan_samples_of(plan: Plan) -> Iterator[Sample]:
     """The samples of a plan, node by node, each node's in input order (pods keep their own node names)."""
     for spec in plan.nodes:
         names, rows = spec.rows.load()
-        columns = (rows.t.tolist(), rows.cpu_request.tolist(), rows.cpu_usage.tolist(), rows.memory_request.tolist(),
-                   rows.memory_usage.tolist())  # fmt: skip
+        columns = (
+            rows.t.tolist(),
+            rows.cpu_request.tolist(),
+            rows.cpu_usage.tolist(),
+            rows.memory_request.tolist(),
+            rows.memory_usage.tolist(),
+        )
         for c, t, creq, cuse, mreq, muse in zip(rows.code.tolist(), *columns, strict=True):
             node, pod = names[c]
             yield Sample(node, pod, t, creq, cuse, mreq, muse)

@@ -75,8 +75,13 @@ class Tally:
         x = np.asarray(lent, np.float64)[lo:hi]
         o = np.asarray(oracle, np.float64)[lo:hi]
         over = x > o
-        return Part(max(0, hi - lo), _ordered_sum(x), _ordered_sum(np.where(over, o, x)), _ordered_sum(o),
-                    (x[over] - o[over]) / allocatable)  # fmt: skip
+        return Part(
+            max(0, hi - lo),
+            _ordered_sum(x),
+            _ordered_sum(np.where(over, o, x)),
+            _ordered_sum(o),
+            (x[over] - o[over]) / allocatable,
+        )
 
     def merge(self, part: Part) -> None:
         self.excess.extend(part.excess.tolist())

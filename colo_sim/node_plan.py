@@ -73,9 +73,11 @@ def grid_of(summary: Summary, pods: Pods, step: float | None, max_span_s: float)
         code, t = (summary.last_pod, summary.t_end) if wild_late else (summary.first_pod, summary.t0)
         node, pod = pods.names[code]
         where = f"pod {pod!r}" + (f" on node {node!r}" if node else "")
-        raise TraceError(f"the row of {where} at unix_s {t:.0f} ({_iso(t)}) makes the trace span "
-                         f"{span / 86400:.0f} days ({_iso(summary.t0)} to {_iso(summary.t_end)}), beyond the "
-                         f"{max_span_s / 86400:g}-day limit: remove the row or raise --max-span")  # fmt: skip
+        raise TraceError(
+            f"the row of {where} at unix_s {t:.0f} ({_iso(t)}) makes the trace span "
+            f"{span / 86400:.0f} days ({_iso(summary.t0)} to {_iso(summary.t_end)}), beyond the "
+            f"{max_span_s / 86400:g}-day limit: remove the row or raise --max-span"
+        )
     step = step or infer_step(summary.gaps)
     return Timeline(summary.t0, step, int((summary.t_end - summary.t0) // step) + 1)
 
@@ -89,8 +91,11 @@ def _iso(t: float) -> str:
 
 def packed_nodes(pods: Pods, summary: Summary, size: NodeSize, pack_to: float) -> dict[int, int]:
     """Packed node index of every unplaced pod's code."""
-    largest = {pods.names[c][1]: (float(summary.largest_cpu[c]), float(summary.largest_memory[c]))
-               for c in range(len(pods)) if not pods.names[c][0] and summary.count[c] > 0}  # fmt: skip
+    largest = {
+        pods.names[c][1]: (float(summary.largest_cpu[c]), float(summary.largest_memory[c]))
+        for c in range(len(pods))
+        if not pods.names[c][0] and summary.count[c] > 0
+    }
     by_pod = pack(largest, size, pack_to)
     return {c: by_pod[pods.names[c][1]] for c in range(len(pods)) if not pods.names[c][0] and summary.count[c] > 0}
 
@@ -118,8 +123,9 @@ def plan_rows(
     named = sorted({pods.names[c][0] for c in seen if pods.names[c][0]})
     names = node_names(named, packed)
     index = {name: i for i, name in enumerate(names)}
-    node_of = np.array([index[node] if node else len(named) + packed.get(c, 0) for c, (node, _) in
-                        enumerate(pods.names)], np.int64)  # fmt: skip
+    node_of = np.array(
+        [index[node] if node else len(named) + packed.get(c, 0) for c, (node, _) in enumerate(pods.names)], np.int64
+    )
     grouped = intake.rows()
     where = node_of[grouped.code]
     bounds = [0, *np.cumsum(np.bincount(where, minlength=len(names))).tolist()]
@@ -138,8 +144,14 @@ def plan_rows(
 def _local(rows: Batch, pods: Pods) -> InlineRows:
     """The rows with codes renumbered 0.. over this node's pods only (what a worker needs of the names)."""
     uniq, inverse = np.unique(rows.code, return_inverse=True)
-    local = Batch(inverse.reshape(-1).astype(np.int64), rows.t, rows.cpu_request, rows.cpu_usage,
-                  rows.memory_request, rows.memory_usage)  # fmt: skip
+    local = Batch(
+        inverse.reshape(-1).astype(np.int64),
+        rows.t,
+        rows.cpu_request,
+        rows.cpu_usage,
+        rows.memory_request,
+        rows.memory_usage,
+    )
     return InlineRows([pods.names[c] for c in uniq.tolist()], local)
 
 

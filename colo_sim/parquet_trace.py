@@ -83,8 +83,9 @@ def open_dataset(path: str) -> tuple[Any, Any, str]:
         raise TraceError(f"{path}: cannot read it as Parquet: {_one_line(exc)}") from None
     missing = [c for c in LONG_HEADER if c not in names]
     if missing:
-        raise TraceError(f"{path}: not the long format's columns: {', '.join(missing)} missing "
-                         f"(expected {','.join(LONG_HEADER)})")  # fmt: skip
+        raise TraceError(
+            f"{path}: not the long format's columns: {', '.join(missing)} missing (expected {','.join(LONG_HEADER)})"
+        )
     return dataset, fs, root
 
 
@@ -139,8 +140,9 @@ def coded(pod_col: Any, node: str | None, node_col: Any, pods: Pods) -> np.ndarr
     node_names_ = node_dict.dictionary.to_pylist()
     pair = node_idx * len(pod_names) + pod_idx
     uniq, inverse = np.unique(pair, return_inverse=True)
-    lookup = np.array([pods.code(node_names_[u // len(pod_names)], pod_names[u % len(pod_names)])
-                       for u in uniq.tolist()], np.int64)  # fmt: skip
+    lookup = np.array(
+        [pods.code(node_names_[u // len(pod_names)], pod_names[u % len(pod_names)]) for u in uniq.tolist()], np.int64
+    )
     codes: np.ndarray[Any, np.dtype[np.int64]] = lookup[inverse.reshape(-1)]
     return codes
 
@@ -249,8 +251,9 @@ def _plan_partitions(
     divisor = intake.divisor or 1.0
     packed = packed_nodes(pods, summary, size, pack_to)
     for name in node_names(named, packed)[: len(named)]:
-        specs.append(NodeSpec(name, (sizes or {}).get(name, size),
-                              PartitionRows(path, name, tuple(partitions[name]), divisor)))  # fmt: skip
+        specs.append(
+            NodeSpec(name, (sizes or {}).get(name, size), PartitionRows(path, name, tuple(partitions[name]), divisor))
+        )
     if packed:
         unplaced = plan_rows(intake, pods, size, pack_to, step, max_span_s)
         specs += [s for s in unplaced.nodes if s.name.startswith("packed-")]

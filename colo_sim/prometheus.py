@@ -186,8 +186,9 @@ def read_allocatable(
 Points = dict[tuple[str, str], dict[float, float]]
 
 
-def pod_samples(cpu: Points, memory: Points, cpu_request: Points, memory_request: Points,
-                nodes: Mapping[tuple[str, str], Placement]) -> list[Sample]:  # fmt: skip
+def pod_samples(
+    cpu: Points, memory: Points, cpu_request: Points, memory_request: Points, nodes: Mapping[tuple[str, str], Placement]
+) -> list[Sample]:
     """One sample per pod and step where both its CPU and memory usage exist, placed on its node then."""
     samples: list[Sample] = []
     for pod, cpu_points in cpu.items():

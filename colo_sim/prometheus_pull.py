@@ -89,19 +89,29 @@ def pull_to_dataset(
     manifest = read_manifest(fs, root)
     if manifest is not None:
         if manifest.get("url") != url.strip().rstrip("/"):
-            raise PrometheusError(f"{target} holds a pull of {manifest.get('url')}, not of {url}: "
-                                  "choose another --to")  # fmt: skip
+            raise PrometheusError(f"{target} holds a pull of {manifest.get('url')}, not of {url}: choose another --to")
         fresh = Grid.of(url, float(manifest["step"]), float(manifest["step"]), float(manifest["end"]))
         grid = Grid(fresh.base, int(manifest["start"]), int(manifest["end"]), int(manifest["step"]))
     else:
         grid = Grid.of(url, since_s, step_s, end_unix_s)
         try:
-            allocatable = read_allocatable(url, grid.end - grid.start, step_s=grid.step, end_unix_s=grid.end,
-                                           timeout_s=timeout_s, max_points=max_points)  # fmt: skip
+            allocatable = read_allocatable(
+                url,
+                grid.end - grid.start,
+                step_s=grid.step,
+                end_unix_s=grid.end,
+                timeout_s=timeout_s,
+                max_points=max_points,
+            )
         except PrometheusError:
             allocatable = {}  # no kube-state-metrics node series: the replay uses --node-cpu/--node-memory
-        manifest = {"url": grid.base, "start": grid.start, "end": grid.end, "step": grid.step,
-                    "allocatable": {n: list(v) for n, v in allocatable.items()}}  # fmt: skip
+        manifest = {
+            "url": grid.base,
+            "start": grid.start,
+            "end": grid.end,
+            "step": grid.step,
+            "allocatable": {n: list(v) for n, v in allocatable.items()},
+        }
         _write_manifest(fs, root, manifest)
     placement = nodes_by_pod(grid.read(promql("node", grid.step), timeout_s, max_points))
     if not placement:
@@ -123,8 +133,13 @@ def pull_to_dataset(
             return {pod: points for pod, points in by_pod(series).items() if pod in wanted}
 
         got = {name: fetch(name) for name in ("cpu_usage", "memory_usage", "cpu_request", "memory_request")}
-        samples = [s for s in pod_samples(got["cpu_usage"], got["memory_usage"], got["cpu_request"],
-                                          got["memory_request"], placement) if s.node == node]  # fmt: skip
+        samples = [
+            s
+            for s in pod_samples(
+                got["cpu_usage"], got["memory_usage"], got["cpu_request"], got["memory_request"], placement
+            )
+            if s.node == node
+        ]
         samples.sort(key=lambda s: (s.pod, s.unix_s))
         return write_node(fs, root, node, samples, part=PART) if samples else 0
 

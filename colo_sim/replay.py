@@ -63,8 +63,14 @@ class Result:
     example: NodeSeries | None = None
 
     def as_json(self) -> dict[str, object]:
-        return {"nodes": self.nodes, "pods": self.pods, "steps": self.steps, "horizon_s": self.horizon_s,
-                "skipped_rows": self.skipped_rows, "policies": self.policies}  # fmt: skip
+        return {
+            "nodes": self.nodes,
+            "pods": self.pods,
+            "steps": self.steps,
+            "horizon_s": self.horizon_s,
+            "skipped_rows": self.skipped_rows,
+            "policies": self.policies,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,10 +127,12 @@ def replay_node(task: NodeTask) -> NodeOutcome:
     for runner in runners(task.colo):
         lent.update(runner(node, task.grid))
     parts = {
-        name: {r: Tally.part(lent[name][j], best[j], node.allocatable(r), task.lo, task.hi)
-               for j, r in enumerate(RESOURCES)}
+        name: {
+            r: Tally.part(lent[name][j], best[j], node.allocatable(r), task.lo, task.hi)
+            for j, r in enumerate(RESOURCES)
+        }
         for name in POLICY_NAMES
-    }  # fmt: skip
+    }
     series = _series(node, task.grid, best, lent["colo"]) if task.series else None
     return NodeOutcome(parts, sum(node.sums("cpu")[0]), series)
 
@@ -153,8 +161,16 @@ def merge(
     if progress is not None:
         progress(total, total)
     policies = {name: {r: tallies[name][r].summary(plan.grid.step, r) for r in RESOURCES} for name in POLICY_NAMES}
-    return Result(total, plan.pods, hi - lo, settings.horizon_s, plan.grid.step, dict(plan.skipped), policies,
-                  example[1] if example else None)  # fmt: skip
+    return Result(
+        total,
+        plan.pods,
+        hi - lo,
+        settings.horizon_s,
+        plan.grid.step,
+        dict(plan.skipped),
+        policies,
+        example[1] if example else None,
+    )
 
 
 def run_plan(

@@ -12,8 +12,10 @@ UNITS = {"cpu": "core-h", "memory": "GiB-h"}
 
 def table(result: Result) -> str:
     """The policies' figures, one row per policy and resource."""
-    head = (f"{'policy':<16} {'resource':<8} {'lent':>14} {'oracle_fraction':>16} {'violation_rate':>15} "
-            f"{'violation_p99':>14}")  # fmt: skip
+    head = (
+        f"{'policy':<16} {'resource':<8} {'lent':>14} {'oracle_fraction':>16} {'violation_rate':>15} "
+        f"{'violation_p99':>14}"
+    )
     lines = [
         f"{result.nodes} nodes, {result.pods} pods, {result.steps} steps of {result.step_s:g} s scored per node, "
         f"horizon {result.horizon_s:g} s",
@@ -24,8 +26,10 @@ def table(result: Result) -> str:
         for resource in RESOURCES:
             f = figures[resource]
             lent = f"{f['lent']:,.0f} {UNITS[resource]}"
-            lines.append(f"{name:<16} {resource:<8} {lent:>14} {f['oracle_fraction']:>16.3f} "
-                         f"{f['violation_rate']:>15.4f} {f['violation_p99']:>14.3f}")  # fmt: skip
+            lines.append(
+                f"{name:<16} {resource:<8} {lent:>14} {f['oracle_fraction']:>16.3f} "
+                f"{f['violation_rate']:>15.4f} {f['violation_p99']:>14.3f}"
+            )
     if result.skipped_rows:
         lines.append("skipped rows: " + ", ".join(f"{k} {v}" for k, v in result.skipped_rows.items()))
     return "\n".join(lines)

@@ -104,9 +104,16 @@ def node_trace(name: str, size: NodeSize, pods: Sequence[str], rows: Batch, grid
         take = by_step[last_at[keep]]
     counts = np.bincount(k_sorted, minlength=grid.steps)
     bounds = [0, *np.cumsum(counts).tolist()]
-    entries: list[PodStep] = list(zip(local_sorted.tolist(), rows.cpu_request[take].tolist(),
-                                      rows.cpu_usage[take].tolist(), rows.memory_request[take].tolist(),
-                                      rows.memory_usage[take].tolist(), strict=True))  # fmt: skip
+    entries: list[PodStep] = list(
+        zip(
+            local_sorted.tolist(),
+            rows.cpu_request[take].tolist(),
+            rows.cpu_usage[take].tolist(),
+            rows.memory_request[take].tolist(),
+            rows.memory_usage[take].tolist(),
+            strict=True,
+        )
+    )
     present = [entries[bounds[i] : bounds[i + 1]] for i in range(grid.steps)]
     return NodeTrace(name, size.cpu_cores, size.memory_bytes, names, present)
 
@@ -114,6 +121,11 @@ def node_trace(name: str, size: NodeSize, pods: Sequence[str], rows: Batch, grid
 def intake_samples(samples: Sequence[Sample], pods: Pods, intake: Intake) -> None:
     """Feed `samples` (a reader's or another source's Sample records) to `intake` as one batch."""
     code = np.fromiter((pods.code(s.node, s.pod) for s in samples), np.int64, len(samples))
-    values = np.array([(s.unix_s, s.cpu_request_cores, s.cpu_usage_cores, s.memory_request_bytes,
-                        s.memory_usage_bytes) for s in samples], np.float64).reshape(-1, 5)  # fmt: skip
+    values = np.array(
+        [
+            (s.unix_s, s.cpu_request_cores, s.cpu_usage_cores, s.memory_request_bytes, s.memory_usage_bytes)
+            for s in samples
+        ],
+        np.float64,
+    ).reshape(-1, 5)
     intake.add(Batch(code, *(np.ascontiguousarray(values[:, i]) for i in range(5))))

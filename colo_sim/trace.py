@@ -185,13 +185,25 @@ def _bitbrains(rows: Iterable[list[str]], skipped: Counter[str]) -> Iterator[Fie
             skipped["column_count"] += 1
             continue
         try:
-            t, cores, prov, used, mprov, mused = (float(row[1]), float(row[2]), float(row[3]), float(row[4]),
-                                                  float(row[5]), float(row[6]))  # fmt: skip
+            t, cores, prov, used, mprov, mused = (
+                float(row[1]),
+                float(row[2]),
+                float(row[3]),
+                float(row[4]),
+                float(row[5]),
+                float(row[6]),
+            )
         except ValueError:
             skipped["not_a_number"] += 1
             continue
-        if not (0.0 <= t < _INF and 0.0 <= cores < _INF and 0.0 <= prov < _INF and 0.0 <= used < _INF
-                and 0.0 <= mprov < _INF and 0.0 <= mused < _INF):  # fmt: skip
+        if not (
+            0.0 <= t < _INF
+            and 0.0 <= cores < _INF
+            and 0.0 <= prov < _INF
+            and 0.0 <= used < _INF
+            and 0.0 <= mprov < _INF
+            and 0.0 <= mused < _INF
+        ):
             _reject(row[1:], skipped)
             continue
         if cores == 0.0 or prov == 0.0:
@@ -216,8 +228,9 @@ def _long(rows: Iterable[list[str]], skipped: Counter[str]) -> Iterator[Fields]:
         except ValueError:
             skipped["not_a_number"] += 1
             continue
-        if not (0.0 <= t < _INF and 0.0 <= creq < _INF and 0.0 <= cuse < _INF and 0.0 <= mreq < _INF
-                and 0.0 <= muse < _INF):  # fmt: skip
+        if not (
+            0.0 <= t < _INF and 0.0 <= creq < _INF and 0.0 <= cuse < _INF and 0.0 <= mreq < _INF and 0.0 <= muse < _INF
+        ):
             _reject(row[2:], skipped)
             continue
         yield (row[0].strip(), pod, t, creq, cuse, mreq, muse)

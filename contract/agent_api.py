@@ -34,9 +34,23 @@ MAX_CORES = 1e6
 REASONS = ("not_json", "not_object", "missing_field", "wrong_type", "not_finite", "out_of_range", "wrong_node")
 
 _TYPE_ERRORS = frozenset(
-    {"float_type", "int_type", "bool_type", "string_type", "dict_type", "list_type", "model_type", "literal_error",
-     "none_required", "model_attributes_type", "union_tag_invalid", "int_from_float", "float_parsing", "int_parsing"}
-)  # fmt: skip
+    {
+        "float_type",
+        "int_type",
+        "bool_type",
+        "string_type",
+        "dict_type",
+        "list_type",
+        "model_type",
+        "literal_error",
+        "none_required",
+        "model_attributes_type",
+        "union_tag_invalid",
+        "int_from_float",
+        "float_parsing",
+        "int_parsing",
+    }
+)
 _RANGE_ERRORS = frozenset(
     {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "string_too_long", "string_pattern_mismatch"}
 )

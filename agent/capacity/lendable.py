@@ -80,8 +80,11 @@ def params_from(config: OversubscriptionConfig, memory_high_watermark: float | N
     """The capacity parameters of an agent configuration's oversubscription section, with the memory ratio
     bounded by eviction's high memory watermark when it is given."""
     margin = MarginParams(floor=config.margin_floor) if config.margin_floor < 1 else None
-    limit = 1.0 if memory_high_watermark is None else memory_fill_limit(memory_high_watermark,
-                                                                        config.pressure_margin_percent)  # fmt: skip
+    limit = (
+        1.0
+        if memory_high_watermark is None
+        else memory_fill_limit(memory_high_watermark, config.pressure_margin_percent)
+    )
     given = config.model_fields_set  # a resource's own key, when given, wins over `predictor`
     both = config.predictor
     cpu = config.cpu_predictor if both is None or "cpu_predictor" in given else both
@@ -178,8 +181,9 @@ def resource_capacity(
         factor = margin.update(now, used, system_now, allocatable)
         batch, annotation = batch * factor, annotation * factor
         margin.lent = batch
-    return ResourceCapacity(allocatable, reclaimable, headroom, system, peak, request_sum, annotation, batch,
-                            spec.name, trust, factor)  # fmt: skip
+    return ResourceCapacity(
+        allocatable, reclaimable, headroom, system, peak, request_sum, annotation, batch, spec.name, trust, factor
+    )
 
 
 def online_pods(state: NodeState, resource: Resource) -> list[OnlinePod]:
@@ -210,8 +214,19 @@ def compute_state(
     for resource in RESOURCES:
         usage = state.usage(resource)
         margin = None if learned is None else learned[resource]
-        out.append(resource_capacity(windows, now, resource, usage.allocatable, usage.system or 0.0,
-                                     online_pods(state, resource), ages, params, margin))  # fmt: skip
+        out.append(
+            resource_capacity(
+                windows,
+                now,
+                resource,
+                usage.allocatable,
+                usage.system or 0.0,
+                online_pods(state, resource),
+                ages,
+                params,
+                margin,
+            )
+        )
         if margin is not None:
             margin.keep(windows)
     return out[0], out[1]

@@ -114,10 +114,13 @@ CAPACITY: dict[tuple[str, str], Family] = {
 }
 #: The learned lending margin's factor, per resource (agent/capacity/margin.py).
 MARGIN: dict[str, Family] = {
-    res: Family(f"colo_capacity_margin_factor_{res}", f"Learned lending margin of {res}: the share of its lendable "
-                "capacity the node lends (1: no recent would-be violation)")
+    res: Family(
+        f"colo_capacity_margin_factor_{res}",
+        f"Learned lending margin of {res}: the share of its lendable "
+        "capacity the node lends (1: no recent would-be violation)",
+    )
     for res in ("cpu", "memory")
-}  # fmt: skip
+}
 BATCH_PODS = Family("colo_node_batch_pods", "Pods on the node with kubernetes.io/batch-* requests")
 _BATCH_HELP = {
     "allocated": "Σ batch requests of the node's pods that have not finished",
@@ -221,8 +224,11 @@ class OversubscriptionOwner:
         #: whole: the HTTP thread reads it for /metrics
         self.node_status: dict[str, int] = {}
         # sampling thread only: one window per resource and publishing model
-        self._windows = {(model, r): WindowMean(config.publish_window_seconds)
-                         for model in ("batch", "annotations") for r in RESOURCES}  # fmt: skip
+        self._windows = {
+            (model, r): WindowMean(config.publish_window_seconds)
+            for model in ("batch", "annotations")
+            for r in RESOURCES
+        }
 
     def enabled(self, node: Mapping[str, Any]) -> bool:
         return oversubscription_enabled(node, self.config.enabled_on_all_nodes)
@@ -251,10 +257,14 @@ class OversubscriptionOwner:
         use = batch_floor.batch_use(state.offline)
         # each model by its own rule (agent/capacity/lendable.py): batch-* lend the headroom, the annotations only what
         # online pods requested and do not use
-        computed = {"cpu": batch_floor.allocatable("cpu", int(cpu.batch * 1000), use),
-                    "memory": batch_floor.allocatable("memory", int(mem.batch), use)}  # fmt: skip
-        volcano = {"cpu": batch_floor.allocatable("cpu", int(cpu.oversubscription * 1000), use),
-                   "memory": batch_floor.allocatable("memory", int(mem.oversubscription), use)}  # fmt: skip
+        computed = {
+            "cpu": batch_floor.allocatable("cpu", int(cpu.batch * 1000), use),
+            "memory": batch_floor.allocatable("memory", int(mem.batch), use),
+        }
+        volcano = {
+            "cpu": batch_floor.allocatable("cpu", int(cpu.oversubscription * 1000), use),
+            "memory": batch_floor.allocatable("memory", int(mem.oversubscription), use),
+        }
         t = state.snapshot.mono
         smoothed = {r: self._windows["batch", r].add(t, v) for r, v in computed.items()}
         annotations = {r: self._windows["annotations", r].add(t, v) for r, v in volcano.items()}
@@ -284,8 +294,7 @@ class OversubscriptionOwner:
         self.node_status = {r: _status_int(allocatable.get(EXTENDED_OF[r])) or 0 for r in RESOURCES}
         requests, floor = self._floor()
         if not self.enabled(node):
-            self.last = {"enabled": False, "reason": f"node label {LABEL_ENABLED} is not 'true'",
-                         "floor": floor}  # fmt: skip
+            self.last = {"enabled": False, "reason": f"node label {LABEL_ENABLED} is not 'true'", "floor": floor}
             return Targets(False, False, self.last["reason"], {}, dict(floor or {}), floor, frozenset(RESOURCES))
         types = parse_types(annotations.get(ANNOTATION_TYPES), self._warn_types)
         alloc_cpu, alloc_mem = node_allocatable(node)
@@ -356,8 +365,12 @@ class OversubscriptionOwner:
             on_node = {r: _int_or_none(annotations.get(ANNOTATION_OF[r])) for r in RESOURCES}
             current = self._current("annotations", on_node, now)
             since = self._since_last_write("annotations", now)
-            if any(should_write(current[r], t.annotations[r], self.band, since_last_write=since,
-                                shrink_now=r in t.shrink_now) for r in RESOURCES):  # fmt: skip
+            if any(
+                should_write(
+                    current[r], t.annotations[r], self.band, since_last_write=since, shrink_now=r in t.shrink_now
+                )
+                for r in RESOURCES
+            ):
                 out.annotations = {ANNOTATION_OF[r]: str(t.annotations[r]) for r in RESOURCES}
         out.extended_resources = self._extended_changes(node, t, now)
         return out
@@ -379,9 +392,17 @@ class OversubscriptionOwner:
             wanted = {r for r in RESOURCES if EXTENDED_OF[r] in held}
         current = self._current("extended", on_node, now)
         since = self._since_last_write("extended", now)
-        if any(should_write(current[r], target[r], self.band, since_last_write=since,
-                            shrink_now=not t.extended_on or r in t.shrink_now, floor=t.floor[r])
-               for r in wanted):  # fmt: skip
+        if any(
+            should_write(
+                current[r],
+                target[r],
+                self.band,
+                since_last_write=since,
+                shrink_now=not t.extended_on or r in t.shrink_now,
+                floor=t.floor[r],
+            )
+            for r in wanted
+        ):
             return {EXTENDED_OF[r]: str(target[r]) for r in wanted}
         return {}
 
@@ -399,15 +420,20 @@ class OversubscriptionOwner:
                 wanted = set(RESOURCES)
             if any(_held_value(held.get(EXTENDED_OF[r])) != floor[r] for r in wanted):
                 out.extended_resources = {EXTENDED_OF[r]: str(floor[r]) for r in wanted}
-        self.last = {**self.last, "reason": "agent stopping: publishing 0, batch resources at what batch pods request",
-                     "floor": floor}  # fmt: skip
+        self.last = {
+            **self.last,
+            "reason": "agent stopping: publishing 0, batch resources at what batch pods request",
+            "floor": floor,
+        }
         return out
 
     def committed(self, changes: Changes, now: float) -> None:
         """Remember what was written and when: the hysteresis counts from it, and the informer's lag is
         not mistaken for the node's value."""
-        for kind, key_of, written in (("annotations", ANNOTATION_OF, changes.annotations),
-                                      ("extended", EXTENDED_OF, changes.extended_resources)):  # fmt: skip
+        for kind, key_of, written in (
+            ("annotations", ANNOTATION_OF, changes.annotations),
+            ("extended", EXTENDED_OF, changes.extended_resources),
+        ):
             if any(key_of[r] in written for r in RESOURCES):
                 values = {r: _int_or_none(written.get(key_of[r])) for r in RESOURCES}
                 self._written[kind] = (values, now)

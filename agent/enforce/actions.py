@@ -55,8 +55,9 @@ class CgroupIO(Protocol):
         agent/enforce/executor.py `ConfirmedSettings`)."""
         ...
 
-    def move_cpuset(self, pod: str, current: frozenset[int], pod_cpus: frozenset[int],
-                    containers: dict[str, frozenset[int]]) -> bool: ...  # fmt: skip
+    def move_cpuset(
+        self, pod: str, current: frozenset[int], pod_cpus: frozenset[int], containers: dict[str, frozenset[int]]
+    ) -> bool: ...
 
 
 class TierRecords(Protocol):
@@ -284,8 +285,10 @@ class SetCpuset(Knob):
         return cpus, cpus == self.cpus, write
 
     def merge(self, other: SetCpuset) -> SetCpuset:
-        containers = {p: self.containers.get(p, frozenset()) | other.containers.get(p, frozenset())
-                      for p in (*self.containers, *other.containers)}  # fmt: skip
+        containers = {
+            p: self.containers.get(p, frozenset()) | other.containers.get(p, frozenset())
+            for p in (*self.containers, *other.containers)
+        }
         return replace(self, cpus=self.cpus | other.cpus, containers=containers)
 
 
@@ -375,8 +378,9 @@ def cpus(quota_us: int | None, period_us: int) -> float:
     return float("inf") if quota_us is None or period_us <= 0 else quota_us / period_us
 
 
-def quota_change(writer: CgroupWriter, path: str, cur: CpuSettings, quota: int | None, period: int,
-                 threshold: float) -> LimitChange | None:  # fmt: skip
+def quota_change(
+    writer: CgroupWriter, path: str, cur: CpuSettings, quota: int | None, period: int, threshold: float
+) -> LimitChange | None:
     """The change giving `path` this quota; None when it holds (or moves by less than `threshold` of it)."""
     if cur.quota_us == quota and cur.period_us == period:
         return None

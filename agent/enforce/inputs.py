@@ -37,17 +37,25 @@ def exclusive_cpus(state_json: str) -> frozenset[int]:
 
 
 class EnforcementInputs:
-    def __init__(self, reader: CgroupReader, cpu_manager_state: str, *, cpuset: bool, host_root: str = "/",
-                 memory_high_watermark: Callable[[], float] = lambda: 80.0,
-                 slo: SloScraper | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        reader: CgroupReader,
+        cpu_manager_state: str,
+        *,
+        cpuset: bool,
+        host_root: str = "/",
+        memory_high_watermark: Callable[[], float] = lambda: 80.0,
+        slo: SloScraper | None = None,
+    ) -> None:
         self.reader, self.cpuset, self.watermark = reader, cpuset, memory_high_watermark
         self.cpu_manager_state = os.path.join(host_root, cpu_manager_state.lstrip("/"))
         self.slo = slo
 
     def collect(self, state: NodeState) -> NodeState:
         if self.slo is not None:
-            self.slo.set_targets({p.uid: (p.meta.pod_ip, p.meta.annotations) for p in state.online
-                                  if p.meta.annotations})  # fmt: skip
+            self.slo.set_targets(
+                {p.uid: (p.meta.pod_ip, p.meta.annotations) for p in state.online if p.meta.annotations}
+            )
             self.slo.start()
             state = dataclasses.replace(state, slo=self.slo.readings())
         watermark = float(self.watermark())
@@ -66,8 +74,7 @@ class EnforcementInputs:
                     parents[parent] = self.reader.cpuset(parent, effective=True)
                 except CgroupError:
                     continue
-        return dataclasses.replace(state, memory_high_percent=watermark, exclusive_cpus=exclusive,
-                                   parent_cpus=parents)  # fmt: skip
+        return dataclasses.replace(state, memory_high_percent=watermark, exclusive_cpus=exclusive, parent_cpus=parents)
 
     def close(self) -> None:
         if self.slo is not None:

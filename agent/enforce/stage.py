@@ -80,17 +80,23 @@ class Enforcer:
         self.reads = pass_needs(self.strategies)  # what they need read each pass (the sampler's pace)
         # a pod's own limits a strategy writes (batch pods' batch values) are its originals: what restore puts back
         self.originals = Originals(layout, reader, self.ledger, config, host_root, own_originals(self.strategies))
-        self.executor = (DryRunExecutor if dry_run else CgroupExecutor)(layout, reader, self.ledger, self.originals,
-                                                                        host_root, clock)  # fmt: skip
+        self.executor = (DryRunExecutor if dry_run else CgroupExecutor)(
+            layout, reader, self.ledger, self.originals, host_root, clock
+        )
         names = [s.name for s in self.strategies]
         if len(set(names)) != len(names):
             raise ValueError(f"two strategies share a name: {names}")
         self.parts = frozenset().union(*(s.parts for s in self.strategies))
         rq = config.rq_protection
         slo = SloScraper() if rq.enabled and rq.slo_feedback and config.cpu_policy != "none" else None
-        self.inputs = EnforcementInputs(reader, config.cpu_manager_state, cpuset=config.cpu_policy == "cpuset",
-                                        host_root=host_root, memory_high_watermark=memory_high_watermark,
-                                        slo=slo)  # fmt: skip
+        self.inputs = EnforcementInputs(
+            reader,
+            config.cpu_manager_state,
+            cpuset=config.cpu_policy == "cpuset",
+            host_root=host_root,
+            memory_high_watermark=memory_high_watermark,
+            slo=slo,
+        )
         self._memos: dict[str, Any] = {}
         self._warned: set[str] = set()
         # exported to the HTTP thread: only ever replaced, never changed in place
@@ -231,10 +237,18 @@ class Enforcer:
     def state(self) -> enforcement_report.EnforcementState:
         """What the section and the metrics show, read once."""
         return enforcement_report.EnforcementState(
-            self.dry_run, self.config.cpu_policy, self.memory_status, self.reports, self.touched,
-            self.writes, self.errors, self.last_error, report_defaults(), self.ledger.save_failed,
+            self.dry_run,
+            self.config.cpu_policy,
+            self.memory_status,
+            self.reports,
+            self.touched,
+            self.writes,
+            self.errors,
+            self.last_error,
+            report_defaults(),
+            self.ledger.save_failed,
             not self.ledger.trusted,
-        )  # fmt: skip
+        )
 
     def section(self) -> dict[str, Any]:
         """The `enforcement` key of /api/v1/node."""

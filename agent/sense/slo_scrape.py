@@ -94,8 +94,9 @@ def parse_buckets(text: str, metric: str) -> dict[float, float]:
     return out
 
 
-def p99_of_increase(before: Mapping[float, float], after: Mapping[float, float], q: float = 0.99,
-                    min_requests: int = MIN_REQUESTS) -> float | None:  # fmt: skip
+def p99_of_increase(
+    before: Mapping[float, float], after: Mapping[float, float], q: float = 0.99, min_requests: int = MIN_REQUESTS
+) -> float | None:
     """`histogram_quantile(q)` of the buckets' increase; None with too few requests or a reset (a count fell:
     the pod restarted, the next scrape starts again)."""
     bounds = sorted(after)
@@ -159,8 +160,13 @@ class SloScraper:
     """Scrapes the pods that declare an SLO on its own thread; the sampling thread hands it the targets
     (`set_targets`) and reads the latest readings (`readings`), neither ever waits for a scrape."""
 
-    def __init__(self, interval: float = INTERVAL, timeout: float = TIMEOUT, max_body: int = MAX_BODY,
-                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+    def __init__(
+        self,
+        interval: float = INTERVAL,
+        timeout: float = TIMEOUT,
+        max_body: int = MAX_BODY,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.interval, self.timeout, self.max_body, self.clock = interval, timeout, max_body, clock
         self._targets: dict[str, _Target] = {}
         self._lock = threading.Lock()

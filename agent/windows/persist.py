@@ -112,8 +112,13 @@ def _hours(entry: object) -> dict[str, Any]:
     """A series' hourly maxima from the header's `hours` entry ([hhead, values with null for none]); {} without."""
     if entry is None:
         return {}
-    if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int) and isinstance(entry[1], list)
-            and len(entry[1]) == HOUR_SLOTS):  # fmt: skip
+    if not (
+        isinstance(entry, list)
+        and len(entry) == 2
+        and isinstance(entry[0], int)
+        and isinstance(entry[1], list)
+        and len(entry[1]) == HOUR_SLOTS
+    ):
         raise StateError(f"bad hourly maxima {entry!r:.80}")
     values = [-math.inf if v is None else v for v in entry[1]]
     if not all(isinstance(v, int | float) and (v == -math.inf or math.isfinite(v)) for v in values):

@@ -107,8 +107,9 @@ class WindowStore:
                 if not _valid(t, value):
                     self.rejected += 1
                     return
-                sw = self._series[key] = SeriesWindows(phase=self._phase, max_gap=self._max_gap,
-                                                       hours=key[0] in HOURLY_SCOPES)  # fmt: skip
+                sw = self._series[key] = SeriesWindows(
+                    phase=self._phase, max_gap=self._max_gap, hours=key[0] in HOURLY_SCOPES
+                )
             sw.add(t, value)
 
     def add_many(self, t: float, samples: Iterable[tuple[SeriesKey, float]]) -> None:
@@ -121,8 +122,9 @@ class WindowStore:
                     if not _valid(t, value):
                         self.rejected += 1
                         continue
-                    sw = series[key] = SeriesWindows(phase=self._phase, max_gap=self._max_gap,
-                                                     hours=key[0] in HOURLY_SCOPES)  # fmt: skip
+                    sw = series[key] = SeriesWindows(
+                        phase=self._phase, max_gap=self._max_gap, hours=key[0] in HOURLY_SCOPES
+                    )
                 sw.add(t, value)
 
     def get(self, key: SeriesKey) -> SeriesWindows | None:
@@ -216,8 +218,9 @@ class WindowStore:
     def restore(self, key: SeriesKey, state: SeriesState, *, shift: float, now: float) -> bool:
         """Insert a persisted series moved by `shift` onto this store's grid; False if nothing is left at
         `now` (then it is not inserted)."""
-        sw = SeriesWindows.from_state(state, shift=shift, phase=self._phase, max_gap=self._max_gap,
-                                      hours=key[0] in HOURLY_SCOPES)  # fmt: skip
+        sw = SeriesWindows.from_state(
+            state, shift=shift, phase=self._phase, max_gap=self._max_gap, hours=key[0] in HOURLY_SCOPES
+        )
         sw.expire(now)
         if not sw.has_data(now):
             return False

@@ -28,8 +28,9 @@ _COLUMNS: tuple[tuple[Resource, int, int], ...] = (("cpu", 1, 2), ("memory", 3, 
 
 def paper(predictor: str) -> CapacityParams:
     """A paper predictor as Bashir et al. lend by it: max(0, allocatable − peak), no margin, trusted at once."""
-    return CapacityParams(cpu_reclaim_ratio=1.0, memory_reclaim_ratio=1.0, predictor=predictor,
-                          trust_seconds=0.0, margin=None)  # fmt: skip
+    return CapacityParams(
+        cpu_reclaim_ratio=1.0, memory_reclaim_ratio=1.0, predictor=predictor, trust_seconds=0.0, margin=None
+    )
 
 
 def run(
@@ -70,8 +71,17 @@ def run_many(
             pods = [OnlinePod(uids[p[0]], p[ri], p[ui]) for p in step]
             for i, (params, _) in enumerate(runs):
                 margin = learned[i]
-                cap = resource_capacity(store, now, resource, alloc[resource], 0.0, pods, ages, params,
-                                        None if margin is None else margin[resource])  # fmt: skip
+                cap = resource_capacity(
+                    store,
+                    now,
+                    resource,
+                    alloc[resource],
+                    0.0,
+                    pods,
+                    ages,
+                    params,
+                    None if margin is None else margin[resource],
+                )
                 batch[i][j].append(cap.batch)
                 annotation[i][j].append(cap.oversubscription)
     out: dict[str, Lending] = {}

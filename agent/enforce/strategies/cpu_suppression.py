@@ -168,8 +168,12 @@ class CpuReport(Report):
         if self.policy == "cpuset":
             return {**head, "offline_cpuset": self.cpuset}
         if self.policy == "cfsQuota":
-            return {**head, "offline_cpu_quota_cores": self.quota_cores, "besteffort_cpu_cores": self.besteffort_cores,
-                    "besteffort_tier_cap_cores": self.tier_cap_cores}  # fmt: skip
+            return {
+                **head,
+                "offline_cpu_quota_cores": self.quota_cores,
+                "besteffort_cpu_cores": self.besteffort_cores,
+                "besteffort_tier_cap_cores": self.tier_cap_cores,
+            }
         return {}
 
 
@@ -212,9 +216,14 @@ def budget(state: NodeState, previous: float | None, config: EnforcementConfig) 
     if cpu.system is None:
         return None
     total = offline_budget(
-        cpu.allocatable, config.cpu_suppress_threshold, cpu.online, cpu.system, config.cpu_min_offline_cores,
-        previous, config.cpu_growth_per_interval * cpu.allocatable,
-    )  # fmt: skip
+        cpu.allocatable,
+        config.cpu_suppress_threshold,
+        cpu.online,
+        cpu.system,
+        config.cpu_min_offline_cores,
+        previous,
+        config.cpu_growth_per_interval * cpu.allocatable,
+    )
     cap = state.offline_cpu_cap
     return total if cap is None else max(config.cpu_min_offline_cores, min(total, cap))
 
@@ -383,8 +392,9 @@ class Cpuset:
         actions: list[Action] = []
         chosen: frozenset[int] | None = None
         if released:
-            actions += [Restore(p.uid, frozenset({"cpuset"})) for p in offline
-                        if "cpuset" in recorded.entries[p.uid].parts]  # fmt: skip
+            actions += [
+                Restore(p.uid, frozenset({"cpuset"})) for p in offline if "cpuset" in recorded.entries[p.uid].parts
+            ]
         else:
             for p in offline:
                 # the parent's effective CPUs: on v2 its cpuset.cpus is usually empty (inherit)

@@ -96,9 +96,13 @@ def judge(share: float, delay: float, baseline: float | None, c: RunQueueProtect
 
 
 def decide(
-    feels: Sequence[Feel], memo: GuardMemo, utilization_budget: float, allocatable: float,
-    c: RunQueueProtectionConfig, min_cores: float,
-) -> Decision:  # fmt: skip
+    feels: Sequence[Feel],
+    memo: GuardMemo,
+    utilization_budget: float,
+    allocatable: float,
+    c: RunQueueProtectionConfig,
+    min_cores: float,
+) -> Decision:
     """The ceiling on the offline CPU budget after this pass's readings (module docstring)."""
     history: dict[str, tuple[float, ...]] = {}
     seen: dict[str, float] = {}
@@ -135,8 +139,11 @@ def decide(
         cap = max(min_cores, before * c.cut_factor)
         if slo_rising:
             uid, slack = min(slo_rising, key=lambda r: r[1])
-            why = f"online pod {uid} missed its SLO: p99 {-slack:.0%} above it" if slack < 0 else (
-                f"online pod {uid} has {slack:.0%} slack left to its SLO")  # fmt: skip
+            why = (
+                f"online pod {uid} missed its SLO: p99 {-slack:.0%} above it"
+                if slack < 0
+                else (f"online pod {uid} has {slack:.0%} slack left to its SLO")
+            )
         else:
             uid, share, base = max(rising, key=lambda r: r[1] - r[2])
             why = f"online pod {uid} waited {share:.0%} of its runnable time (baseline {base:.0%})"
@@ -185,12 +192,19 @@ class GuardReport(Report):
     pods: Mapping[str, tuple[Judgement, float, float | None]] = field(default_factory=dict)
 
     def fields(self) -> dict[str, Any]:
-        pods = {uid: {"judgement": j, "wait_ratio": round(share, 4),
-                      "baseline_wait_ratio": None if base is None else round(base, 4)}
-                if base is not None or j == "learning" else {"judgement": j, "slo_slack": round(share, 4)}
-                for uid, (j, share, base) in sorted(self.pods.items())}  # fmt: skip
-        return {"run_queue_guard": {"state": self.state, "cap_cores": self.cap_cores, "reason": self.reason,
-                                    "pods": pods}}  # fmt: skip
+        pods = {
+            uid: {
+                "judgement": j,
+                "wait_ratio": round(share, 4),
+                "baseline_wait_ratio": None if base is None else round(base, 4),
+            }
+            if base is not None or j == "learning"
+            else {"judgement": j, "slo_slack": round(share, 4)}
+            for uid, (j, share, base) in sorted(self.pods.items())
+        }
+        return {
+            "run_queue_guard": {"state": self.state, "cap_cores": self.cap_cores, "reason": self.reason, "pods": pods}
+        }
 
 
 class RunQueueGuard:
