@@ -8,6 +8,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -189,7 +190,8 @@ def build_cluster_pipeline(
         batch_requests=cluster.batch_requests,
         high_watermarks=lambda: evictor.watermarks.high,
     )
-    facts = detect_facts(host.layout, host.model, reader)
+    # the downward API names the agent's own pod (the DaemonSet's POD_UID), which no strategy judges as a service
+    facts = replace(detect_facts(host.layout, host.model, reader), own_pod_uid=os.environ.get("POD_UID", ""))
     enforcer = Enforcer(
         host.layout,
         host.model,

@@ -254,3 +254,22 @@ def test_the_burst_the_agent_sets_cuts_a_spiky_containers_throttling(v1tree_cgro
         pytest.skip(f"machine too busy to throttle a 0.5-CPU spike ({plain_periods} throttled periods)")
     # measured (bench/bench_cpu_burst.py): 2 throttled periods a spike without, none with a 100% burst
     assert sum(t.nr_throttled for t in with_burst) * 2 <= plain_periods, (with_burst, without)
+
+
+@pytest.mark.cgroupv1
+def test_the_agent_tells_run_queue_protection_its_own_pod(
+    v1tree_cgroupfs: V1Tree, kube: Kube, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The DaemonSet's POD_UID (the downward API's metadata.uid) reaches the guard, which leaves that pod out."""
+    from agent.enforce.strategies.run_queue_guard import RunQueueGuard
+
+    monkeypatch.setenv("POD_UID", "uid-of-the-agent")
+    tree = v1tree_cgroupfs
+    agent, link = build_agent(
+        tree.layout, tree.model, kube, str(tmp_path / "ledger.json"), interval=1.0, rq_protection={"enabled": True}
+    )
+    try:
+        (guard,) = [s for s in link.enforcer.strategies if isinstance(s, RunQueueGuard)]
+        assert guard.own_pod_uid == "uid-of-the-agent"
+    finally:
+        agent.sampler.close()

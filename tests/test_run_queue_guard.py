@@ -117,6 +117,18 @@ def test_the_strategy_reads_the_online_pods_and_hands_its_ceiling_on() -> None:
     assert fields["state"] == "cut" and fields["pods"]["on"]["judgement"] == "rise"
 
 
+def test_the_agents_own_pod_is_never_judged_as_a_service() -> None:
+    """The same rising pod as above, named as the agent's own (the downward API's POD_UID): nothing is cut."""
+    on = sample("on", "online", 1.0, GI, 0.5, GI)
+    on.run_queue = RunQueue(0.5, 0.5, None, None, 3, at=7.0)
+    snap = snapshot([on, sample("off", "offline", 0, 0, 1.0, GI)], 1.6, GI, 1.0)
+    state = node_state(snap, (4.0, None))
+    guard = RunQueueGuard(EnforcementConfig(rq_protection=C), own_pod_uid="on")
+    plan = guard.plan(state, Recorded({}, {}, GuardMemo(None, {"on": (0.1,)}, {}, 0)))
+    assert plan.offline_cpu_cap is None
+    assert plan.report.fields()["run_queue_guard"]["state"] == "open"
+
+
 def test_switched_by_config_and_its_hysteresis_validated() -> None:
     cfg = load_config([], env={"COLO_ENFORCEMENT__RQ_PROTECTION__ENABLED": "true"})
     assert cfg.enforcement.rq_protection.enabled

@@ -59,6 +59,7 @@ class Facts:
     besteffort_tier: str  # the best-effort QoS tier's cgroup
     burst_supported: bool = False  # the kernel has CFS burst (cpu.cfs_burst_us / cpu.max.burst)
     kubepods: str = "/kubepods"  # the cgroup above every pod (memory QoS protects up to it)
+    own_pod_uid: str = ""  # the agent's own pod (the downward API's POD_UID): never judged as a service
 
 
 #: (the agent's configuration, what the cgroup layer knows at start) -> the strategy, None when not active

@@ -169,11 +169,14 @@ def decide(
     return Decision(GuardMemo(grown, history, seen, quiet), "growing", why, judged)
 
 
-def feels(state: NodeState) -> list[Feel]:
-    """The online pods' latest readings that have a wait share, with their SLO slack where they have one."""
+def feels(state: NodeState, own_pod_uid: str = "") -> list[Feel]:
+    """The online pods' latest readings that have a wait share, with their SLO slack where they have one; the
+    agent's own pod is left out (its own sampling bursts would cut batch: seen in the interference benchmark)."""
     out = []
     slo = state.slo
     for p in state.online:
+        if own_pod_uid and p.uid == own_pod_uid:
+            continue
         rq = p.run_queue
         if rq is not None and rq.wait_share is not None and rq.delay is not None:
             scrape = slo.get(p.uid) if slo else None
@@ -211,8 +214,8 @@ class RunQueueGuard:
     name = "run_queue_guard"
     parts: frozenset[Part] = frozenset()  # writes nothing itself: the CPU policy after it holds the ceiling
 
-    def __init__(self, config: EnforcementConfig) -> None:
-        self.config, self.rq = config, config.rq_protection
+    def __init__(self, config: EnforcementConfig, own_pod_uid: str = "") -> None:
+        self.config, self.rq, self.own_pod_uid = config, config.rq_protection, own_pod_uid
         self.reads = PassNeeds(online_pods=True)  # each online pod's reading every pass, not every 5
 
     def plan(self, state: NodeState, recorded: Recorded) -> Plan:
@@ -220,13 +223,21 @@ class RunQueueGuard:
         total = budget(state, None, self.config)
         if total is None:  # the node's CPU rate not known yet: nothing to cut from
             return Plan((), memo, GuardReport("open", memo.cap, "no CPU rate yet"), memo.cap)
-        d = decide(feels(state), memo, total, state.cpu.allocatable, self.rq, self.config.cpu_min_offline_cores)
+        d = decide(
+            feels(state, self.own_pod_uid),
+            memo,
+            total,
+            state.cpu.allocatable,
+            self.rq,
+            self.config.cpu_min_offline_cores,
+        )
         return Plan((), d.memo, GuardReport(d.state, d.memo.cap, d.reason, d.judged), d.memo.cap)
 
 
 def _guard(config: AgentConfig, facts: Facts) -> RunQueueGuard | None:
     e = config.enforcement
-    return RunQueueGuard(e) if e.rq_protection.enabled and e.cpu_policy != "none" else None
+    on = e.rq_protection.enabled and e.cpu_policy != "none"
+    return RunQueueGuard(e, facts.own_pod_uid) if on else None
 
 
 register(RunQueueGuard.name, _guard, order=15, report_defaults={"run_queue_guard": {}})
