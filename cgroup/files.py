@@ -272,6 +272,16 @@ def format_cpuset(cpus: frozenset[int] | set[int]) -> str:
     return ",".join(ranges)
 
 
+def parse_psi_some_total(path: str, data: bytes) -> int:
+    """The 'some' line's total= of a PSI file (microseconds stalled since the cgroup was created)."""
+    for line in data.splitlines():
+        if line.startswith(b"some "):
+            for item in line.split():
+                if item.startswith(b"total="):
+                    return int(item[6:])
+    raise CgroupParseError(path, data, "a 'some ... total=N' line")
+
+
 def parse_psi_avg10(path: str, data: bytes) -> tuple[float, float | None]:
     """The 'some' and 'full' avg10 of a PSI file (percent), the only fields the sampler uses."""
     try:

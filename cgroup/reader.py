@@ -29,6 +29,7 @@ from cgroup.files import (
     parse_int,
     parse_int_or_max,
     parse_psi_avg10,
+    parse_psi_some_total,
     read_all,
     read_once,
 )
@@ -158,6 +159,22 @@ class CgroupReader:
         path = f"{base}/{resource}.pressure"
         try:
             return parse_psi_avg10(path, self.files.read(path))
+        except (CgroupFileMissing, CgroupGone):
+            if self._v2 and not os.path.isdir(base):
+                raise
+            return None
+        except (Unsupported, CgroupPermissionError, CgroupParseError):
+            return None
+
+    def psi_some_total_us(self, cgroup: str, resource: str) -> int | None:
+        """The 'some' total (µs stalled) of the cgroup's `<resource>.pressure`, with `psi_avg10`'s rules: None
+        when there is no PSI to read, CgroupGone when the cgroup itself is gone (v2)."""
+        base = self.layout.unified_dir(cgroup)
+        if base is None:
+            return None
+        path = f"{base}/{resource}.pressure"
+        try:
+            return parse_psi_some_total(path, self.files.read(path))
         except (CgroupFileMissing, CgroupGone):
             if self._v2 and not os.path.isdir(base):
                 raise

@@ -1,5 +1,5 @@
-"""What a cgroup's tasks felt: time they waited on a run queue (/proc/<tid>/schedstat, v1 and v2) and, on the
-unified hierarchy where the kernel has PSI, the cgroup's own `cpu.pressure` / `memory.pressure` stall totals.
+"""What a cgroup's tasks felt: time they waited on a run queue (/proc/<tid>/schedstat, v1 and v2). The cgroup's
+own PSI stall totals, where the unified hierarchy has them, are `CgroupReader.psi_some_total_us` (cgroup/reader.py).
 
 `/proc/<tid>/schedstat` holds three numbers per thread: nanoseconds on a CPU, nanoseconds runnable but waiting
 for one (the run-queue delay), timeslices. A pod's threads are listed in its cgroups' thread files (v1 the cpu
@@ -29,8 +29,6 @@ from dataclasses import dataclass
 from cgroup.errors import (
     CgroupError,
     CgroupFileMissing,
-    CgroupGone,
-    CgroupParseError,
     CgroupPermissionError,
     Unsupported,
 )
@@ -70,19 +68,9 @@ def parse_schedstat(data: bytes) -> tuple[int, int]:
     return int(fields[0]), int(fields[1])
 
 
-def parse_pressure_total(path: str, data: bytes) -> int:
-    """The `some` line's `total=` (microseconds stalled since the cgroup was created)."""
-    for line in data.splitlines():
-        if line.startswith(b"some "):
-            for item in line.split():
-                if item.startswith(b"total="):
-                    return int(item[6:])
-    raise CgroupParseError(path, data, "a 'some ... total=N' line")
-
-
 class RunDelayReader:
     """Run-queue delay of cgroup sets (a pod: its own cgroup and its containers') from their threads'
-    schedstat, bounded per read (module docstring); PSI totals where the unified hierarchy has them."""
+    schedstat, bounded per read (module docstring)."""
 
     def __init__(
         self,
@@ -163,22 +151,6 @@ class RunDelayReader:
                     wait += now[1] - before[1]
             last[tid] = now
         return TaskDelay(wait, run, n, read)
-
-    def pressure_total_us(self, cgroup: str, resource: str) -> int | None:
-        """`<resource>.pressure` some total (µs) of the cgroup on the unified hierarchy; None where there is
-        none (v1 without a unified tree, a kernel without PSI)."""
-        base = self.layout.unified_dir(cgroup)
-        if base is None:
-            return None
-        path = f"{base}/{resource}.pressure"
-        try:
-            return parse_pressure_total(path, self.files.read(path))
-        except CgroupGone:
-            if self.layout.is_v2:
-                raise  # the pod's cgroup itself is gone
-            return None  # a hybrid host's pod without a directory on the unified tree
-        except (CgroupFileMissing, Unsupported, CgroupPermissionError, CgroupParseError):
-            return None
 
     def forget(self, key: str) -> None:
         """Drop a set (its pod is gone) and the descriptors only it held."""

@@ -12,8 +12,9 @@ import pytest
 from agent.sense.collectors.run_queue import OFFLINE_EVERY
 from agent.sense.sampler import Sampler
 from agent.windows.store import WindowStore
-from cgroup import CgroupParseError, FileCache
-from cgroup.run_delay import RunDelayReader, parse_pressure_total, parse_schedstat
+from cgroup import CgroupParseError, CgroupReader, FileCache
+from cgroup.files import parse_psi_some_total
+from cgroup.run_delay import RunDelayReader, parse_schedstat
 from testsupport.cgtree import V1Tree
 from testsupport.classed_pods import ClassedPodSource
 from testsupport.v2tree import V2Cgroup, V2Tree
@@ -30,9 +31,9 @@ THREADS = (  # argv[1] more threads, all asleep, until stdin closes
 def test_schedstat_and_pressure_formats() -> None:
     assert parse_schedstat(b"189335120 10325446 386\n") == (189335120, 10325446)
     text = b"some avg10=1.53 avg60=1.89 avg300=0.91 total=4542933\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
-    assert parse_pressure_total("p", text) == 4542933
+    assert parse_psi_some_total("p", text) == 4542933
     with pytest.raises(CgroupParseError):
-        parse_pressure_total("p", b"garbage\n")
+        parse_psi_some_total("p", b"garbage\n")
 
 
 @pytest.mark.cgroupv1
@@ -88,11 +89,11 @@ def test_forgetting_a_pod_closes_its_descriptors(v1tree: V1Tree) -> None:
 def test_pressure_totals_on_v2(tmp_path: Path) -> None:
     tree = V2Tree(str(tmp_path))
     tree.put("/kubepods/podx", V2Cgroup(cpu_pressure=(1.0, 1.0, 1.0, 123456), memory_pressure=(0, 0, 0, 42)))
-    reader = RunDelayReader(tree.layout, FileCache(), proc_root=str(tmp_path / "proc"))
-    assert reader.pressure_total_us("/kubepods/podx", "cpu") == 123456
-    assert reader.pressure_total_us("/kubepods/podx", "memory") == 42
+    reader = CgroupReader(tree.layout)
+    assert reader.psi_some_total_us("/kubepods/podx", "cpu") == 123456
+    assert reader.psi_some_total_us("/kubepods/podx", "memory") == 42
     (Path(tree.dir("/kubepods/podx")) / "io.pressure").write_text("nonsense\n")
-    assert reader.pressure_total_us("/kubepods/podx", "io") is None  # unparsable: no figure, no failure
+    assert reader.psi_some_total_us("/kubepods/podx", "io") is None  # unparsable: no figure, no failure
 
 
 @pytest.mark.cgroupv1

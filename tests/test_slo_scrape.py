@@ -154,7 +154,7 @@ def test_a_pod_without_ip_or_with_a_bad_declaration_is_not_scraped(caplog: pytes
 @pytest.mark.parametrize(
     ("body", "delay", "max_body", "timeout", "error"),
     [
-        (b"<html>oops</html>", 0.0, 1 << 20, 2.0, "no http_request_duration_seconds_bucket series"),
+        (b"<html>oops</html>", 0.0, 1 << 20, 2.0, "not a histogram exposition of http_request_duration_seconds"),
         (b"x" * (2 << 20), 0.0, 1 << 20, 5.0, "answer over 1048576 bytes"),
         (exposition({"0.1": 1, "+Inf": 1}).encode(), 3.0, 1 << 20, 0.3, "timed out"),
     ],

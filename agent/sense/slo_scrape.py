@@ -26,6 +26,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from agent.snapshot import SloReading
 from contract.annotations import SLO_METRIC, SLO_P99_SECONDS, SLO_PATH, SLO_PORT
 
@@ -36,7 +38,6 @@ TIMEOUT = 1.0  # seconds per scrape (connect and read together)
 INTERVAL = 5.0  # seconds between two scrapes of one pod
 MIN_REQUESTS = 20  # requests between two scrapes for a p99
 _METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
-_LE = re.compile(r'(?:^|[{,])\s*le\s*=\s*"([^"]*)"')
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,27 +71,26 @@ def slo_spec(annotations: Mapping[str, str]) -> SloSpec | str | None:
 
 
 def parse_buckets(text: str, metric: str) -> dict[float, float]:
-    """Cumulative counts by upper bound of `metric`'s histogram, every series summed by `le`; ValueError when
-    the exposition has none or a bucket line is malformed."""
-    prefix = metric + "_bucket"
+    """Cumulative counts by upper bound of `metric`'s histogram, every series summed by `le` (prometheus-client's
+    parser reads the exposition); ValueError when it is not an exposition, has none of the histogram's buckets,
+    or a bucket without `le` or with a count that is not a count."""
+    name = metric + "_bucket"
     out: dict[float, float] = {}
-    for line in text.splitlines():
-        if not line.startswith(prefix) or (len(line) > len(prefix) and line[len(prefix)] not in "{ "):
-            continue
-        close = line.rfind("}")
-        labels, rest = (line[len(prefix) : close + 1], line[close + 1 :]) if close >= 0 else ("", line[len(prefix) :])
-        m = _LE.search(labels)
-        fields = rest.split()
-        if m is None or not fields:
-            raise ValueError(f"malformed bucket line {line[:80]!r}")
-        le, value = float(m.group(1)), float(fields[0])  # ValueError on garbage
-        if math.isnan(le) or not math.isfinite(value) or value < 0:
-            raise ValueError(f"malformed bucket line {line[:80]!r}")
-        out[le] = out.get(le, 0.0) + value
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name != name:
+                    continue
+                le, value = float(sample.labels["le"]), float(sample.value)
+                if math.isnan(le) or not math.isfinite(value) or value < 0:
+                    raise ValueError(f"bucket le={le} holds {value}")
+                out[le] = out.get(le, 0.0) + value
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise ValueError(f"not a histogram exposition of {metric}: {exc}") from None
     if not out:
-        raise ValueError(f"no {prefix} series")
+        raise ValueError(f"no {name} series")
     if math.inf not in out:
-        raise ValueError(f'{prefix} has no le="+Inf" bucket')
+        raise ValueError(f'{name} has no le="+Inf" bucket')
     return out
 
 

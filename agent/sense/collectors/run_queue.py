@@ -65,6 +65,7 @@ class RunQueueCollector:
     def __init__(self, deps: CollectorDeps) -> None:
         proc = f"{deps.host_root.rstrip('/')}/proc"
         self.delays = RunDelayReader(deps.layout, deps.reader.files, proc)
+        self.reader = deps.reader
         self.psi = deps.layout.unified is not None and "cpu" in deps.psi_resources
         self.is_v2 = deps.layout.is_v2
         self._last: dict[str, _Last] = {}
@@ -83,8 +84,8 @@ class RunQueueCollector:
             return last.sample  # not its turn: its last reading stands
         cgroups = (pod.path, *[c.path for c in pod.containers])
         d = self.delays.read(pod.path, cgroups)
-        cpu_us = self.delays.pressure_total_us(pod.path, "cpu") if self.psi else None
-        memory_us = self.delays.pressure_total_us(pod.path, "memory") if self.psi else None
+        cpu_us = self.reader.psi_some_total_us(pod.path, "cpu") if self.psi else None
+        memory_us = self.reader.psi_some_total_us(pod.path, "memory") if self.psi else None
         if self.psi and cpu_us is None and not self.is_v2:
             self.psi = False  # a hybrid host whose pods have no directory on the unified tree
         turn = zlib.crc32(pod.path.encode()) if last is None else last.turn
