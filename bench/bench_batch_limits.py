@@ -12,7 +12,7 @@ import argparse
 import statistics
 import time
 
-from agent.config import BatchConfig
+from agent.config_sections.enforcement import BatchConfig
 from agent.enforce.actions import Recorded
 from agent.enforce.ledger import Touched
 from agent.enforce.strategies.batch_limits import BatchLimits

@@ -18,7 +18,7 @@ import argparse
 import statistics
 import time
 
-from agent.config import QuotaBurstConfig
+from agent.config_sections.pod_qos import QuotaBurstConfig
 from agent.enforce.stage import Enforcer
 from agent.enforce.strategies.quota_burst import NodeCpu, QuietSince, plan_quota_burst
 from cgroup import CgroupReader, CgroupWriter

@@ -14,7 +14,7 @@ import argparse
 import statistics
 import time
 
-from agent.config import EnforcementConfig
+from agent.config_sections.enforcement import EnforcementConfig
 from testsupport.noisy_load import decisions, flaps, noisy_trace, reactions
 
 

@@ -19,7 +19,8 @@ import tempfile
 import time
 from collections.abc import Callable
 
-from agent.config import AgentConfig, EnforcementConfig
+from agent.config import AgentConfig
+from agent.config_sections.enforcement import EnforcementConfig
 from agent.enforce.stage import Enforcer, detect_facts
 from agent.enforce.strategies.registry import strategies
 from agent.sense.sampler import CgroupPodSource, Sampler

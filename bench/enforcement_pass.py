@@ -14,7 +14,7 @@ import statistics
 import tempfile
 import time
 
-from agent.config import EnforcementConfig
+from agent.config_sections.enforcement import EnforcementConfig
 from agent.enforce.stage import Enforcer
 from agent.snapshot import ContainerSample, NodeSample, PodClass, PodMeta, PodSample, Snapshot
 from bench.agent_overhead import percentile

@@ -21,7 +21,8 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 
-from agent.config import EnforcementConfig, NetworkQosConfig
+from agent.config_sections.enforcement import EnforcementConfig
+from agent.config_sections.pod_qos import NetworkQosConfig
 from agent.enforce.stage import Enforcer
 from agent.enforce.strategies.net_egress import NetEgress
 from agent.sense.pod_source import CgroupPodSource

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 from agent import main
-from agent.config import AgentConfig, EnforcementConfig
+from agent.config import AgentConfig
+from agent.config_sections.enforcement import EnforcementConfig
 from agent.enforce.stage import Enforcer
 from agent.pipeline import ClusterPipeline
 from agent.runtime import Agent

@@ -15,7 +15,8 @@ import sys
 import tempfile
 from typing import Any
 
-from agent.config import POD_STATE_FILE, EnforcementConfig
+from agent.config import POD_STATE_FILE
+from agent.config_sections.enforcement import EnforcementConfig
 
 # the directories that hold agent/config.py's default files
 PROTECTED = tuple(sorted({os.path.dirname(POD_STATE_FILE), os.path.dirname(EnforcementConfig().ledger_file)}))

@@ -8,7 +8,7 @@ import pytest
 
 from agent.capacity.batch_floor import BatchUse, allocatable, batch_use, figures
 from agent.capacity.owner import OversubscriptionOwner
-from agent.config import OversubscriptionConfig
+from agent.config_sections.lending import OversubscriptionConfig
 from agent.node_state import BatchRequests, batch_requests, node_state
 from agent.snapshot import ContainerBatch, NodeSample, PodBatch, PodMeta, PodSample, Snapshot
 from agent.view import AgentView

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from agent.config import BatchConfig, EnforcementConfig
+from agent.config_sections.enforcement import BatchConfig, EnforcementConfig
 from agent.enforce.actions import (
     Action,
     Plan,

@@ -18,7 +18,7 @@ import pytest
 
 from agent.capacity.owner import OversubscriptionOwner
 from agent.cluster.node_writer import NodePublisher
-from agent.config import OversubscriptionConfig
+from agent.config_sections.lending import OversubscriptionConfig
 from agent.node_state import BatchRequests, batch_requests
 from agent.snapshot import PodMeta
 from kube import Kube

@@ -10,7 +10,7 @@ from typing import Any
 
 from agent.capacity.owner import OversubscriptionOwner
 from agent.cluster.node_writer import NodePublisher
-from agent.config import OversubscriptionConfig
+from agent.config_sections.lending import OversubscriptionConfig
 from agent.node_state import StateBuilder, batch_requests
 from agent.snapshot import NodeSample, PodSample, Snapshot
 from agent.view import AgentView

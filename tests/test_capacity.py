@@ -219,7 +219,7 @@ def test_oversubscription_metrics_and_section_when_computed() -> None:
     from prometheus_client.core import GaugeMetricFamily
 
     from agent.capacity.owner import OversubscriptionOwner
-    from agent.config import OversubscriptionConfig
+    from agent.config_sections.lending import OversubscriptionConfig
     from agent.view import AgentView
 
     now = 10_000.0

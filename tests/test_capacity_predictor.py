@@ -13,7 +13,7 @@ from agent.capacity.lendable import (
     params_from,
     resource_capacity,
 )
-from agent.config import OversubscriptionConfig
+from agent.config_sections.lending import OversubscriptionConfig
 from agent.windows.store import WindowStore, online_key, system_key
 
 NOW = 100_000.0

@@ -14,7 +14,7 @@ from agent.capacity.lendable import CapacityParams, OnlinePod, PodAges, margins,
 from agent.capacity.margin import LearnedMargin, MarginParams
 from agent.capacity.predictors import registry
 from agent.capacity.predictors.registry import Prediction, Reading
-from agent.config import OversubscriptionConfig
+from agent.config_sections.lending import OversubscriptionConfig
 from agent.windows.grid import quantile
 from agent.windows.persist import load_windows, save_windows
 from agent.windows.store import WindowStore, online_key

@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from agent.config import BatchConfig, EnforcementConfig
+from agent.config_sections.enforcement import BatchConfig, EnforcementConfig
 from agent.enforce.actions import Recorded
 from agent.enforce.strategies.batch_limits import BatchLimits
 from agent.enforce.strategies.cpu_suppression import (

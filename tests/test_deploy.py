@@ -29,7 +29,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import kube.permissions as kp
 from agent.capacity.owner import ANNOTATION_CPU, ANNOTATION_MEMORY, BATCH_CPU, BATCH_MEMORY, OversubscriptionOwner
-from agent.config import AgentConfig, EnforcementConfig, EvictionConfig, OversubscriptionConfig, load_config
+from agent.config import AgentConfig, load_config
+from agent.config_sections.enforcement import EnforcementConfig, EvictionConfig
+from agent.config_sections.lending import OversubscriptionConfig
 from agent.enforce.stage import Enforcer
 from agent.enforce.strategies.cpu_suppression import CpuReport
 from agent.enforce.strategies.memory_high import MemoryHighReport

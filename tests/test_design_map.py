@@ -48,8 +48,9 @@ def unit_drawing() -> str:
             if mine and theirs and mine != theirs:
                 imports[mine].add(theirs)
     rows = sorted(AGENT_UNITS, key=lambda u: (-AGENT_UNITS[u], u))
+    width = max(len(u.removeprefix("agent.")) for u in rows) + 1
     return "\n".join(
-        f"layer {AGENT_UNITS[u]:2}  {u.removeprefix('agent.'):11} ──▶ "
+        f"layer {AGENT_UNITS[u]:2}  {u.removeprefix('agent.'):{width}} ──▶ "
         + (", ".join(sorted(t.removeprefix("agent.") for t in imports[u])) or "nothing of agent/")
         for u in rows
     )

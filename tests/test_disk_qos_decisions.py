@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from agent.config import AgentConfig, DiskQosConfig
+from agent.config import AgentConfig
+from agent.config_sections.enforcement import DiskQosConfig
 from agent.enforce.actions import Recorded, Restore
 from agent.enforce.ledger import Touched
 from agent.enforce.parts.disk import SetIoLimits

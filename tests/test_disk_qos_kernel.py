@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import AgentConfig, EnforcementConfig
+from agent.config import AgentConfig
+from agent.config_sections.enforcement import EnforcementConfig
 from agent.enforce.stage import Enforcer, detect_facts
 from agent.enforce.strategies.registry import strategies
 from agent.sense.sampler import CgroupPodSource, Sampler

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agent.config import EnforcementConfig
+from agent.config_sections.enforcement import EnforcementConfig
 from agent.enforce.stage import Enforcer, kubelet_oom_score_adj, kubelet_shares
 from agent.node_state import NodeState
 from agent.pipeline import ClusterPipeline

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import EnforcementConfig
+from agent.config_sections.enforcement import EnforcementConfig
 from agent.enforce.executor import REPROBE_SECONDS, ConfirmedSettings
 from agent.enforce.stage import Enforcer
 from agent.snapshot import ContainerSample, NodeSample, PodMeta, PodSample, Snapshot

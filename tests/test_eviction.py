@@ -12,7 +12,8 @@ import pytest
 
 from agent.capacity.owner import OversubscriptionOwner
 from agent.cluster.node_writer import ApiHealth
-from agent.config import EvictionConfig, OversubscriptionConfig
+from agent.config_sections.enforcement import EvictionConfig
+from agent.config_sections.lending import OversubscriptionConfig
 from agent.evict.choice import victim_order
 from agent.evict.evictor import EVICTING_ANNOTATION, Evictor, parse_watermarks
 from agent.node_state import StateBuilder, batch_requests

@@ -94,7 +94,7 @@ def upward_imports(graph: Mapping[str, Set[str]]) -> list[str]:
 # only units of lower layers — sense below remember's readers, decide and act above both, the pipeline that runs
 # them and the composition root on top. Every module of agent/ belongs to one unit.
 AGENT_UNITS = {
-    "agent.snapshot": 0,
+    "agent.snapshot": 0, "agent.config_sections": 0,
     "agent.node_state": 1,
     "agent.windows": 2,
     "agent.sense": 3,

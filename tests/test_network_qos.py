@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import AgentConfig, EnforcementConfig, NetworkQosConfig
+from agent.config import AgentConfig
+from agent.config_sections.enforcement import EnforcementConfig
+from agent.config_sections.pod_qos import NetworkQosConfig
 from agent.enforce.actions import Recorded
 from agent.enforce.ledger import Touched
 from agent.enforce.parts.net_egress import NET_EGRESS

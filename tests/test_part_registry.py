@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agent.config import EnforcementConfig
+from agent.config_sections.enforcement import EnforcementConfig
 from agent.enforce.actions import (
     CgroupIO,
     Knob,

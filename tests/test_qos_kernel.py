@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from agent.config import CpuBurstConfig, QuotaBurstConfig
+from agent.config_sections.pod_qos import CpuBurstConfig, QuotaBurstConfig
 from agent.enforce.strategies.cpu_burst import ENABLE_ANNOTATION, BurstInputs, plan_burst
 from agent.enforce.strategies.quota_burst import NodeCpu, QuietSince, QuotaBurstPlan, plan_quota_burst
 from cgroup import CgroupReader, CgroupWriter, LimitChange, apply_in_safe_order

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from agent.config import CpuBurstConfig, MemoryQosConfig, QuotaBurstConfig
+from agent.config_sections.pod_qos import CpuBurstConfig, MemoryQosConfig, QuotaBurstConfig
 from agent.enforce.actions import Plan, Recorded, SetCpuBurst, SetCpuQuota, SetMemoryProtection
 from agent.enforce.strategies.cpu_burst import CpuBurst
 from agent.enforce.strategies.memory_qos import MemoryQos

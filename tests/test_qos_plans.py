@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from agent.config import CpuBurstConfig, EnforcementConfig, MemoryQosConfig, QuotaBurstConfig
+from agent.config_sections.enforcement import EnforcementConfig
+from agent.config_sections.pod_qos import CpuBurstConfig, MemoryQosConfig, QuotaBurstConfig
 from agent.enforce.actions import (
     SHARED,
     Plan,

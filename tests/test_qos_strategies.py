@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.config import ConfigError, CpuBurstConfig, MemoryQosConfig, QuotaBurstConfig, load_config
+from agent.config import ConfigError, load_config
+from agent.config_sections.pod_qos import CpuBurstConfig, MemoryQosConfig, QuotaBurstConfig
 from agent.enforce.strategies.cpu_burst import (
     BURST_TIME_ANNOTATION,
     ENABLE_ANNOTATION,

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from agent.config import AgentConfig, EnforcementConfig
+from agent.config import AgentConfig
+from agent.config_sections.enforcement import EnforcementConfig
 from agent.enforce.actions import (
     Plan,
     Recorded,

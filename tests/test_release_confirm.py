@@ -3,7 +3,7 @@ real rise is answered within 2 s. Pure decisions over a seeded noisy trace (test
 
 from __future__ import annotations
 
-from agent.config import EnforcementConfig
+from agent.config_sections.enforcement import EnforcementConfig
 from testsupport.noisy_load import RISE_SECONDS, decisions, flaps, noisy_trace, reactions
 
 QUIET, SPIKE, BUSY = 0.2, 0.45, 0.6

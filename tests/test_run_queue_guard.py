@@ -7,7 +7,8 @@ import dataclasses
 
 import pytest
 
-from agent.config import AgentConfig, EnforcementConfig, RunQueueProtectionConfig, load_config
+from agent.config import AgentConfig, load_config
+from agent.config_sections.enforcement import EnforcementConfig, RunQueueProtectionConfig
 from agent.enforce.actions import Recorded
 from agent.enforce.strategies import cpu_suppression
 from agent.enforce.strategies.run_queue_guard import BASELINE_READINGS, Feel, GuardMemo, RunQueueGuard, decide, judge

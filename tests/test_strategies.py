@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.config import EnforcementConfig
+from agent.config_sections.enforcement import EnforcementConfig
 from agent.enforce.ledger import Touched
 from agent.enforce.strategies import cpu_suppression, memory_high
 from agent.evict import choice

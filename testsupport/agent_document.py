@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from agent.capacity.owner import OversubscriptionOwner
-from agent.config import EnforcementConfig, EvictionConfig, OversubscriptionConfig
+from agent.config_sections.enforcement import EnforcementConfig, EvictionConfig
+from agent.config_sections.lending import OversubscriptionConfig
 from agent.enforce import qos_report
 from agent.enforce.stage import Enforcer
 from agent.evict.evictor import Evictor

@@ -17,7 +17,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agent.config import EnforcementConfig
+from agent.config_sections.enforcement import EnforcementConfig
 from agent.enforce.strategies import cpu_suppression
 from agent.node_state import node_state
 from agent.snapshot import NodeSample, Snapshot

@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent.config import AgentConfig, EnforcementConfig, MemoryQosConfig
+from agent.config import AgentConfig
+from agent.config_sections.enforcement import EnforcementConfig
+from agent.config_sections.pod_qos import MemoryQosConfig
 from agent.enforce import qos_report
 from agent.enforce.actions import Recorded, SetMemoryHigh, SetMemoryProtection
 from agent.enforce.stage import Enforcer, detect_facts

@@ -3,7 +3,8 @@ tests and benchmarks that build an `Enforcer` on their own."""
 
 from __future__ import annotations
 
-from agent.config import AgentConfig, EnforcementConfig
+from agent.config import AgentConfig
+from agent.config_sections.enforcement import EnforcementConfig
 from agent.enforce.stage import detect_facts
 from agent.enforce.strategies.registry import Strategy, strategies
 from cgroup import CgroupReader, Layout, PathModel

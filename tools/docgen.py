@@ -292,7 +292,8 @@ def agent_families() -> list[Any]:
     from typing import cast
 
     from agent.capacity.owner import OversubscriptionOwner
-    from agent.config import EnforcementConfig, EvictionConfig, OversubscriptionConfig
+    from agent.config_sections.enforcement import EnforcementConfig, EvictionConfig
+    from agent.config_sections.lending import OversubscriptionConfig
     from agent.enforce import qos_report
     from agent.enforce.stage import Enforcer
     from agent.enforce.strategies.cpu_suppression import CpuReport

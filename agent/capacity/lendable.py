@@ -45,7 +45,7 @@ from agent.snapshot import Snapshot
 from agent.windows.store import WindowStore, system_key
 
 if TYPE_CHECKING:
-    from agent.config import OversubscriptionConfig
+    from agent.config_sections.lending import OversubscriptionConfig
 
 RESOURCES: tuple[Resource, Resource] = ("cpu", "memory")
 

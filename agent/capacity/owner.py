@@ -39,7 +39,7 @@ from agent.capacity import batch_floor, lendable
 from agent.capacity.batch_floor import BatchUse
 from agent.capacity.publish_rules import Band, WindowMean, floored, proposed, should_write
 from agent.cluster.node_writer import Changes
-from agent.config import OversubscriptionConfig
+from agent.config_sections.lending import OversubscriptionConfig
 from agent.node_state import BatchRequests, NodeState
 from agent.view import AgentView
 from common.families import Family

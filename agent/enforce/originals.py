@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 
-from agent.config import EnforcementConfig
+from agent.config_sections.enforcement import EnforcementConfig
 from agent.enforce.ledger import Ledger, Touched
 from agent.enforce.parts.baseline import OFFLINE_SHARES
 from agent.snapshot import PodSample, Snapshot

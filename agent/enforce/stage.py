@@ -21,7 +21,7 @@ from typing import Any
 
 from prometheus_client.metrics_core import Metric
 
-from agent.config import EnforcementConfig
+from agent.config_sections.enforcement import EnforcementConfig
 from agent.enforce import report as enforcement_report
 from agent.enforce.actions import SHARED, Action, Recorded, Report, Restore
 from agent.enforce.executor import CgroupExecutor, DryRunExecutor

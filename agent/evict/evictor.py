@@ -36,7 +36,7 @@ from prometheus_client.metrics_core import Metric
 
 from agent.capacity.owner import oversubscription_enabled
 from agent.cluster.node_writer import ApiHealth, Changes
-from agent.config import EvictionConfig
+from agent.config_sections.enforcement import EvictionConfig
 from agent.evict import choice
 from agent.evict.kube_actions import RESULTS, DryRunActuator, EvictionJob, KubeActuator
 from agent.node_state import NodeState, Resource, StateBuilder, batch_request, pod_request

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.cluster.node_writer import ApiHealth
-from agent.config import EvictionConfig
+from agent.config_sections.enforcement import EvictionConfig
 from agent.node_state import Resource
 from agent.snapshot import PodSample
 from cgroup import CgroupError, CgroupWriter

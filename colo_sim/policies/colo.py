@@ -6,8 +6,9 @@ replay: `colo`, the number published as `kubernetes.io/batch-*` (the batch-resou
 `colo-annotation`, the one written in Volcano's `volcano.sh/oversubscription-*` annotations. The paper's
 predictors (`nsigma`, `percentile`, `max`) are the same replay with their predictor (`paper`).
 
-The parameters are the agent's (`agent.config.OversubscriptionConfig`, its defaults unless colo-sim is given
-an agent configuration). A trace has no usage outside pods: system usage is 0 and its series is not fed.
+The parameters are the agent's (`agent.config_sections.lending.OversubscriptionConfig`, its defaults unless
+colo-sim is given an agent configuration). A trace has no usage outside pods: system usage is 0 and its series is
+not fed.
 """
 
 from __future__ import annotations

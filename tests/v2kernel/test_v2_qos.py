@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import MemoryQosConfig
+from agent.config_sections.pod_qos import MemoryQosConfig
 from cgroup import CgroupReader, CgroupValueError, CgroupWriteError, CgroupWriter, MemoryProtection
 from testsupport.qos import Ctr, memory_targets, online_pod, qos_stage, qos_state, section
 from testsupport.spiky import PERIOD_US, QUOTA_US, Throttling, run_spikes

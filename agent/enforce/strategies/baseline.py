@@ -11,7 +11,8 @@ from __future__ import annotations
 import zlib
 from collections.abc import Mapping
 
-from agent.config import AgentConfig, EnforcementConfig
+from agent.config import AgentConfig
+from agent.config_sections.enforcement import EnforcementConfig
 from agent.enforce.actions import Part, Plan, Recorded, SetCpuIdle, SetCpuShares, SetOomScoreAdj
 from agent.enforce.parts.baseline import OFFLINE_SHARES, OFFLINE_WEIGHT
 from agent.enforce.strategies.registry import Facts, register

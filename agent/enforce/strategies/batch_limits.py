@@ -33,7 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.config import AgentConfig, BatchConfig
+from agent.config import AgentConfig
+from agent.config_sections.enforcement import BatchConfig
 from agent.enforce.actions import Action, Part, Plan, Recorded, Report, SetCpuQuota, SetCpuShares, SetMemoryLimit
 from agent.enforce.ledger import Touched
 from agent.enforce.parts.quota import QUOTA

@@ -26,7 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agent.config import AgentConfig, CpuBurstConfig
+from agent.config import AgentConfig
+from agent.config_sections.pod_qos import CpuBurstConfig
 from agent.enforce.actions import Action, Part, Plan, Recorded, Report, Restore, SetCpuBurst
 from agent.enforce.parts.burst import NAME as BURST
 from agent.enforce.strategies.online import SpecCache, online_pod

@@ -39,7 +39,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agent.config import AgentConfig, EnforcementConfig
+from agent.config import AgentConfig
+from agent.config_sections.enforcement import EnforcementConfig
 from agent.enforce.actions import Action, Part, Plan, Recorded, Report, Restore, SetCpuQuota, SetCpuset, cpus
 from agent.enforce.ledger import Touched
 from agent.enforce.strategies.reconcile import uncap

@@ -21,7 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.config import AgentConfig, DiskQosConfig
+from agent.config import AgentConfig
+from agent.config_sections.enforcement import DiskQosConfig
 from agent.enforce.actions import Action, Part, Plan, Recorded, Report, Restore
 from agent.enforce.parts.disk import NAME, SetIoLimits
 from agent.enforce.strategies.cpu_suppression import OfflineCpu, cpu_demand, release, split_budget

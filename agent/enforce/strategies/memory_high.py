@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent.config import AgentConfig, EnforcementConfig
+from agent.config import AgentConfig
+from agent.config_sections.enforcement import EnforcementConfig
 from agent.enforce.actions import Part, Plan, Recorded, Report, SetMemoryHigh
 from agent.enforce.strategies.registry import Facts, register
 from agent.node_state import NodeState, Usage

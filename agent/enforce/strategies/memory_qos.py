@@ -27,7 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent.config import AgentConfig, MemoryQosConfig
+from agent.config import AgentConfig
+from agent.config_sections.pod_qos import MemoryQosConfig
 from agent.enforce.actions import (
     SHARED,
     Action,

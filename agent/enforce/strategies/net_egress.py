@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.config import AgentConfig, NetworkQosConfig
+from agent.config import AgentConfig
+from agent.config_sections.pod_qos import NetworkQosConfig
 from agent.enforce.actions import Part, Plan, Recorded, Report
 from agent.enforce.parts.net_egress import NET_EGRESS, SetEgressRate
 from agent.enforce.strategies.registry import Facts, register

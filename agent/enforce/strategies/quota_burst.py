@@ -26,7 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agent.config import AgentConfig, QuotaBurstConfig
+from agent.config import AgentConfig
+from agent.config_sections.pod_qos import QuotaBurstConfig
 from agent.enforce.actions import Action, Part, Plan, Recorded, Report, Restore, SetCpuQuota
 from agent.enforce.ledger import Touched
 from agent.enforce.parts.quota import QUOTA_BURST

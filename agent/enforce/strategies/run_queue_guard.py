@@ -30,7 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agent.config import AgentConfig, EnforcementConfig, RunQueueProtectionConfig
+from agent.config import AgentConfig
+from agent.config_sections.enforcement import EnforcementConfig, RunQueueProtectionConfig
 from agent.enforce.actions import Part, Plan, Recorded, Report
 from agent.enforce.strategies.cpu_suppression import budget
 from agent.enforce.strategies.registry import Facts, register
