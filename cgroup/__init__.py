@@ -25,7 +25,7 @@ from cgroup.paths import (
     parent_cgroup,
     parse_container_id,
 )
-from cgroup.reader import CgroupReader, CpuSettings, CpuUsage, MemoryProtection, MemoryUsage
+from cgroup.reader import CgroupReader, CpuSettings, CpuUsage, MemoryProtection, MemoryUsage, PsiReading
 from cgroup.writer import CgroupWriter, LimitChange, apply_in_safe_order, shares_to_weight, weight_to_shares
 
 __all__ = [
@@ -54,6 +54,7 @@ __all__ = [
     "Mount",
     "PathModel",
     "PodCgroup",
+    "PsiReading",
     "QoS",
     "Unsupported",
     "apply_in_safe_order",

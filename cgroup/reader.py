@@ -41,6 +41,15 @@ MAX_BYTES = 1 << 62  # what a v2 memory.min/low of 'max' stands for in `MemoryPr
 PSI_RESOURCES = ("cpu", "memory", "io")
 
 
+@dataclass(slots=True, frozen=True)
+class PsiReading:
+    """One read of a cgroup's `<resource>.pressure`: the 'some' and 'full' avg10 (percent) and the 'some' total
+    (µs stalled since the cgroup was created); each None when its part of the file does not parse."""
+
+    avg10: tuple[float, float | None] | None
+    some_total_us: int | None
+
+
 @dataclass(slots=True)
 class CpuUsage:
     """Cumulative counters: usage and CFS throttling, nanoseconds."""
@@ -149,8 +158,10 @@ class CgroupReader:
         inactive, anon, file = files.memory_stat()
         return MemoryUsage(usage, max(0, usage - inactive), anon, file, inactive)
 
-    def psi_avg10(self, cgroup: str, resource: str) -> tuple[float, float | None] | None:
-        """('some', 'full') avg10 percent for the sampling hot path; None when there is no PSI to read.
+    def psi(self, cgroup: str, resource: str) -> PsiReading | None:
+        """Both figures of one read of the cgroup's `<resource>.pressure` (the sampling hot path reads it once
+        for the psi and run_queue collectors); None when there is no PSI to read, a figure None when its part
+        of the file does not parse.
 
         Raises CgroupGone when the cgroup itself is gone (v2), like every other reader."""
         base = self.layout.unified_dir(cgroup)
@@ -158,29 +169,22 @@ class CgroupReader:
             return None
         path = f"{base}/{resource}.pressure"
         try:
-            return parse_psi_avg10(path, self.files.read(path))
+            data = self.files.read(path)
         except (CgroupFileMissing, CgroupGone):
             if self._v2 and not os.path.isdir(base):
                 raise
             return None
-        except (Unsupported, CgroupPermissionError, CgroupParseError):
+        except (Unsupported, CgroupPermissionError):
             return None
-
-    def psi_some_total_us(self, cgroup: str, resource: str) -> int | None:
-        """The 'some' total (µs stalled) of the cgroup's `<resource>.pressure`, with `psi_avg10`'s rules: None
-        when there is no PSI to read, CgroupGone when the cgroup itself is gone (v2)."""
-        base = self.layout.unified_dir(cgroup)
-        if base is None:
-            return None
-        path = f"{base}/{resource}.pressure"
         try:
-            return parse_psi_some_total(path, self.files.read(path))
-        except (CgroupFileMissing, CgroupGone):
-            if self._v2 and not os.path.isdir(base):
-                raise
-            return None
-        except (Unsupported, CgroupPermissionError, CgroupParseError):
-            return None
+            avg10: tuple[float, float | None] | None = parse_psi_avg10(path, data)
+        except CgroupParseError:
+            avg10 = None
+        try:
+            some_total_us: int | None = parse_psi_some_total(path, data)
+        except CgroupParseError:
+            some_total_us = None
+        return PsiReading(avg10, some_total_us)
 
     # -- settings ----------------------------------------------------------------------------------
     def memory_limit(self, cgroup: str) -> int | None:

@@ -1,5 +1,5 @@
 """What a cgroup's tasks felt: time they waited on a run queue (/proc/<tid>/schedstat, v1 and v2). The cgroup's
-own PSI stall totals, where the unified hierarchy has them, are `CgroupReader.psi_some_total_us` (cgroup/reader.py).
+own PSI stall totals, where the unified hierarchy has them, are `CgroupReader.psi` (cgroup/reader.py).
 
 `/proc/<tid>/schedstat` holds three numbers per thread: nanoseconds on a CPU, nanoseconds runnable but waiting
 for one (the run-queue delay), timeslices. A pod's threads are listed in its cgroups' thread files (v1 the cpu

@@ -9,6 +9,7 @@ from cgroup import (
     CgroupReader,
     CgroupWriter,
     PathModel,
+    PsiReading,
     detect_driver,
     parse_container_id,
 )
@@ -59,8 +60,8 @@ def test_psi_and_cpuset_readers(tree: tuple[V2Tree, PathModel]) -> None:
     t, model = tree
     _, ctr = make_pod(t, model)
     reader = CgroupReader(t.layout)
-    assert reader.psi_avg10(ctr, "cpu") == (1.5, 1.5)
-    assert reader.psi_avg10(ctr, "memory") == (0.0, 0.0)
+    assert reader.psi(ctr, "cpu") == PsiReading((1.5, 1.5), 123456)
+    assert reader.psi(ctr, "memory") == PsiReading((0.0, 0.0), 999)
     assert reader.cpuset(ctr, effective=True) == frozenset({0, 1})
 
 

@@ -4,6 +4,7 @@ threads read per turn, the PSI totals on kernel-format v2 files, and the run_que
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from agent.sense.collectors.run_queue import OFFLINE_EVERY
 from agent.sense.sampler import Sampler
 from agent.windows.store import WindowStore
-from cgroup import CgroupParseError, CgroupReader, FileCache
+from cgroup import CgroupGone, CgroupParseError, CgroupReader, FileCache, PathModel, PsiReading
 from cgroup.files import parse_psi_some_total
 from cgroup.run_delay import RunDelayReader, parse_schedstat
 from testsupport.cgtree import V1Tree
@@ -90,10 +91,25 @@ def test_pressure_totals_on_v2(tmp_path: Path) -> None:
     tree = V2Tree(str(tmp_path))
     tree.put("/kubepods/podx", V2Cgroup(cpu_pressure=(1.0, 1.0, 1.0, 123456), memory_pressure=(0, 0, 0, 42)))
     reader = CgroupReader(tree.layout)
-    assert reader.psi_some_total_us("/kubepods/podx", "cpu") == 123456
-    assert reader.psi_some_total_us("/kubepods/podx", "memory") == 42
-    (Path(tree.dir("/kubepods/podx")) / "io.pressure").write_text("nonsense\n")
-    assert reader.psi_some_total_us("/kubepods/podx", "io") is None  # unparsable: no figure, no failure
+    assert reader.psi("/kubepods/podx", "cpu") == PsiReading((1.0, 1.0), 123456)
+    assert reader.psi("/kubepods/podx", "memory") == PsiReading((0.0, 0.0), 42)
+
+
+def test_a_pressure_read_keeps_the_readers_rules(tmp_path: Path) -> None:
+    tree = V2Tree(str(tmp_path))
+    tree.put("/kubepods/podx", V2Cgroup())
+    reader = CgroupReader(tree.layout)
+    pressure = Path(tree.dir("/kubepods/podx")) / "io.pressure"
+    pressure.write_text("some avg10=x avg60=0.00 avg300=0.00 total=7\n")
+    assert reader.psi("/kubepods/podx", "io") == PsiReading(None, 7)  # a figure that does not parse is None
+    pressure.write_text("nonsense\n")
+    assert reader.psi("/kubepods/podx", "io") == PsiReading(None, None)  # unparsable: no figure, no failure
+    # (a fresh reader for each of the rest: a kept descriptor still reads a removed file of a temp dir)
+    pressure.unlink()  # a kernel without PSI for it
+    assert CgroupReader(tree.layout).psi("/kubepods/podx", "io") is None
+    shutil.rmtree(tree.dir("/kubepods/podx"))  # the cgroup vanished
+    with pytest.raises(CgroupGone):
+        CgroupReader(tree.layout).psi("/kubepods/podx", "cpu")
 
 
 @pytest.mark.cgroupv1
@@ -119,5 +135,58 @@ def test_the_collector_reads_online_pods_on_their_visits_and_offline_pods_on_the
         assert len(set(readings["online"])) == 2 * OFFLINE_EVERY  # a fresh reading every visit
         read_first = {p.run_queue.at for p in first.pods.values() if p.run_queue is not None}
         assert len(set(readings["offline"]) - read_first) == 2  # on its own turn: twice in 2 x OFFLINE_EVERY passes
+    finally:
+        sampler.close()
+
+
+class CountingFiles(FileCache):
+    """The reader's file cache, counting its reads of each file (the reads themselves are the real ones)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: dict[str, int] = {}
+
+    def read(self, path: str) -> bytes:
+        self.reads[path] = self.reads.get(path, 0) + 1
+        return super().read(path)
+
+
+def test_a_pass_reads_each_pods_pressure_files_once_on_v2(tmp_path: Path) -> None:
+    """The psi collector's read of a pod's cpu.pressure and memory.pressure gives the run_queue collector its
+    totals too: one read of each per pod and pass, the online pod's on every visit and the offline pod's on the
+    run_queue collector's turns alike, and both figures come from it."""
+    tree = V2Tree(str(tmp_path))
+    model = PathModel("systemd")
+    tree.put(model.tier("burstable"), V2Cgroup())
+    states = {
+        model.pod("burstable", uid): V2Cgroup(cpu_pressure=(12.5, 1.0, 0.5, 1_000_000), memory_pressure=(3.0, 0, 0, 5))
+        for uid in ("0a0b0c0d-1111-2222-3333-444455556666", "0a0b0c0d-1111-2222-3333-777788889999")
+    }
+    for pod, state in states.items():
+        tree.put(pod, state)
+    files = CountingFiles()
+    source = ClassedPodSource(tree.layout, model, lambda i, _: "offline" if i == 1 else "online")
+    sampler = Sampler(tree.layout, model, source, WindowStore(), reader=CgroupReader(tree.layout, files))
+    if "cpu" not in sampler.psi_resources or "memory" not in sampler.psi_resources:
+        pytest.skip("this kernel has no PSI: the collectors read no pressure files")
+    try:
+        sampler.sample()  # first sight (the cache's first read of a file opens it, then reads)
+        before = dict(files.reads)
+        for pod, state in states.items():
+            state.cpu_pressure = (12.5, 1.0, 0.5, 2_000_000)  # 1 s stalled since the first pass
+            tree.put(pod, state)
+        passes = 2 * OFFLINE_EVERY
+        for _ in range(passes):
+            snap = sampler.sample()
+        for pod in states:
+            for name in ("cpu.pressure", "memory.pressure"):
+                path = f"{tree.dir(pod)}/{name}"
+                assert files.reads[path] - before[path] == passes, name
+        for p in snap.pods.values():
+            assert p.pressure["cpu"].some_avg10 == pytest.approx(0.125)  # the avg10 of the one read ...
+            rq = p.run_queue
+            assert rq is not None and rq.memory_some == 0.0  # ... and its totals (memory's did not move)
+        online = next(p for p in snap.pods.values() if p.meta.pod_class == "online")
+        assert online.run_queue is not None and online.run_queue.cpu_some == 0.0  # read every pass: moved once
     finally:
         sampler.close()

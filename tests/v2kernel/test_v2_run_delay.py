@@ -30,5 +30,5 @@ def test_threads_on_one_cpu_wait_and_a_sleeper_does_not(v2tree: V2Tree) -> None:
     assert d.tasks == 2 and d.run_ns > 0 and d.wait_ns > 0
     quiet = reader.read(idle, [idle, sleeper])
     assert quiet.tasks == 1 and quiet.wait_ns < d.wait_ns
-    assert CgroupReader(v2tree.layout).psi_some_total_us(busy, "cpu") is None  # the guest has no PSI
+    assert CgroupReader(v2tree.layout).psi(busy, "cpu") is None  # the guest has no PSI
     reader.close()

@@ -10,7 +10,7 @@ from agent.sense.pod_source import PodSource
 from agent.sense.procfs import HostProc
 from agent.sense.rates import CounterRates, CpuRates
 from agent.snapshot import PodMeta, PodsTotal
-from cgroup import CgroupReader, Layout, PathModel, PodCgroup
+from cgroup import CgroupReader, Layout, PathModel, PodCgroup, PsiReading
 from cgroup.reader import PSI_RESOURCES
 
 
@@ -42,7 +42,8 @@ class CollectorDeps:
 @dataclass(slots=True)
 class PassContext:
     """The pass being taken: its monotonic time and number, its clock, the cgroups read so far (so that the
-    ones not read again are forgotten), for pod collectors the pod being visited, and the pods' total."""
+    ones not read again are forgotten), for pod collectors the pod being visited and its pressure files read in
+    this visit, and the pods' total."""
 
     clock: PassClock
     now: float = 0.0
@@ -50,6 +51,9 @@ class PassContext:
     seen: set[str] = field(default_factory=set)
     meta: PodMeta | None = None
     pod: PodCgroup | None = None
+    #: the visited pod's `<resource>.pressure` as the psi collector read it in this visit, by resource (None: no
+    #: PSI to read): the run_queue collector takes its totals from here rather than reading the file again
+    pod_psi: dict[str, PsiReading | None] = field(default_factory=dict)
     kubepods: tuple[int, int] | None = None  # the root's CPU usage (ns) and working set, if the tiers read it
     pods_total: PodsTotal | None = None  # the kubepods root, read by the pods collector
 

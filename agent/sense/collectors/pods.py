@@ -156,6 +156,7 @@ class PodsCollector:
                 if (held_failure := self._failures.occurred(meta.uid)) is not None:
                     log.warning("pod %s: %s%s", meta.uid, exc, repeated(held_failure))
         ctx.meta = ctx.pod = None
+        ctx.pod_psi.clear()
         return pods
 
     def _total(self, ctx: PassContext) -> PodsTotal | None:
@@ -234,6 +235,7 @@ class PodsCollector:
         )
         if parts:
             ctx.meta, ctx.pod = meta, pod
+            ctx.pod_psi.clear()  # what the last pod's visit read
             add = ctx.clock.add
             started = perf_counter()
             for name, store, part in parts:

@@ -25,9 +25,10 @@ class PsiCollector(KeepsNothing):
         if not self.active:
             return pressure
         assert ctx.pod is not None
+        path, read = ctx.pod.path, ctx.pod_psi
         for res in self.resources:
-            p = pressure_ratios(self.reader.psi_avg10(ctx.pod.path, res))
-            if p is not None:
+            reading = read[res] = self.reader.psi(path, res)  # the run_queue collector's totals too
+            if reading is not None and (p := pressure_ratios(reading.avg10)) is not None:
                 pressure[res] = p
         if not pressure and not self.is_v2:
             self.active = False  # hybrid host whose pods have no directory on the unified tree

@@ -2,7 +2,8 @@
 waited on a run queue per second (/proc/<tid>/schedstat summed over the pod's threads: cgroup/run_delay.py,
 at most `MAX_TASKS` threads read per pod and turn, the rest on the next turns), the share of their runnable
 time that was waiting, and on the unified hierarchy where the kernel has PSI the pod's `cpu.pressure` and
-`memory.pressure` some totals as seconds stalled per second.
+`memory.pressure` some totals as seconds stalled per second (from the psi collector's read of the files in the
+same visit: one read of each per pod and pass; read here when that collector is off or stood down).
 
 Read on the pod's turn: online pods with their other pod collectors (every `ONLINE_POD_EVERY` passes, every
 pass with the run-queue protection on), offline pods every `OFFLINE_EVERY` passes on their own turn (the pods
@@ -84,8 +85,8 @@ class RunQueueCollector:
             return last.sample  # not its turn: its last reading stands
         cgroups = (pod.path, *[c.path for c in pod.containers])
         d = self.delays.read(pod.path, cgroups)
-        cpu_us = self.reader.psi_some_total_us(pod.path, "cpu") if self.psi else None
-        memory_us = self.reader.psi_some_total_us(pod.path, "memory") if self.psi else None
+        cpu_us = self._some_total_us(ctx, "cpu") if self.psi else None
+        memory_us = self._some_total_us(ctx, "memory") if self.psi else None
         if self.psi and cpu_us is None and not self.is_v2:
             self.psi = False  # a hybrid host whose pods have no directory on the unified tree
         turn = zlib.crc32(pod.path.encode()) if last is None else last.turn
@@ -104,6 +105,16 @@ class RunQueueCollector:
             )
         self._last[pod.path] = _Last(now, cpu_us, memory_us, turn, ctx.seq, sample)
         return sample
+
+    def _some_total_us(self, ctx: PassContext, resource: str) -> int | None:
+        """The pod's 'some' PSI total: from the psi collector's read in this visit, else read here."""
+        read = ctx.pod_psi
+        if resource in read:
+            reading = read[resource]
+        else:
+            assert ctx.pod is not None
+            reading = self.reader.psi(ctx.pod.path, resource)
+        return None if reading is None else reading.some_total_us
 
     def forget(self, cgroup: str) -> None:
         self._last.pop(cgroup, None)
