@@ -39,7 +39,7 @@ from agent.capacity.margin import LearnedMargin, MarginParams, online_now
 from agent.capacity.params import CapacityParams as CapacityParams  # (re-exported: the stage's interface)
 from agent.capacity.params import OnlinePod as OnlinePod
 from agent.capacity.predictors import registry
-from agent.capacity.predictors.registry import Reading, history, window_peak
+from agent.capacity.predictors.registry import Prediction, Reading, history, window_peak
 from agent.node_state import NodeState, Resource, node_state, pod_request, pod_usage
 from agent.snapshot import Snapshot
 from agent.windows.store import WindowStore, system_key
@@ -149,11 +149,12 @@ def resource_capacity(
     ages: PodAges,
     params: CapacityParams,
     margin: LearnedMargin | None = None,
+    shared: dict[str, Prediction] | None = None,
 ) -> ResourceCapacity:
     """One resource's capacity at `now` from the windows and the pass's online pods (`ages` observed for
-    this pass; `margin` updated by this pass). The caller holds the windows lock."""
+    this pass; `margin` updated by this pass; `shared`: `Reading.shared`). The caller holds the windows lock."""
     spec = registry.spec(params.predictor_for(resource))
-    prediction = spec.predict(Reading(windows, now, resource, pods, params))
+    prediction = registry.predict(spec.name, Reading(windows, now, resource, pods, params, shared))
     request_sum = sum(p.request for p in pods)
     peak = prediction.peak
     span = params.min_history_seconds

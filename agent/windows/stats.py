@@ -8,10 +8,12 @@ What a scrape costs, and why it is no more
     percentiles) change with every sample: a query copies the 5-minute values out of the raw array once
     (`array.tolist`), sums them in time order, sorts that copy in place and reads the four percentiles from
     it. The six long ones (``max_avg_1h``, ``max_avg_1d``, the 1-hour percentiles) depend only on the state
-    of the finished minutes and on the query's minute: they are computed once per minute and kept, keyed
+    of the finished minutes and on the query's minute: each is computed when first asked in a minute (a
+    capacity pass asks one or two per series, a scrape all six; the percentiles share one sort) and kept, keyed
     by (current bucket, the query's minute, and the current bucket's sample count when that bucket is
     already complete at the query). The day peak keeps the maximum over its finished 5-minute slots (a slot
-    is final once a later one has begun), so a minute costs one comparison for it rather than 289. Every
+    is final once a later one has begun) and where it was reached, so a minute costs a comparison for it
+    rather than 289, and a scan (in C) only when that slot leaves the day. Every
     value is computed with the same arithmetic, in the same order, as a from-scratch pass (plain sums in time
     order, `math.fsum`, type-7 percentiles): a cached or incremental value is bit-identical to a fresh one.
     None of this is persisted: a restored series starts with empty caches. The caches hold about 0.8 KB
@@ -66,6 +68,7 @@ _PICK: Callable[[tuple[WindowValue, ...]], tuple[WindowValue, ...]] = itemgetter
     *[(RAW_WINDOWS + LONG_WINDOWS).index(name) for name in WINDOW_NAMES]
 )
 _INDEX = {name: i for i, name in enumerate(WINDOW_NAMES)}
+_LONG_AT = {name: i for i, name in enumerate(LONG_WINDOWS)}
 #: Per sample count n >= 2, where each 5-minute percentile falls: (i, h - i) with h = (n - 1) q, so that
 #: x[i] + (h - i) (x[i+1] - x[i]) is `quantile`'s own arithmetic (i + 1 < n for every q < 1).
 _PLANS: dict[int, tuple[tuple[int, float], ...]] = {}
@@ -89,14 +92,20 @@ _EMPTY_ROW = (EMPTY,) * len(WINDOW_NAMES)
 class SeriesWindows(SeriesFeed):
     """All windows of one series. Not thread-safe on its own (`WindowStore` locks around it)."""
 
-    __slots__ = ("_dfin", "_dfin_max", "_long", "_long_key")
+    __slots__ = ("_cov1h", "_d1", "_dfin", "_dfin_k", "_dfin_max", "_h1", "_long_key", "_means", "_p1h")
 
     def __init__(self, *, phase: float = 0.0, max_gap: float = DEFAULT_MAX_GAP, hours: bool = False) -> None:
         super().__init__(phase=phase, max_gap=max_gap, hours=hours)
-        self._long_key: tuple[float, ...] = ()  # what `_long` was computed for (see the module docstring)
-        self._long: tuple[WindowValue, ...] = ()
-        self._dfin = (0, -1)  # finished day slots [lo, hi] that `_dfin_max` is the maximum of
+        # the long windows kept for the minute `_long_key` (see the module docstring); None/-1: not computed yet
+        self._long_key: tuple[float, ...] = ()
+        self._cov1h = -1.0
+        self._h1: WindowValue | None = None
+        self._d1: WindowValue | None = None
+        self._p1h: list[WindowValue | None] | None = None  # the 1-hour percentiles asked so far
+        self._means: list[float] | None = None  # the hour's minute means, sorted
+        self._dfin = (0, -1)  # finished day slots [lo, hi] that `_dfin_max` is the maximum of, reached at _dfin_k
         self._dfin_max = _NEG_INF
+        self._dfin_k = 0
 
     # ------------------------------------------------------------------ raw windows (every query)
 
@@ -142,27 +151,72 @@ class SeriesWindows(SeriesFeed):
     def _k_now(self, now: float) -> int:
         return math.floor((now - self._phase) / BUCKET_SECONDS)
 
-    def _long_row(self, now: float) -> tuple[WindowValue, ...]:
-        """The windows of LONG_WINDOWS at `now` (>= the latest sample), cached while their inputs hold."""
+    def _long_minute(self, now: float) -> int:
+        """The query's minute kn; forgets the long windows kept for another (see the module docstring)."""
         kn = self._k_now(now)
         kc = self._kc
         # bucket kc is complete at kn >= kc, yet a sample may still land in it (a query ahead of the samples)
         key = (kc, kn, self._mcnt[self._j]) if kn >= kc else (kc, kn)
-        if key == self._long_key:
-            return self._long
-        lo, hi = max(kn - HOUR_BUCKETS + 1, kc - MINUTE_SLOTS + 1), min(kn, kc)
-        cov1h = min(1.0, math.fsum(_ring_slice(self._mcov, lo, hi)) / 3600.0)
-        counts = _ring_slice(self._mcnt, lo, hi)
-        means = sorted(map(truediv, compress(_ring_slice(self._msum, lo, hi), counts), compress(counts, counts)))
-        best = self._max_1h_value(kn)
-        row = (
-            WindowValue(best if best > _NEG_INF else None, cov1h),
-            self._max_1d(kn),
-            *[WindowValue(quantile(means, q) if means else None, cov1h) for q in _Q1H],
-        )
-        self._long_key = key
-        self._long = row
-        return row
+        if key != self._long_key:
+            self._long_key = key
+            self._cov1h = -1.0
+            self._h1 = self._d1 = None
+            self._p1h = self._means = None
+        return kn
+
+    def _hour_coverage(self, kn: int) -> float:
+        cov = self._cov1h
+        if cov < 0.0:
+            lo, hi = max(kn - HOUR_BUCKETS + 1, self._kc - MINUTE_SLOTS + 1), min(kn, self._kc)
+            cov = self._cov1h = min(1.0, math.fsum(_ring_slice(self._mcov, lo, hi)) / 3600.0)
+        return cov
+
+    def _hour_peak(self, kn: int) -> WindowValue:
+        """max_avg_1h at minute kn, kept for the minute."""
+        got = self._h1
+        if got is None:
+            best = self._max_1h_value(kn)
+            got = self._h1 = WindowValue(best if best > _NEG_INF else None, self._hour_coverage(kn))
+        return got
+
+    def _hour_percentile(self, kn: int, i: int) -> WindowValue:
+        """The 1-hour percentile _Q1H[i] at minute kn, from the hour's minute means sorted once a minute."""
+        got = self._p1h
+        if got is None:
+            got = self._p1h = [None] * len(_Q1H)
+        wv = got[i]
+        if wv is None:
+            means = self._means
+            if means is None:
+                kc = self._kc
+                lo, hi = max(kn - HOUR_BUCKETS + 1, kc - MINUTE_SLOTS + 1), min(kn, kc)
+                counts = _ring_slice(self._mcnt, lo, hi)
+                means = self._means = sorted(
+                    map(truediv, compress(_ring_slice(self._msum, lo, hi), counts), compress(counts, counts))
+                )
+            wv = got[i] = WindowValue(quantile(means, _Q1H[i]) if means else None, self._hour_coverage(kn))
+        return wv
+
+    def _day_peak(self, kn: int) -> WindowValue:
+        """max_avg_1d at minute kn, kept for the minute."""
+        got = self._d1
+        if got is None:
+            got = self._d1 = self._max_1d(kn)
+        return got
+
+    def _long_row(self, now: float) -> tuple[WindowValue, ...]:
+        """The windows of LONG_WINDOWS at `now` (>= the latest sample), each kept while its inputs hold."""
+        kn = self._long_minute(now)
+        return (self._hour_peak(kn), self._day_peak(kn), *[self._hour_percentile(kn, i) for i in range(len(_Q1H))])
+
+    def _long_value(self, i: int, now: float) -> WindowValue:
+        """LONG_WINDOWS[i] at `now` alone: a capacity pass asks one or two of them per series, not all six."""
+        kn = self._long_minute(now)
+        if i == 0:
+            return self._hour_peak(kn)
+        if i == 1:
+            return self._day_peak(kn)
+        return self._hour_percentile(kn, i - 2)
 
     def _max_1h_value(self, kn: int) -> float:
         """max_avg_1h's value at minute kn (-inf without any average); O(1) amortized."""
@@ -200,8 +254,7 @@ class SeriesWindows(SeriesFeed):
         fin = min(s_hi, head - 1)  # slots before the head are final: only the head slot still changes
         if s_lo <= fin:
             if self._dfin != (s_lo, fin):
-                self._dfin_max = max(_ring_slice(self._dmax, s_lo, fin))
-                self._dfin = (s_lo, fin)
+                self._finished_day_max(s_lo, fin)
             best = self._dfin_max
         if s_lo <= head <= s_hi:
             v = self._dmax[head % DAY_SLOTS]
@@ -215,6 +268,23 @@ class SeriesWindows(SeriesFeed):
             if v > best:
                 best = v
         return WindowValue(best if best > _NEG_INF else None, min(1.0, cov / (60.0 * (kn - k0 + 1))))
+
+    def _finished_day_max(self, s_lo: int, fin: int) -> None:
+        """Keep `_dfin_max`, the maximum of the finished day slots [s_lo, fin]: when the range slides on and its
+        maximum is still inside, only the slots that joined are looked at; otherwise one scan (in C)."""
+        dmax = self._dmax
+        old_lo, old_fin = self._dfin
+        if old_lo <= s_lo <= self._dfin_k and old_fin <= fin and old_lo <= old_fin:
+            best, best_s = self._dfin_max, self._dfin_k
+            for x in range(old_fin + 1, fin + 1):
+                v = dmax[x % DAY_SLOTS]
+                if v > best:
+                    best, best_s = v, x
+        else:
+            seen = _ring_slice(dmax, s_lo, fin)
+            best = max(seen)
+            best_s = s_lo + seen.index(best)
+        self._dfin, self._dfin_max, self._dfin_k = (s_lo, fin), best, best_s
 
     # ------------------------------------------------------------------ queries
 
@@ -237,8 +307,9 @@ class SeriesWindows(SeriesFeed):
         if self._last_t == _NEG_INF:
             return EMPTY
         now = max(now, self._last_t)
-        if name in LONG_WINDOWS:
-            return self._long_row(now)[LONG_WINDOWS.index(name)]
+        j = _LONG_AT.get(name)
+        if j is not None:
+            return self._long_value(j, now)
         if name.startswith("avg_"):
             ts = self._t
             n = len(ts)

@@ -14,9 +14,11 @@ not fed.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from agent.capacity.lendable import RESOURCES, CapacityParams, OnlinePod, PodAges, margins, resource_capacity
 from agent.capacity.predictors import registry
+from agent.capacity.predictors.registry import Prediction
 from agent.node_state import Resource
 from agent.windows.grid import RAW_SPAN
 from agent.windows.store import WindowStore, online_key
@@ -48,7 +50,8 @@ def run_many(
     node: NodeTrace, timeline: Timeline, runs: Sequence[tuple[CapacityParams, tuple[str, str | None]]]
 ) -> dict[str, Lending]:
     """Several settings replayed over one window store (fed once, each pod's series too when one of them reads
-    them): each setting's numbers are what its own replay would give, as the store does not depend on them."""
+    them): each setting's numbers are what its own replay would give, as the store does not depend on them.
+    Settings that differ only in their predictors share each step's predictions (`Reading.shared`)."""
     store = WindowStore(max_gap=min(timeline.step, RAW_SPAN))
     ages = PodAges()
     learned = [margins(params, store) for params, _ in runs]
@@ -59,6 +62,8 @@ def run_many(
     use_cpu, _ = node.sums("cpu")
     use_mem, _ = node.sums("memory")
     alloc = {"cpu": node.cpu_cores, "memory": node.memory_bytes}
+    plain = [replace(params, predictor=None, cpu_predictor="", memory_predictor="") for params, _ in runs]
+    share = len(runs) > 1 and all(p == plain[0] for p in plain)
     for k, step in enumerate(node.present):
         now = timeline.time(k)
         feed = [(online_key("cpu"), use_cpu[k]), (online_key("memory"), use_mem[k])]
@@ -70,6 +75,7 @@ def run_many(
         ages.observe(now, (uids[p[0]] for p in step))
         for j, (resource, ri, ui) in enumerate(_COLUMNS):
             pods = [OnlinePod(uids[p[0]], p[ri], p[ui]) for p in step]
+            shared: dict[str, Prediction] | None = {} if share else None
             for i, (params, _) in enumerate(runs):
                 margin = learned[i]
                 cap = resource_capacity(
@@ -82,6 +88,7 @@ def run_many(
                     ages,
                     params,
                     None if margin is None else margin[resource],
+                    shared,
                 )
                 batch[i][j].append(cap.batch)
                 annotation[i][j].append(cap.oversubscription)

@@ -5,18 +5,21 @@ history than `min_history_seconds` counts max(request, usage)."""
 
 from __future__ import annotations
 
-from agent.capacity.predictors.registry import Prediction, Reading, history, pod_key, register
+from agent.capacity.predictors.registry import Prediction, Reading, pod_key, register, seen_seconds
+
+#: What it reads of each pod's series: the percentile, and the history behind it (`registry.history`'s windows).
+_READ = ("p99_1h", "max_avg_1h", "avg_5m")
 
 
 def predict(r: Reading) -> Prediction:
     total = 0.0
+    windows, now, enough = r.windows, r.now, r.params.min_history_seconds
     for p in r.pods:
-        key = pod_key(p.uid, r.resource)
-        p99 = r.windows.value(key, "p99_1h", r.now).value
-        if p99 is None or history(r.windows, key, r.now, "max_avg_1h") < r.params.min_history_seconds:
+        p99, hour, avg5 = windows.values(pod_key(p.uid, r.resource), _READ, now)
+        if p99.value is None or seen_seconds("max_avg_1h", hour, avg5) < enough:
             total += max(p.request, p.usage)
         else:
-            total += p99
+            total += p99.value
     return Prediction(total, float("inf"))  # each pod's own history is weighed above
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from agent.capacity.params import CapacityParams, OnlinePod
-from agent.windows.grid import WINDOW_SPANS
+from agent.windows.grid import RAW_SPAN, WINDOW_SPANS, WindowValue
 from agent.windows.store import SeriesKey, WindowStore
 from common.plugins import check_new
 
@@ -27,6 +27,10 @@ class Reading:
     resource: str
     pods: Sequence[OnlinePod]
     params: CapacityParams
+    #: predictions already made for this pass and resource with the same parameters but the predictor, by
+    #: predictor name (colo-sim replays several predictors over one store: `max` then reuses `nsigma`'s and
+    #: `rc_like`'s); None: none shared (the agent, one predictor a resource)
+    shared: dict[str, Prediction] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +75,17 @@ def specs() -> tuple[PredictorSpec, ...]:
     return tuple(sorted(_SPECS.values(), key=lambda s: s.order))
 
 
+def predict(name: str, r: Reading) -> Prediction:
+    """The prediction of the predictor `name` for `r`, made once per `r.shared` when it is given."""
+    shared = r.shared
+    if shared is None:
+        return spec(name).predict(r)
+    got = shared.get(name)
+    if got is None:
+        got = shared[name] = spec(name).predict(r)
+    return got
+
+
 def names() -> tuple[str, ...]:
     return tuple(s.name for s in specs())
 
@@ -86,21 +101,24 @@ def spec(name: str) -> PredictorSpec:
 # -- what several predictors read -----------------------------------------------------------------------
 
 
+def seen_seconds(window: str, wv: WindowValue, avg5: WindowValue) -> float:
+    """Seconds of history that `wv` (the window `window`) and the current 5-minute average `avg5` cover."""
+    return max(wv.coverage * WINDOW_SPANS[window], avg5.coverage * RAW_SPAN)
+
+
 def history(windows: WindowStore, key: SeriesKey, now: float, window: str) -> float:
     """Seconds of `key`'s history that `window` and the current 5-minute average cover (coverage × span)."""
-    wv = windows.value(key, window, now)
-    avg5 = windows.value(key, "avg_5m", now)
-    return max(wv.coverage * WINDOW_SPANS[window], avg5.coverage * WINDOW_SPANS["avg_5m"])
+    wv, avg5 = windows.values(key, (window, "avg_5m"), now)
+    return seen_seconds(window, wv, avg5)
 
 
 def window_peak(windows: WindowStore, key: SeriesKey, now: float, window: str) -> tuple[float | None, float]:
     """max(`window`, the current 5-minute average) of `key` (None without data) and the history behind it: the
     max-of-averages windows see the minute in progress only at its end, a pod that grows now counts at once."""
-    wv = windows.value(key, window, now)
-    avg5 = windows.value(key, "avg_5m", now)
-    values = [v for v in (wv.value, avg5.value) if v is not None]
-    seen = max(wv.coverage * WINDOW_SPANS[window], avg5.coverage * WINDOW_SPANS["avg_5m"])
-    return (max(values) if values else None), seen
+    wv, avg5 = windows.values(key, (window, "avg_5m"), now)
+    a, b = wv.value, avg5.value
+    peak = b if a is None else a if b is None or a >= b else b
+    return peak, seen_seconds(window, wv, avg5)
 
 
 def requested(pods: Sequence[OnlinePod]) -> float:
