@@ -290,3 +290,32 @@ def test_predictor_names_both_resources_and_a_resources_own_key_wins() -> None:
     assert (given.trust_seconds, given.cpu_reclaim_ratio, given.min_history_seconds) == (60.0, 0.9, 10.0)
     assert given.margin is not None and given.margin.floor == 0.5
     assert params_from(OversubscriptionConfig.model_validate({"margin_floor": 1.0})).margin is None
+
+
+def test_replays_of_several_predictors_share_their_predictions_and_give_each_ones_numbers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """colo-sim's paper replay: `max` reuses what `nsigma` and `rc_like` predicted in the same step (each made
+    once a step and resource), and every policy's numbers are those of its own replay alone."""
+    samples = [
+        Sample("n1", f"vm{i}", 1_000_000.0 + 300 * k, 4.0, 0.5 + (k * (i + 1)) % 7 * 0.3, 4e9, 1e9 + 1e7 * k)
+        for k in range(60)
+        for i in range(3)
+    ]
+    samples.sort(key=lambda s: (s.pod, s.unix_s))
+    tl = build(samples, NodeSize(16.0, 64e9), 1.0)
+    node = tl.nodes[0]
+    made: list[str] = []
+    for name in ("nsigma", "rc_like"):
+        spec = registry.spec(name)
+
+        def counted(r: Reading, inner: registry.Predict = spec.predict, name: str = name) -> Prediction:
+            made.append(name)
+            return inner(r)
+
+        monkeypatch.setitem(registry._SPECS, name, registry.PredictorSpec(name, spec.order, counted, spec.per_pod))
+    together = colo.run_paper(node, tl, {"nsigma": "nsigma", "percentile": "rc_like", "max": "max"})
+    assert made.count("rc_like") == made.count("nsigma") == 2 * len(node.present)  # once a step and resource
+    for policy, predictor in {"nsigma": "nsigma", "percentile": "rc_like", "max": "max"}.items():
+        alone = colo.run_paper(node, tl, {policy: predictor})
+        assert alone[policy] == together[policy], policy

@@ -108,3 +108,31 @@ def test_a_day_at_1hz_keeps_matching_every_scrape() -> None:
             sw = store.get(key)
             assert sw is not None
             assert_identical(store.stats(key, t), fresh(sw).stats(t), f"second {s}")
+
+
+@pytest.mark.parametrize("name", ["max_avg_1d", "p99_1h", "max_avg_1h", "p50_1h"])
+def test_a_window_asked_alone_at_trace_steps_equals_a_fresh_series(name: str) -> None:
+    """colo-sim's path: one long window of a series asked per 5-minute step, over two days that fall and rise
+    (the day peak's slot leaves the day while its maximum is kept between steps)."""
+    rng = random.Random(name)
+    sw = SeriesWindows(phase=120.0, max_gap=300.0)
+    for i in range(2 * 288 + 40):
+        t = 300.0 * i + 7.0
+        sw.add(t, 100.0 - (i % 400) * 0.2 + rng.random() * 0.01)
+        one = sw.value(name, t)
+        want = fresh(sw).stats(t)[name]
+        assert same(one.value, want.value) and same(one.coverage, want.coverage), (i, one, want)
+
+
+def test_values_reads_several_windows_as_value_reads_each() -> None:
+    rng = random.Random(9)
+    store = WindowStore(phase=5.0)
+    key = ("pod", "u", "memory")
+    for t, v in random_stream(rng, 3000):
+        store.add(key, t, v)
+    now = store.get(key).last_t or 0.0  # type: ignore[union-attr]
+    names = ("p99_1h", "max_avg_1h", "avg_5m", "max_avg_1d")
+    assert store.values(key, names, now) == tuple(store.value(key, n, now) for n in names)
+    assert store.values(("pod", "gone", "cpu"), names, now) == (WindowValue(None, 0.0),) * 4
+    with pytest.raises(KeyError, match="nope"):
+        store.values(("pod", "gone", "cpu"), ("avg_5m", "nope"), now)
