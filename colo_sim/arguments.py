@@ -8,6 +8,8 @@ import datetime
 import math
 import re
 
+from colo_sim.policies import POLICY_NAMES
+
 #: The longest span of a trace accepted by default (`--max-span`): a year and a day.
 MAX_SPAN_S = 366 * 86400.0
 
@@ -63,6 +65,17 @@ def fraction(text: str) -> float:
     if value > 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not in (0, 1]")
     return value
+
+
+def policy_list(text: str) -> tuple[str, ...]:
+    """Policy names, comma-separated, in the output's order (`colo_sim.policies.POLICY_NAMES`)."""
+    asked = {name.strip() for name in text.split(",") if name.strip()}
+    unknown = sorted(asked - set(POLICY_NAMES))
+    if unknown or not asked:
+        raise argparse.ArgumentTypeError(
+            f"{', '.join(map(repr, unknown)) or repr(text)}: not a policy (known: {','.join(POLICY_NAMES)})"
+        )
+    return tuple(name for name in POLICY_NAMES if name in asked)
 
 
 def memory(text: str) -> float:

@@ -16,8 +16,19 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from agent.capacity.lendable import CapacityParams
-from colo_sim.arguments import MAX_SPAN_S, duration, fraction, instant, memory, positive, prometheus_duration, whole
+from colo_sim.arguments import (
+    MAX_SPAN_S,
+    duration,
+    fraction,
+    instant,
+    memory,
+    policy_list,
+    positive,
+    prometheus_duration,
+    whole,
+)
 from colo_sim.packing import NodeSize
+from colo_sim.policies import POLICY_NAMES
 from colo_sim.trace import HEADERS, Sample, TraceError, TraceRows
 from common.buildinfo import version_line
 from common.cli import EXIT_CONFIG, OneLineParser
@@ -136,6 +147,15 @@ def build_parser() -> argparse.ArgumentParser:
         "can read",
     )
     p.add_argument(
+        "--policies",
+        type=policy_list,
+        default=POLICY_NAMES,
+        metavar="LIST",
+        help="replay and report only these policies, comma-separated (default: all: "
+        f"{','.join(POLICY_NAMES)}); the paper's nsigma, percentile and max replay every pod's own windows, "
+        "most of the replay's time",
+    )
+    p.add_argument(
         "--max-span",
         type=duration,
         default=MAX_SPAN_S,
@@ -188,6 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail("no input: give --trace FILE" + "".join(f" or --{d.replace('_', '-')}" for d in SOURCES))
     if args.score_from is not None and args.until is not None and args.until <= args.score_from:
         return fail("--until must be after --from")
+    if args.plot and "colo" not in args.policies:
+        return fail("--plot draws the colo policy: add colo to --policies")
     if args.plot:
         problem = plot_problem(args.plot)
         if problem:
@@ -211,6 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.until,
         params,
         args.max_span,
+        args.policies,
     )
     try:
         plan = load_plan(args, settings, chosen)

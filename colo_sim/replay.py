@@ -37,6 +37,8 @@ class Settings:
     until: float | None = None  # unix seconds: score steps before
     colo: CapacityParams = field(default_factory=CapacityParams)
     max_span_s: float = MAX_SPAN_S
+    #: the policies replayed and reported, in POLICY_NAMES' order (the oracle is computed whatever: it scores)
+    policies: tuple[str, ...] = POLICY_NAMES
 
 
 @dataclass(slots=True)
@@ -84,6 +86,7 @@ class NodeTask:
     horizon_s: float
     colo: CapacityParams
     series: bool  # also return the node's series (for the plot)
+    policies: tuple[str, ...] = POLICY_NAMES
 
 
 @dataclass(slots=True)
@@ -96,8 +99,16 @@ class NodeOutcome:
     series: NodeSeries | None
 
 
-def runners(params: CapacityParams) -> list[Runner]:
-    return [partial(colo.run, params=params), koordinator.run, volcano.run, maximum.run]
+def runners(params: CapacityParams, policies: tuple[str, ...] = POLICY_NAMES) -> list[Runner]:
+    """The runners that compute `policies` (a runner computes all of its policies, or the paper's asked)."""
+    out: list[Runner] = []
+    if "colo" in policies or "colo-annotation" in policies:
+        out.append(partial(colo.run, params=params))
+    out += [run for name, run in (("koordinator", koordinator.run), ("volcano", volcano.run)) if name in policies]
+    paper = tuple(name for name in maximum.PAPER if name in policies)
+    if paper:
+        out.append(partial(maximum.run, policies=paper))
+    return out
 
 
 def scored_range(grid: Timeline, settings: Settings) -> tuple[int, int]:
@@ -114,7 +125,7 @@ def scored_range(grid: Timeline, settings: Settings) -> tuple[int, int]:
 def tasks(plan: Plan, settings: Settings, series: bool) -> Iterator[NodeTask]:
     lo, hi = scored_range(plan.grid, settings)
     for spec in plan.nodes:
-        yield NodeTask(spec, plan.grid, lo, hi, settings.horizon_s, settings.colo, series)
+        yield NodeTask(spec, plan.grid, lo, hi, settings.horizon_s, settings.colo, series, settings.policies)
 
 
 def replay_node(task: NodeTask) -> NodeOutcome:
@@ -124,16 +135,16 @@ def replay_node(task: NodeTask) -> NodeOutcome:
     del rows
     best = oracle.lend(node, task.grid, task.horizon_s)
     lent: dict[str, Lending] = {"oracle": best}
-    for runner in runners(task.colo):
+    for runner in runners(task.colo, task.policies):
         lent.update(runner(node, task.grid))
     parts = {
         name: {
             r: Tally.part(lent[name][j], best[j], node.allocatable(r), task.lo, task.hi)
             for j, r in enumerate(RESOURCES)
         }
-        for name in POLICY_NAMES
+        for name in task.policies
     }
-    series = _series(node, task.grid, best, lent["colo"]) if task.series else None
+    series = _series(node, task.grid, best, lent["colo"]) if task.series and "colo" in lent else None
     return NodeOutcome(parts, sum(node.sums("cpu")[0]), series)
 
 
@@ -146,13 +157,13 @@ def merge(
     """The result from every node's outcome, taken in node order (the sums then do not depend on which node
     finished first)."""
     lo, hi = scored_range(plan.grid, settings)
-    tallies = {name: {r: Tally() for r in RESOURCES} for name in POLICY_NAMES}
+    tallies = {name: {r: Tally() for r in RESOURCES} for name in settings.policies}
     example: tuple[tuple[float, str], NodeSeries | None] | None = None
     total = len(plan.nodes)
     for i, (spec, outcome) in enumerate(zip(plan.nodes, outcomes, strict=True)):
         if progress is not None:
             progress(i, total)
-        for name in POLICY_NAMES:
+        for name in settings.policies:
             for r in RESOURCES:
                 tallies[name][r].merge(outcome.parts[name][r])
         key = (outcome.cpu_usage_total, spec.name)
@@ -160,7 +171,7 @@ def merge(
             example = (key, outcome.series)
     if progress is not None:
         progress(total, total)
-    policies = {name: {r: tallies[name][r].summary(plan.grid.step, r) for r in RESOURCES} for name in POLICY_NAMES}
+    policies = {name: {r: tallies[name][r].summary(plan.grid.step, r) for r in RESOURCES} for name in settings.policies}
     return Result(
         total,
         plan.pods,

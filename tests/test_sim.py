@@ -3,6 +3,7 @@ colo policy is the agent's own capacity code (a live pass and a replay of the sa
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import random
@@ -275,6 +276,25 @@ def test_cli_json_shape_and_exit_codes(tmp_path: Path, capsys: pytest.CaptureFix
     with pytest.raises(SystemExit) as exc:
         cli.main(["--trace", path, "--pack-to", "0"])
     assert exc.value.code == 2
+
+
+def test_policies_replays_and_reports_only_those_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path / "t.csv", to_long(synthetic(pods=6, steps=60)))
+    assert cli.main(["--trace", path, "--output", "json"]) == 0
+    every = json.loads(capsys.readouterr().out)
+    assert cli.main(["--trace", path, "--output", "json", "--policies", " max,koordinator ,colo"]) == 0
+    some = json.loads(capsys.readouterr().out)
+    assert list(some["policies"]) == ["colo", "koordinator", "max"]  # the output's order, whatever the flag's
+    assert {name: every["policies"][name] for name in some["policies"]} == some["policies"]
+    assert {k: v for k, v in some.items() if k != "policies"} == {k: v for k, v in every.items() if k != "policies"}
+    for argv, message in (
+        (["--policies", "colo,magic"], "'magic': not a policy (known: colo,colo-annotation,oracle,"),
+        (["--policies", "volcano", "--plot", str(tmp_path / "p.png")], "--plot draws the colo policy"),
+    ):
+        with pytest.raises(SystemExit) if "magic" in message else contextlib.nullcontext():
+            assert cli.main(["--trace", path, *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err and "Traceback" not in err
 
 
 def test_from_until_score_a_part_and_pack_to_shows_the_annotation_models_difference(tmp_path: Path) -> None:

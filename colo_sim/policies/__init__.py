@@ -8,13 +8,15 @@ A runner returns {policy name: (cpu per step, memory per step)}; `colo` computes
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from colo_sim.measures import Series
-from colo_sim.timeline import NodeTrace, Timeline
+if TYPE_CHECKING:  # (numpy's types: colo-sim's --help and flags are read without numpy)
+    from colo_sim.measures import Series
+    from colo_sim.timeline import NodeTrace, Timeline
 
 #: Capacity lent per step: (cpu cores, memory bytes), each a list or a numpy array.
-Lending = tuple[Series, Series]
-Runner = Callable[[NodeTrace, Timeline], dict[str, Lending]]
+Lending = tuple["Series", "Series"]
+Runner = Callable[["NodeTrace", "Timeline"], dict[str, Lending]]
 
 #: The policies in the order of the output.
 POLICY_NAMES = ("colo", "colo-annotation", "oracle", "koordinator", "volcano", "nsigma", "percentile", "max")
