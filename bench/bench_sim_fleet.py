@@ -1,7 +1,7 @@
 """Benchmark: colo-sim at fleet scale (issue 31). Timings live here, never in tests.
 
 Run: `.venv/bin/python -m bench.bench_sim_fleet [--nodes 1000] [--pods 40] [--days 14] [--repeat 3]
-[--jobs-only] [--dir /tmp/colo-fleet]`.
+[--shared-only | --fleet-only] [--dir /tmp/colo-fleet] [--policies colo,oracle,koordinator,volcano]`.
 
 1. The shared Bitbrains trace (/work/shared/traces/bitbrains_rnd_dev.csv.gz; GWA-T-12, Shen et al., CCGrid
    2015; 1.8 M samples) replayed by `colo-sim --jobs 1`, `--repeat` times: CPU µs per sample (user + system
@@ -101,11 +101,11 @@ def report(name: str, runs: list[Run], samples: int) -> None:
     print(f"  wall            {spread([r.wall_s for r in runs], 's')}")
 
 
-def shared_trace(repeat: int) -> None:
+def shared_trace(repeat: int, policies: list[str]) -> None:
     if not os.path.exists(TRACE):
         print(f"shared trace: skipped, {TRACE} is absent")
         return
-    common = ["--trace", TRACE, "--output", "json"]
+    common = ["--trace", TRACE, "--output", "json", *policies]
     one = [measured([*common, "--jobs", "1"]) for _ in range(repeat)]
     samples = samples_of(TRACE)
     report("shared trace, --jobs 1", one, samples)
@@ -179,7 +179,7 @@ def make_fleet(target: str, nodes: int, pods: int, days: float) -> int:
     return written
 
 
-def fleet(nodes: int, pods: int, days: float, folder: str, repeat: int, jobs: int) -> None:
+def fleet(nodes: int, pods: int, days: float, folder: str, repeat: int, jobs: int, policies: list[str]) -> None:
     target = os.path.join(folder, f"fleet-{nodes}x{pods}x{days:g}d")
     marker = os.path.join(target, "_rows")
     if not os.path.exists(marker):
@@ -190,8 +190,8 @@ def fleet(nodes: int, pods: int, days: float, folder: str, repeat: int, jobs: in
         print(f"fleet: generated {rows:,} samples in {time.perf_counter() - t0:.0f} s under {target}")
     with open(marker) as f:
         rows = int(f.read())
-    runs = [measured(["--trace", target, "--output", "json", "--jobs", str(jobs)]) for _ in range(repeat)]
-    report(f"fleet {nodes} nodes × {pods} pods × {days:g} days, --jobs {jobs}", runs, rows)
+    runs = [measured(["--trace", target, "--output", "json", "--jobs", str(jobs), *policies]) for _ in range(repeat)]
+    report(f"fleet {nodes} nodes × {pods} pods × {days:g} days, --jobs {jobs} {' '.join(policies)}", runs, rows)
     doc = json.loads(runs[0].out)
     print(f"  {doc['nodes']} nodes, {doc['pods']} pods, {doc['steps']} steps scored per node")
 
@@ -206,11 +206,13 @@ def main() -> None:
     parser.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "colo-fleet"))
     parser.add_argument("--fleet-only", action="store_true")
     parser.add_argument("--shared-only", action="store_true")
+    parser.add_argument("--policies", help="colo-sim's --policies (default: every policy)")
     args = parser.parse_args()
+    policies = ["--policies", args.policies] if args.policies else []
     if not args.fleet_only:
-        shared_trace(args.repeat)
+        shared_trace(args.repeat, policies)
     if not args.shared_only and os.path.exists(TRACE):
-        fleet(args.nodes, args.pods, args.days, args.dir, args.repeat, args.jobs)
+        fleet(args.nodes, args.pods, args.days, args.dir, args.repeat, args.jobs, policies)
 
 
 if __name__ == "__main__":
