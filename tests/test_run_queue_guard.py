@@ -11,7 +11,15 @@ from agent.config import AgentConfig, load_config
 from agent.config_sections.enforcement import EnforcementConfig, RunQueueProtectionConfig
 from agent.enforce.actions import Recorded
 from agent.enforce.strategies import cpu_suppression
-from agent.enforce.strategies.run_queue_guard import BASELINE_READINGS, Feel, GuardMemo, RunQueueGuard, decide, judge
+from agent.enforce.strategies.run_queue_guard import (
+    BASELINE_READINGS,
+    FUTILE_READINGS,
+    Feel,
+    GuardMemo,
+    RunQueueGuard,
+    decide,
+    judge,
+)
 from agent.node_state import node_state
 from agent.snapshot import RunQueue, SloReading
 from common.config import ConfigError
@@ -76,11 +84,43 @@ def test_the_ceiling_after_a_reading(
 def test_the_baseline_is_the_lowest_recent_reading_and_forgets_old_ones() -> None:
     m = GuardMemo()
     shares = (0.3, 0.1) + (0.3,) * BASELINE_READINGS
-    for t, share in enumerate(shares):
-        m = decide([Feel("a", share, 0.1, float(t))], m, 1.0, 2.0, C, 0.1).memo
+    for t, share in enumerate(shares):  # (barely waiting: judged idle, so no cut resets the history meanwhile)
+        m = decide([Feel("a", share, 0.001, float(t))], m, 1.0, 2.0, C, 0.1).memo
     assert m.history["a"] == (0.3,) * BASELINE_READINGS  # the 0.1 fell out: sustained contention is the baseline
     d = decide([Feel("a", 0.32, 0.1, 999.0)], m, 1.0, 2.0, C, 0.1)
     assert d.judged["a"][0] == "quiet"
+
+
+def test_a_cut_that_does_not_help_is_undone_and_the_baseline_learned_again() -> None:
+    """Waits that stay with offline CPU at the floor are not batch's: after FUTILE_READINGS fresh rises there the
+    ceiling is lifted and the pod's baseline is its current share (no new cut at that level)."""
+    m = GuardMemo(None, {"a": (0.3,)}, {}, 0)
+    states = []
+    for t in range(1, 4 + FUTILE_READINGS + 1):
+        d = decide([Feel("a", 0.64, 0.1, float(t))], m, 1.2, 2.0, C, 0.1)
+        states.append(d.state)
+        m = d.memo
+    # halved to the floor in four readings (1.2 -> 0.6 -> 0.3 -> 0.15 -> 0.1), then FUTILE_READINGS rises there
+    assert states == ["cut"] * (4 + FUTILE_READINGS - 1) + ["open"]
+    assert "not batch's doing" in d.reason
+    d = decide([Feel("a", 0.64, 0.1, 99.0)], m, 1.2, 2.0, C, 0.1)
+    assert (d.state, d.memo.cap) == ("open", None) and d.judged["a"][2] == pytest.approx(0.64)
+
+
+def test_a_cut_that_helps_or_an_slo_missed_keeps_batch_at_the_floor() -> None:
+    # at the floor by the utilization rule itself (budget 0.1): rises count; one quieter reading starts them again
+    m = GuardMemo(None, {"a": (0.3,)}, {}, 0)
+    shares = [0.64] * (FUTILE_READINGS - 1) + [0.4] + [0.64] * (FUTILE_READINGS - 1)
+    for t, share in enumerate(shares, 1):
+        d = decide([Feel("a", share, 0.1, float(t))], m, 0.1, 2.0, C, 0.1)
+        assert d.state in ("cut", "holding"), (t, d.reason)
+        m = d.memo
+    # an SLO pod above its objective is cut however long it stays at the floor
+    m = GuardMemo(0.1, {"a": (0.1,)}, {}, 0)
+    for t in range(1, 3 * FUTILE_READINGS):
+        d = decide([Feel("a", 0.5, 0.1, float(t), slack=-0.3, slack_at=float(t))], m, 1.2, 2.0, C, 0.1)
+        assert (d.state, d.memo.cap) == ("cut", 0.1)
+        m = d.memo
 
 
 def test_the_worst_pod_is_named_and_a_vanished_pod_is_forgotten() -> None:

@@ -13,7 +13,11 @@ judged against its own quiet baseline, the lowest share of its last `BASELINE_RE
   quiet fresh readings in a row from every judged pod, each further quiet reading raises the ceiling by
   `grow_share` of allocatable, and once it reaches the utilization rule's budget the ceiling is lifted;
 - in between (or a pod with no baseline yet) the ceiling holds: the band between quiet and rise is the
-  hysteresis, and only fresh readings act (an online pod's reading stands for several passes).
+  hysteresis, and only fresh readings act (an online pod's reading stands for several passes);
+- a cut that does not help is undone: `FUTILE_READINGS` fresh rises in a row with offline CPU already at the
+  floor mean the pods wait for something else (on a virtual machine, often the host's other tenants); the
+  ceiling is lifted and the risen pods' baselines restart from their current share, so batch is not held at
+  the floor for nothing (an SLO missed keeps it there: the service's own objective, as Heracles does).
 
 The utilization rule stays the floor of protection: the CPU policies (cpu_suppression.py) hold offline pods to
 the lower of this ceiling and their own budget, and never release them while it is set. A baseline taken while
@@ -62,6 +66,7 @@ class GuardMemo:
     history: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # uid -> recent shares, newest last
     seen: Mapping[str, float] = field(default_factory=dict)  # uid -> time of the last reading judged
     quiet: int = 0  # quiet fresh readings in a row (of every judged pod)
+    futile: int = 0  # fresh rises in a row with the ceiling already at the floor
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +81,9 @@ MIN_DELAY_SECONDS = 0.005  # a pod that waited less per second is not judged: an
 BASELINE_READINGS = 60  # a pod's quiet baseline: the lowest wait share of its last this many readings
 SLO_RISE_SLACK = 0.0  # an SLO pod's p99 above its objective rises
 SLO_QUIET_SLACK = 0.2  # ... and 20% or more below it is quiet; in between the ceiling holds
+#: Fresh rises in a row with offline CPU already at the floor: the waits are not batch's doing (another tenant of
+#: the host, the service's own load), so the cut is lifted and the risen pods' baselines start again from now.
+FUTILE_READINGS = 5
 
 
 def judge_slack(slack: float) -> Judgement:
@@ -137,6 +145,18 @@ def decide(
     cap, quiet = memo.cap, memo.quiet
     if rising or slo_rising:
         before = utilization_budget if cap is None else min(cap, utilization_budget)
+        at_floor = before <= min_cores  # offline CPU already at the floor, by this ceiling or by the utilization rule
+        futile = memo.futile + 1 if at_floor and not slo_rising else 0  # an SLO missed is cut whatever
+        if futile >= FUTILE_READINGS:
+            for uid, share, _ in rising:
+                history[uid] = (share,)
+            uid, share, base = max(rising, key=lambda r: r[1] - r[2])
+            why = (
+                f"online pod {uid} still waited {share:.0%} of its runnable time (baseline {base:.0%}) after "
+                f"{futile} readings with offline CPU at the floor: not batch's doing; back to the utilization rule's "
+                f"{utilization_budget:.2f} cores, the baseline learned again from now"
+            )
+            return Decision(GuardMemo(None, history, seen, 0), "open", why, judged)
         cap = max(min_cores, before * c.cut_factor)
         if slo_rising:
             uid, slack = min(slo_rising, key=lambda r: r[1])
@@ -149,12 +169,14 @@ def decide(
             uid, share, base = max(rising, key=lambda r: r[1] - r[2])
             why = f"online pod {uid} waited {share:.0%} of its runnable time (baseline {base:.0%})"
         reason = f"{why}: offline CPU cut from {before:.2f} to {cap:.2f} cores"
-        return Decision(GuardMemo(cap, history, seen, 0), "cut", reason, judged)
+        return Decision(GuardMemo(cap, history, seen, 0, futile), "cut", reason, judged)
     if cap is None:
         return Decision(GuardMemo(None, history, seen, 0), "open", "no online pod waits above its baseline", judged)
     if not all_quiet or not fresh_any:
         why = "an online pod between quiet and rise" if not all_quiet else "no fresh reading"
-        held = GuardMemo(cap, history, seen, 0 if not all_quiet else quiet)
+        held = (
+            GuardMemo(cap, history, seen, 0, 0) if not all_quiet else GuardMemo(cap, history, seen, quiet, memo.futile)
+        )
         return Decision(held, "holding", f"{why}: offline CPU held at {cap:.2f} cores", judged)
     quiet = quiet + 1 if fresh_quiet else quiet
     if quiet <= c.quiet_readings:
