@@ -107,13 +107,19 @@ def test_a_cut_that_does_not_help_is_undone_and_the_baseline_learned_again() -> 
     assert (d.state, d.memo.cap) == ("open", None) and d.judged["a"][2] == pytest.approx(0.64)
 
 
-def test_a_cut_that_helps_or_an_slo_missed_keeps_batch_at_the_floor() -> None:
-    # at the floor by the utilization rule itself (budget 0.1): rises count; one quieter reading starts them again
+def test_a_cut_that_helps_costs_nothing_or_answers_an_slo_keeps_batch_at_the_floor() -> None:
+    # one quieter reading at the floor starts the count again: the cut helped
     m = GuardMemo(None, {"a": (0.3,)}, {}, 0)
-    shares = [0.64] * (FUTILE_READINGS - 1) + [0.4] + [0.64] * (FUTILE_READINGS - 1)
+    shares = [0.64] * (4 + FUTILE_READINGS - 1) + [0.4] + [0.64] * (FUTILE_READINGS - 1)
     for t, share in enumerate(shares, 1):
-        d = decide([Feel("a", share, 0.1, float(t))], m, 0.1, 2.0, C, 0.1)
+        d = decide([Feel("a", share, 0.1, float(t))], m, 1.2, 2.0, C, 0.1)
         assert d.state in ("cut", "holding"), (t, d.reason)
+        m = d.memo
+    # the utilization rule holds batch at the floor anyway (budget 0.1): the ceiling costs nothing and stays
+    m = GuardMemo(None, {"a": (0.3,)}, {}, 0)
+    for t in range(1, 3 * FUTILE_READINGS):
+        d = decide([Feel("a", 0.64, 0.1, float(t))], m, 0.1, 2.0, C, 0.1)
+        assert (d.state, d.memo.cap) == ("cut", 0.1)
         m = d.memo
     # an SLO pod above its objective is cut however long it stays at the floor
     m = GuardMemo(0.1, {"a": (0.1,)}, {}, 0)

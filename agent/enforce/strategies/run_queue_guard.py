@@ -14,10 +14,12 @@ judged against its own quiet baseline, the lowest share of its last `BASELINE_RE
   `grow_share` of allocatable, and once it reaches the utilization rule's budget the ceiling is lifted;
 - in between (or a pod with no baseline yet) the ceiling holds: the band between quiet and rise is the
   hysteresis, and only fresh readings act (an online pod's reading stands for several passes);
-- a cut that does not help is undone: `FUTILE_READINGS` fresh rises in a row with offline CPU already at the
-  floor mean the pods wait for something else (on a virtual machine, often the host's other tenants); the
-  ceiling is lifted and the risen pods' baselines restart from their current share, so batch is not held at
-  the floor for nothing (an SLO missed keeps it there: the service's own objective, as Heracles does).
+- a cut that costs batch and does not help is undone: `FUTILE_READINGS` fresh rises in a row while this
+  ceiling alone holds offline CPU at the floor (the utilization rule would give it more) mean the pods wait for
+  something else (on a virtual machine, often the host's other tenants); the ceiling is lifted and the risen
+  pods' baselines restart from their current share, so batch is not held at the floor for nothing. Where the
+  utilization rule holds batch at the floor anyway the ceiling stays (it costs nothing, and it keeps the CPU
+  policy from releasing); an SLO missed keeps it too: the service's own objective, as Heracles does.
 
 The utilization rule stays the floor of protection: the CPU policies (cpu_suppression.py) hold offline pods to
 the lower of this ceiling and their own budget, and never release them while it is set. A baseline taken while
@@ -81,8 +83,8 @@ MIN_DELAY_SECONDS = 0.005  # a pod that waited less per second is not judged: an
 BASELINE_READINGS = 60  # a pod's quiet baseline: the lowest wait share of its last this many readings
 SLO_RISE_SLACK = 0.0  # an SLO pod's p99 above its objective rises
 SLO_QUIET_SLACK = 0.2  # ... and 20% or more below it is quiet; in between the ceiling holds
-#: Fresh rises in a row with offline CPU already at the floor: the waits are not batch's doing (another tenant of
-#: the host, the service's own load), so the cut is lifted and the risen pods' baselines start again from now.
+#: Fresh rises in a row while the ceiling alone holds offline CPU at the floor: the waits are not batch's doing
+#: (another tenant of the host, the service's own load), so the cut is lifted and the baselines start again.
 FUTILE_READINGS = 5
 
 
@@ -145,7 +147,8 @@ def decide(
     cap, quiet = memo.cap, memo.quiet
     if rising or slo_rising:
         before = utilization_budget if cap is None else min(cap, utilization_budget)
-        at_floor = before <= min_cores  # offline CPU already at the floor, by this ceiling or by the utilization rule
+        # batch held at the floor by this ceiling alone (the utilization rule would give it more): the cut costs
+        at_floor = cap is not None and cap <= min_cores < utilization_budget
         futile = memo.futile + 1 if at_floor and not slo_rising else 0  # an SLO missed is cut whatever
         if futile >= FUTILE_READINGS:
             for uid, share, _ in rising:
