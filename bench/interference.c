@@ -3,12 +3,15 @@
  * C, not Python: the service's own noise (an interpreter's allocator, its GIL, its garbage collector) would sit
  * in the very tail the benchmark measures, and the load generator must send on time at 1,200 requests a second.
  *
- *   server PORT THREADS ITERS   UDP echo on 127.0.0.1:PORT; each request does ITERS rounds of fixed work
+ *   server PORT THREADS ITERS [ADDR]
+ *                               UDP echo on ADDR:PORT (default 127.0.0.1; 0.0.0.0 in a pod's own network, which
+ *                               bench/realnode_interference.py uses); each request does ITERS rounds of fixed work
  *   calibrate MICROS            prints the ITERS that take MICROS on this CPU (the minimum of many trials)
- *   loadgen PORT RATE SECONDS SEED OUT SKIP [START]
- *                               open-loop Poisson sender; writes one int64 per request scheduled after the first
- *                               SKIP seconds to OUT: reply time minus the request's *scheduled* send time (ns),
- *                               -1 when no reply came; the schedule starts at START (CLOCK_REALTIME ns) if given
+ *   loadgen PORT RATE SECONDS SEED OUT SKIP [START [ADDR]]
+ *                               open-loop Poisson sender to ADDR:PORT (default 127.0.0.1); writes one int64 per
+ *                               request scheduled after the first SKIP seconds to OUT: reply time minus the
+ *                               request's *scheduled* send time (ns), -1 when no reply came; the schedule starts
+ *                               at START (CLOCK_REALTIME ns) if given and not 0
  *   burn THREADS                busy threads until SIGTERM; prints the loop rounds done
  *   stream MIB                  reads and writes a MIB buffer over and over until SIGTERM; prints bytes streamed
  */
@@ -79,13 +82,19 @@ static void *serve(void *p) {
     return NULL;
 }
 
-static int server(int port, int threads, long iters) {
+/* ADDR (dotted quad) into `addr`, 127.0.0.1 when absent; 0 when it is no IPv4 address. */
+static int parse_addr(const char *text, struct in_addr *addr) {
+    if (!text) { addr->s_addr = htonl(INADDR_LOOPBACK); return 1; }
+    return inet_pton(AF_INET, text, addr) == 1;
+}
+
+static int server(int port, int threads, long iters, const char *where) {
     fill_table();
     int fd = socket(AF_INET, SOCK_DGRAM, 0);
     int big = 4 << 20;
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons(port)};
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (!parse_addr(where, &addr.sin_addr)) { fprintf(stderr, "server: bad address %s\n", where); return 2; }
     if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0) { perror("bind"); return 1; }
     work(1, 1000); /* fault the table in */
     printf("ready\n");
@@ -148,7 +157,7 @@ static void *receiver(void *p) {
 }
 
 static int loadgen(int port, double rate, double seconds, unsigned seed, const char *out, double skip,
-                   int64_t at) {
+                   int64_t at, const char *where) {
     /* the generator stands for clients on other machines: real-time priority keeps its own delays out of
        the figures (its work is microseconds per request) */
     struct sched_param sp = {.sched_priority = 10};
@@ -161,7 +170,7 @@ static int loadgen(int port, double rate, double seconds, unsigned seed, const c
     struct timeval tv = {0, 200000};
     setsockopt(g.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons(port)};
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (!parse_addr(where, &addr.sin_addr)) { fprintf(stderr, "loadgen: bad address %s\n", where); return 2; }
     connect(g.fd, (struct sockaddr *)&addr, sizeof addr);
     long cap = (long)(rate * seconds * 1.5) + 1000;
     g.sched = malloc(cap * sizeof(int64_t));
@@ -253,11 +262,12 @@ int main(int argc, char **argv) {
         signal(SIGTERM, on_term); /* the antagonists stop, then print what they did */
         signal(SIGINT, on_term);
     }
-    if (argc >= 5 && !strcmp(argv[1], "server")) return server(atoi(argv[2]), atoi(argv[3]), atol(argv[4]));
+    if (argc >= 5 && !strcmp(argv[1], "server"))
+        return server(atoi(argv[2]), atoi(argv[3]), atol(argv[4]), argc >= 6 ? argv[5] : NULL);
     if (argc >= 3 && !strcmp(argv[1], "calibrate")) return calibrate(atof(argv[2]));
     if (argc >= 8 && !strcmp(argv[1], "loadgen"))
         return loadgen(atoi(argv[2]), atof(argv[3]), atof(argv[4]), (unsigned)atoi(argv[5]), argv[6], atof(argv[7]),
-                       argc >= 9 ? atoll(argv[8]) : 0);
+                       argc >= 9 ? atoll(argv[8]) : 0, argc >= 10 ? argv[9] : NULL);
     if (argc >= 3 && !strcmp(argv[1], "burn")) return burn(atoi(argv[2]));
     if (argc >= 3 && !strcmp(argv[1], "stream")) return stream(atol(argv[2]));
     fprintf(stderr, "usage: see the comment at the top of interference.c\n");
