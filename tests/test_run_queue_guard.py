@@ -39,6 +39,8 @@ C = RunQueueProtectionConfig(enabled=True)  # rise: > 1.5x and > +0.05; quiet: <
         (0.04, 0.1, 0.01, "hold"),  # 4x but only +3 points: not a rise; above +2.5 points: not quiet either
         (0.03, 0.1, 0.01, "quiet"),  # +2 points
         (0.30, 0.001, 0.10, "idle"),  # a rise of a pod that barely waits: noise
+        (0.70, 0.006, 0.20, "idle"),  # waits 70% of under 9 ms a second: a mostly asleep pod (the controller's)
+        (0.70, 0.035, 0.20, "rise"),  # ... of 50 ms a second: judged
         (0.10, 0.1, 0.10, "quiet"),
     ],
 )
