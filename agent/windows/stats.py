@@ -92,7 +92,7 @@ _EMPTY_ROW = (EMPTY,) * len(WINDOW_NAMES)
 class SeriesWindows(SeriesFeed):
     """All windows of one series. Not thread-safe on its own (`WindowStore` locks around it)."""
 
-    __slots__ = ("_cov1h", "_d1", "_dfin", "_dfin_k", "_dfin_max", "_h1", "_long_key", "_means", "_p1h")
+    __slots__ = ("_cov1h", "_d1", "_dfin", "_dfin_k", "_dfin_max", "_h1", "_long", "_long_key", "_means", "_p1h")
 
     def __init__(self, *, phase: float = 0.0, max_gap: float = DEFAULT_MAX_GAP, hours: bool = False) -> None:
         super().__init__(phase=phase, max_gap=max_gap, hours=hours)
@@ -102,6 +102,7 @@ class SeriesWindows(SeriesFeed):
         self._h1: WindowValue | None = None
         self._d1: WindowValue | None = None
         self._p1h: list[WindowValue | None] | None = None  # the 1-hour percentiles asked so far
+        self._long: tuple[WindowValue, ...] | None = None  # the whole row, once asked
         self._means: list[float] | None = None  # the hour's minute means, sorted
         self._dfin = (0, -1)  # finished day slots [lo, hi] that `_dfin_max` is the maximum of, reached at _dfin_k
         self._dfin_max = _NEG_INF
@@ -161,7 +162,7 @@ class SeriesWindows(SeriesFeed):
             self._long_key = key
             self._cov1h = -1.0
             self._h1 = self._d1 = None
-            self._p1h = self._means = None
+            self._p1h = self._means = self._long = None
         return kn
 
     def _hour_coverage(self, kn: int) -> float:
@@ -207,7 +208,14 @@ class SeriesWindows(SeriesFeed):
     def _long_row(self, now: float) -> tuple[WindowValue, ...]:
         """The windows of LONG_WINDOWS at `now` (>= the latest sample), each kept while its inputs hold."""
         kn = self._long_minute(now)
-        return (self._hour_peak(kn), self._day_peak(kn), *[self._hour_percentile(kn, i) for i in range(len(_Q1H))])
+        row = self._long
+        if row is None:  # (the scrape asks the whole row of every series: kept whole for the minute too)
+            row = self._long = (
+                self._hour_peak(kn),
+                self._day_peak(kn),
+                *[self._hour_percentile(kn, i) for i in range(len(_Q1H))],
+            )
+        return row
 
     def _long_value(self, i: int, now: float) -> WindowValue:
         """LONG_WINDOWS[i] at `now` alone: a capacity pass asks one or two of them per series, not all six."""
