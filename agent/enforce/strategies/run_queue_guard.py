@@ -17,7 +17,7 @@ judged against its own quiet baseline, the lowest share of its last `BASELINE_RE
   hysteresis, and only fresh readings act (an online pod's reading stands for several passes);
 - a cut that costs batch and does not help is undone: `FUTILE_READINGS` fresh rises in a row while this
   ceiling alone holds offline CPU at the floor (the utilization rule would give it more) mean the pods wait for
-  something else (on a virtual machine, often the host's other tenants); the ceiling is lifted and the risen
+  something else (the host's other tenants, the service's own load); the ceiling is lifted and the risen
   pods' baselines restart from their current share, so batch is not held at the floor for nothing. Where the
   utilization rule holds batch at the floor anyway the ceiling stays (it costs nothing, and it keeps the CPU
   policy from releasing); an SLO missed keeps it too: the service's own objective, as Heracles does.
