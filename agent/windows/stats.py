@@ -9,7 +9,7 @@ What a scrape costs, and why it is no more
     (`array.tolist`), sums them in time order, sorts that copy in place and reads the four percentiles from
     it. The six long ones (``max_avg_1h``, ``max_avg_1d``, the 1-hour percentiles) depend only on the state
     of the finished minutes and on the query's minute: each is computed when first asked in a minute (a
-    capacity pass asks one or two per series, a scrape all six; the percentiles share one sort) and kept, keyed
+    capacity pass asks one or two per series, a scrape all six from one sort of the minute means) and kept, keyed
     by (current bucket, the query's minute, and the current bucket's sample count when that bucket is
     already complete at the query). The day peak keeps the maximum over its finished 5-minute slots (a slot
     is final once a later one has begun) and where it was reached, so a minute costs a comparison for it
@@ -92,7 +92,7 @@ _EMPTY_ROW = (EMPTY,) * len(WINDOW_NAMES)
 class SeriesWindows(SeriesFeed):
     """All windows of one series. Not thread-safe on its own (`WindowStore` locks around it)."""
 
-    __slots__ = ("_cov1h", "_d1", "_dfin", "_dfin_k", "_dfin_max", "_h1", "_long", "_long_key", "_means", "_p1h")
+    __slots__ = ("_cov1h", "_d1", "_dfin", "_dfin_k", "_dfin_max", "_h1", "_long", "_long_key", "_p1h")
 
     def __init__(self, *, phase: float = 0.0, max_gap: float = DEFAULT_MAX_GAP, hours: bool = False) -> None:
         super().__init__(phase=phase, max_gap=max_gap, hours=hours)
@@ -103,7 +103,6 @@ class SeriesWindows(SeriesFeed):
         self._d1: WindowValue | None = None
         self._p1h: list[WindowValue | None] | None = None  # the 1-hour percentiles asked so far
         self._long: tuple[WindowValue, ...] | None = None  # the whole row, once asked
-        self._means: list[float] | None = None  # the hour's minute means, sorted
         self._dfin = (0, -1)  # finished day slots [lo, hi] that `_dfin_max` is the maximum of, reached at _dfin_k
         self._dfin_max = _NEG_INF
         self._dfin_k = 0
@@ -162,7 +161,7 @@ class SeriesWindows(SeriesFeed):
             self._long_key = key
             self._cov1h = -1.0
             self._h1 = self._d1 = None
-            self._p1h = self._means = self._long = None
+            self._p1h = self._long = None
         return kn
 
     def _hour_coverage(self, kn: int) -> float:
@@ -180,23 +179,33 @@ class SeriesWindows(SeriesFeed):
             got = self._h1 = WindowValue(best if best > _NEG_INF else None, self._hour_coverage(kn))
         return got
 
+    def _minute_means_sorted(self, kn: int) -> list[float]:
+        kc = self._kc
+        lo, hi = max(kn - HOUR_BUCKETS + 1, kc - MINUTE_SLOTS + 1), min(kn, kc)
+        counts = _ring_slice(self._mcnt, lo, hi)
+        return sorted(map(truediv, compress(_ring_slice(self._msum, lo, hi), counts), compress(counts, counts)))
+
     def _hour_percentile(self, kn: int, i: int) -> WindowValue:
-        """The 1-hour percentile _Q1H[i] at minute kn, from the hour's minute means sorted once a minute."""
+        """The 1-hour percentile _Q1H[i] at minute kn, kept for the minute (the sorted means are not: ~2 KB)."""
         got = self._p1h
         if got is None:
             got = self._p1h = [None] * len(_Q1H)
         wv = got[i]
         if wv is None:
-            means = self._means
-            if means is None:
-                kc = self._kc
-                lo, hi = max(kn - HOUR_BUCKETS + 1, kc - MINUTE_SLOTS + 1), min(kn, kc)
-                counts = _ring_slice(self._mcnt, lo, hi)
-                means = self._means = sorted(
-                    map(truediv, compress(_ring_slice(self._msum, lo, hi), counts), compress(counts, counts))
-                )
+            means = self._minute_means_sorted(kn)
             wv = got[i] = WindowValue(quantile(means, _Q1H[i]) if means else None, self._hour_coverage(kn))
         return wv
+
+    def _hour_percentiles(self, kn: int) -> list[WindowValue]:
+        """Every 1-hour percentile at minute kn from one sort (the scrape's row), kept for the minute."""
+        got = self._p1h
+        if got is not None and None not in got:
+            return [wv for wv in got if wv is not None]
+        means = self._minute_means_sorted(kn)
+        cov = self._hour_coverage(kn)
+        row = [WindowValue(quantile(means, q) if means else None, cov) for q in _Q1H]
+        self._p1h = list(row)
+        return row
 
     def _day_peak(self, kn: int) -> WindowValue:
         """max_avg_1d at minute kn, kept for the minute."""
@@ -213,7 +222,7 @@ class SeriesWindows(SeriesFeed):
             row = self._long = (
                 self._hour_peak(kn),
                 self._day_peak(kn),
-                *[self._hour_percentile(kn, i) for i in range(len(_Q1H))],
+                *self._hour_percentiles(kn),
             )
         return row
 

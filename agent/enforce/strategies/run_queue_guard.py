@@ -153,7 +153,7 @@ def decide(
     cap, quiet = memo.cap, memo.quiet
     if rising or slo_rising:
         before = utilization_budget if cap is None else min(cap, utilization_budget)
-        # batch held at the floor by this ceiling alone (the utilization rule would give it more): the cut costs
+        # batch held at the floor by this ceiling alone (the utilization rule would give it more): the cut costs batch
         at_floor = cap is not None and cap <= min_cores < utilization_budget
         futile = memo.futile + 1 if at_floor and not slo_rising else 0  # an SLO missed is cut whatever
         if futile >= FUTILE_READINGS:
