@@ -432,15 +432,20 @@ def spread(values: Sequence[float]) -> tuple[float, float, float]:
     return statistics.median(finite), min(finite), max(finite)
 
 
-def summary(runs: Sequence[Run]) -> list[dict[str, Any]]:
+#: The figures `summary` takes the spread of (each a field of `Run`).
+FIGURES = ("p50_ms", "p99_ms", "p999_ms", "node_util", "service_cores", "batch_cores", "agent_cores", "others_cores",
+           "batch_share_of_idle", "burn_rounds_per_s", "stream_gib_per_s", "colo_writes")  # fmt: skip
+
+
+def summary(
+    runs: Sequence[Any], keys: Sequence[str] = FIGURES, configs: Sequence[str] = CONFIGS
+) -> list[dict[str, Any]]:
     """Per (load, config): median, min and max of each figure over the repetitions, and latency ratios to A's
-    (to F0's for F1)."""
+    (to F0's for F1). `runs`: anything with `load`, `config` and the `keys` as attributes (the real node's too)."""
     rows: list[dict[str, Any]] = []
-    keys = ("p50_ms", "p99_ms", "p999_ms", "node_util", "service_cores", "batch_cores", "agent_cores", "others_cores",
-            "batch_share_of_idle", "burn_rounds_per_s", "stream_gib_per_s", "colo_writes")  # fmt: skip
     for load in sorted({r.load for r in runs}):
         medians: dict[str, dict[str, float]] = {}
-        for config in CONFIGS:
+        for config in configs:
             mine = [r for r in runs if r.load == load and r.config == config]
             if not mine:
                 continue

@@ -62,7 +62,8 @@ from typing import Any
 
 import yaml
 
-from bench.interference import calibrate, cpu_times, protection_summary, quantile, schedule, spread
+from bench.interference import calibrate, cpu_times, protection_summary, quantile, schedule
+from bench.interference import summary as summarize
 
 CONFIGS = ("A", "B", "C", "D", "F0", "F1")
 BATCH = ("B", "C", "D")
@@ -344,22 +345,7 @@ def summary(runs: Sequence[Run]) -> list[dict[str, Any]]:
     """Per (load, config): median, min and max over the repetitions; latency ratios to A's (F1: to F0's)."""
     keys = ("p50_ms", "p99_ms", "p999_ms", "node_util", "service_cores", "batch_cores", "batch_share_of_idle",
             "loadavg_before")  # fmt: skip
-    rows: list[dict[str, Any]] = []
-    for load in sorted({r.load for r in runs}):
-        medians: dict[str, dict[str, float]] = {}
-        for config in CONFIGS:
-            mine = [r for r in runs if r.load == load and r.config == config]
-            if not mine:
-                continue
-            row: dict[str, Any] = {"load": load, "config": config, "reps": len(mine)}
-            for k in keys:
-                row[k] = spread([float(getattr(r, k)) for r in mine])
-            medians[config] = {k: row[k][0] for k in ("p50_ms", "p99_ms", "p999_ms")}
-            base = medians.get("F0" if config == "F1" else "A")
-            if base:
-                row["ratio"] = {k: row[k][0] / base[k] for k in ("p50_ms", "p99_ms", "p999_ms")}
-            rows.append(row)
-    return rows
+    return summarize(runs, keys, CONFIGS)
 
 
 def print_table(rows: Sequence[dict[str, Any]]) -> None:
