@@ -75,7 +75,10 @@ for n in 2 3 4; do
     name="demo-node-$((n - 1))"
     for _ in $(seq 150); do
         # OUR agent (its node name) is ready and knows a CPU rate (two passes), so the first cycle shows every window
-        if "$BIN/python" -c "import json,sys,urllib.request; u='http://127.0.0.$n:$PORT'; urllib.request.urlopen(u + '/readyz', timeout=1); d = json.load(urllib.request.urlopen(u + '/api/v1/node', timeout=1)); sys.exit(d['node_name'] != '$name' or d['cpu_cores'] is None)" 2>/dev/null; then
+        # in the background and waited for: a SIGINT then ends `wait` at once and runs the trap (bash drops a SIGINT
+        # that arrives while a foreground child exits normally, e.g. a probe interrupted as it finishes)
+        "$BIN/python" -c "import json,sys,urllib.request; u='http://127.0.0.$n:$PORT'; urllib.request.urlopen(u + '/readyz', timeout=1); d = json.load(urllib.request.urlopen(u + '/api/v1/node', timeout=1)); sys.exit(d['node_name'] != '$name' or d['cpu_cores'] is None)" 2>/dev/null &
+        if wait $!; then
             break
         fi
         if ! kill -0 "${pids[$((n - 2))]}" 2>/dev/null; then
