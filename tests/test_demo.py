@@ -137,6 +137,12 @@ def free_port_on_every_demo_address() -> int:
     raise AssertionError("no port free on 127.0.0.2-4")
 
 
+def default_sigint() -> None:
+    """The demo as a terminal's shell starts it, with SIGINT's default action, however the suite was started (a
+    suite run as a background job inherits SIGINT ignored, which bash cannot trap: the demo then never stops)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("when", ["while-agents-start", "while-polling"])
 def test_ctrl_c_ends_the_demo_quietly_and_leaves_nothing(tmp_path: Path, when: str) -> None:
     """Ctrl-C as a terminal sends it (SIGINT to the whole foreground process group, agents' own handlers and all),
@@ -148,6 +154,7 @@ def test_ctrl_c_ends_the_demo_quietly_and_leaves_nothing(tmp_path: Path, when: s
     demo = subprocess.Popen(
         [str(ROOT / "demo" / "run.sh"), "--output", "json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, start_new_session=True,
+        preexec_fn=default_sigint,
     )  # fmt: skip
     try:
         assert demo.stdout is not None and demo.stderr is not None
