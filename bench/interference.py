@@ -61,9 +61,14 @@ from testsupport.cgtree import V1Tree
 from testsupport.k8sobjects import NODE, container_id_of, node, pod
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "interference.c")
-CONFIGS = ("A", "B", "C", "D", "C2", "D2", "F0", "F1")
-BATCH = ("B", "C", "D", "C2", "D2")  # the configurations with the batch pods
-AGENT = ("C", "D", "C2", "D2")  # ... and those with the agent
+CONFIGS = ("A", "B", "C", "D", "C2", "D2", "E", "ED", "F0", "F1")
+BATCH = ("B", "C", "D", "C2", "D2", "E", "ED")  # the configurations with the batch pods
+AGENT = ("C", "D", "C2", "D2", "E", "ED")  # ... and those with the agent
+PROTECTED = ("D", "D2", "ED")  # ... with the run-queue protection
+LENDS = ("C2", "D2", "E", "ED")  # ... with a utilization rule that lends (see LENDING_ENV)
+#: with `cpu.idle=1` on the BestEffort QoS tier, written by the benchmark as kubelet would with the proposed CPU
+#: idle for BestEffort (kubernetes/enhancements#5889); Colo never writes it: today's kubelet then fails to start
+TIER_IDLE = ("E", "ED")
 DESCRIBED = {
     "A": "service alone",
     "B": "+ batch, no agent (BestEffort, shares 2)",
@@ -72,6 +77,8 @@ DESCRIBED = {
     "F0": "floor: service on CPU 0 alone",
     "C2": "+ batch, Colo's defaults, a utilization rule that lends (see LENDING)",
     "D2": "+ batch, Colo + run-queue protection, a utilization rule that lends",
+    "E": "C2 with the BestEffort tier idle (cpu.idle=1, as kubelet's proposed gate sets it)",
+    "ED": "D2 with the BestEffort tier idle",
     "F1": "floor: + busy loop on CPU 1, no cgroup",
 }
 #: what (D) switches on, as the agent's environment (COLO_<KEY>, nested keys joined by '__')
@@ -223,6 +230,20 @@ class Node:
         finally:
             self.pin_server(set(range(self.ncpu)))
 
+    def tier_idle_value(self) -> str:
+        with open(f"{self.tree.layout.dir('cpu', self.tree.model.tier('besteffort'))}/cpu.idle") as f:
+            return f.read().strip()
+
+    @contextlib.contextmanager
+    def tier_idle(self) -> Iterator[None]:
+        """`cpu.idle=1` on the BestEffort tier while inside."""
+        tier = self.tree.model.tier("besteffort")
+        self.tree.write("cpu", tier, "cpu.idle", "1")
+        try:
+            yield
+        finally:
+            self.tree.write("cpu", tier, "cpu.idle", "0")
+
     @contextlib.contextmanager
     def allocatable(self, cpus: int) -> Iterator[None]:
         """The Node declares `cpus` allocatable while inside."""
@@ -364,11 +385,13 @@ def measure(
         antagonists: list[subprocess.Popen[bytes]] = []
         agent_pid, base = 0, ""
         if config in AGENT:
-            env = {**AGENT_ENV, **(PROTECTION_ENV if config.startswith("D") else {})}
-            if config.endswith("2"):
+            env = {**AGENT_ENV, **(PROTECTION_ENV if config in PROTECTED else {})}
+            if config in LENDS:
                 env.update(LENDING_ENV)
                 stack.enter_context(n.allocatable(2 * n.ncpu))
             agent_pid, base = stack.enter_context(n.agent(env))
+        if config in TIER_IDLE:
+            stack.enter_context(n.tier_idle())
         if config == "F0":
             n.pin_server({0})
             stack.callback(n.pin_server, set(range(n.ncpu)))
@@ -490,7 +513,8 @@ def plot(runs: Sequence[Run], rows: Sequence[dict[str, Any]], path: str) -> None
     loads = sorted({r.load for r in runs})
     fig, axes = plt.subplots(1, len(loads) + 1, figsize=(4.2 * (len(loads) + 1), 3.4))
     colors = {"A": "black", "B": "tab:red", "C": "tab:orange", "D": "tab:green", "C2": "tab:brown",
-              "D2": "tab:olive", "F0": "tab:gray", "F1": "tab:blue"}  # fmt: skip
+              "D2": "tab:olive", "E": "tab:purple",
+              "ED": "tab:pink", "F0": "tab:gray", "F1": "tab:blue"}  # fmt: skip
     for ax, load in zip(axes, loads, strict=False):
         for config in CONFIGS:
             lat = sorted(x for r in runs if r.load == load and r.config == config for x in r.latencies_ms)
@@ -579,6 +603,7 @@ def main() -> None:
                 print(f"  {config:<2} load {load:.0%} rep {rep}: p99 {r.p99_ms:.2f} ms p99.9 {r.p999_ms:.2f} ms "
                       f"batch {r.batch_cores:.2f} others {r.others_cores:.2f} cores", flush=True)  # fmt: skip
             leftover = [n.quota(c) for c in (n.burn_pod, n.burn_ctr, n.stream_pod, n.stream_ctr)]
+            tier_idle = n.tier_idle_value()
         finally:
             n.close()
     rows = summary(runs)
@@ -592,7 +617,8 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"runs": [{k: v for k, v in asdict(r).items() if k != "latencies_ms"} for r in runs],
-                       "summary": rows, "quotas_after": leftover}, f, default=str)  # fmt: skip
+                       "summary": rows, "quotas_after": leftover, "tier_idle_after": tier_idle}, f,
+                      default=str)  # fmt: skip
     if args.plot:
         plot(runs, rows, args.plot)
 

@@ -17,7 +17,7 @@ compiler. The pods (namespace `--namespace`, images `colo.local/busybox:1`, neve
 - the service: an online pod (Burstable, 1 CPU requested, no limit) running `interference server` with as
   many threads as the node has CPUs on 0.0.0.0 in its own network namespace, ~1 ms of fixed work per request
   (calibrated on the host: the same CPUs);
-- for B-D the batch pods, created for the run and deleted after it: BestEffort with the label
+- for B-E the batch pods, created for the run and deleted after it: BestEffort with the label
   `koordinator.sh/qosClass: BE` (offline, docs/batch.md), one with as many busy threads as CPUs, one
   streaming through `--stream-mib` (512 MiB, more than the last-level cache).
 
@@ -32,10 +32,17 @@ repetition:
   deleted so that the DaemonSet starts it with that file (its shutdown puts every cgroup back);
 - C: + batch, Colo as installed (the ConfigMap's defaults);
 - D: + batch, `enforcement.rq_protection.enabled: true` in the ConfigMap;
+- E: C with a utilization rule that lends (`cpu_suppress_threshold: 0.95`) and `cpu.idle=1` on the BestEffort
+  QoS tier, written by this driver for the run as kubelet would with the proposed CPU idle for BestEffort
+  (kubernetes/enhancements#5889). Colo never writes the tier's `cpu.idle`: today's kubelet writes the tier's
+  `cpu.shares` when it starts, the kernel refuses it on an idle group, and the kubelet exits ("Failed to start
+  ContainerManager"; koordinator-sh/koordinator#2732 is the same failure). Its minute-by-minute rewrite fails
+  meanwhile, and is logged;
+- ED: E with the run-queue protection of D;
 - F0 / F1, the physical floor: the service as a host process pinned to CPU 0 (no pod), alone, then beside a
   busy loop pinned to CPU 1, no cgroup contention (load relative to one CPU, as in bench/interference.py).
 
-The agent's ConfigMap is changed only for B and D and put back, text unchanged, at the end. Per run: p50 /
+The agent's ConfigMap is changed only for B, D, E and ED and put back, text unchanged, at the end. Per run: p50 /
 p99 / p99.9, node CPU utilisation (/proc/stat), the service's and batch pods' CPU (cpuacct of their pod
 cgroups under the node's cgroup root), batch CPU as a share of what the service leaves idle, the load
 average before the run, and what the agent's `enforcement` section said (budget, release, run-queue
@@ -65,8 +72,12 @@ import yaml
 from bench.interference import calibrate, cpu_times, protection_summary, quantile, schedule
 from bench.interference import summary as summarize
 
-CONFIGS = ("A", "B", "C", "D", "F0", "F1")
-BATCH = ("B", "C", "D")
+CONFIGS = ("A", "B", "C", "D", "E", "ED", "F0", "F1")
+BATCH = ("B", "C", "D", "E", "ED")
+#: configurations run with `cpu.idle=1` on the BestEffort QoS tier, written by the benchmark as kubelet would with
+#: the proposed CPU idle for BestEffort (kubernetes/enhancements#5889); Colo never writes it: today's kubelet
+#: then fails to start (its QoS manager's write of the tier's cpu.shares is refused)
+TIER_IDLE = ("E", "ED")
 #: the agent's ConfigMap per configuration: keys under `enforcement` set on top of the installed file
 #: (None: whatever the agent runs with at the time; the floor has no pods)
 AGENT_MODE: dict[str, dict[str, Any] | None] = {
@@ -74,6 +85,8 @@ AGENT_MODE: dict[str, dict[str, Any] | None] = {
     "B": {"enabled": False},
     "C": {},
     "D": {"rq_protection": {"enabled": True}},
+    "E": {"cpu_suppress_threshold": 0.95},
+    "ED": {"rq_protection": {"enabled": True}, "cpu_suppress_threshold": 0.95},
     "F0": None,
     "F1": None,
 }
@@ -255,6 +268,19 @@ class Node:
             self.kube.run("delete", "-n", self.ns, "pod", *names, "--ignore-not-found", "--wait=true")
 
     @contextlib.contextmanager
+    def tier_idle(self) -> Iterator[None]:
+        """`cpu.idle=1` on the BestEffort tier while the run lasts (kubelet's minute write of the tier's
+        cpu.shares fails meanwhile, and is logged)."""
+        path = f"{CGROUP_V1}/cpu/{self.args.cgroup_root.strip('/')}/kubepods/besteffort/cpu.idle"
+        with open(path, "w") as f:
+            f.write("1")
+        try:
+            yield
+        finally:
+            with open(path, "w") as f:
+                f.write("0")
+
+    @contextlib.contextmanager
     def floor(self, busy: bool) -> Iterator[None]:
         """The service as a host process on CPU 0 (port FLOOR_PORT, loopback); with `busy`, a busy loop on the
         last CPU. No pod, no cgroup contention."""
@@ -310,6 +336,8 @@ def measure(n: Node, config: str, load: float, rep: int) -> Run:
                 str(a.learn + a.settle), str(start_ns), target]  # fmt: skip
         gen = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
         time.sleep(max(0.0, t_load + a.learn - time.monotonic()))
+        if config in TIER_IDLE:
+            stack.enter_context(n.tier_idle())
         batch_cgs: list[str] = stack.enter_context(n.batch()) if config in BATCH else []
         if time.monotonic() > t_load + a.learn + a.settle:
             print(f"  {config} rep {rep}: the batch pods took longer than --settle to run", file=sys.stderr)
