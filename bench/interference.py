@@ -231,6 +231,7 @@ class Node:
             self.pin_server(set(range(self.ncpu)))
 
     def tier_idle_value(self) -> str:
+        """The BestEffort tier's `cpu.idle` as the kernel has it."""
         with open(f"{self.tree.layout.dir('cpu', self.tree.model.tier('besteffort'))}/cpu.idle") as f:
             return f.read().strip()
 
@@ -513,8 +514,7 @@ def plot(runs: Sequence[Run], rows: Sequence[dict[str, Any]], path: str) -> None
     loads = sorted({r.load for r in runs})
     fig, axes = plt.subplots(1, len(loads) + 1, figsize=(4.2 * (len(loads) + 1), 3.4))
     colors = {"A": "black", "B": "tab:red", "C": "tab:orange", "D": "tab:green", "C2": "tab:brown",
-              "D2": "tab:olive", "E": "tab:purple",
-              "ED": "tab:pink", "F0": "tab:gray", "F1": "tab:blue"}  # fmt: skip
+              "D2": "tab:olive", "E": "tab:purple", "ED": "tab:pink", "F0": "tab:gray", "F1": "tab:blue"}  # fmt: skip
     for ax, load in zip(axes, loads, strict=False):
         for config in CONFIGS:
             lat = sorted(x for r in runs if r.load == load and r.config == config for x in r.latencies_ms)

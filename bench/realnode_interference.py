@@ -74,9 +74,7 @@ from bench.interference import summary as summarize
 
 CONFIGS = ("A", "B", "C", "D", "E", "ED", "F0", "F1")
 BATCH = ("B", "C", "D", "E", "ED")
-#: configurations run with `cpu.idle=1` on the BestEffort QoS tier, written by the benchmark as kubelet would with
-#: the proposed CPU idle for BestEffort (kubernetes/enhancements#5889); Colo never writes it: today's kubelet
-#: then fails to start (its QoS manager's write of the tier's cpu.shares is refused)
+#: configurations run with `cpu.idle=1` on the BestEffort QoS tier (E in the module's docstring: why Colo never does)
 TIER_IDLE = ("E", "ED")
 #: the agent's ConfigMap per configuration: keys under `enforcement` set on top of the installed file
 #: (None: whatever the agent runs with at the time; the floor has no pods)
