@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import os
 import re
 import time
@@ -461,6 +462,37 @@ def test_a_restart_with_cpu_policy_none_restores_quotas_and_the_tier(v1tree_cgro
     assert (s.quota_us, s.idle) == (None, True)  # quotas restored, the baseline stays
     assert reader.cpu_settings(tier).quota_us is None
     assert "quota" not in after.ledger.entries[uid].parts and after.ledger.tiers == {}
+
+
+@V1
+def test_an_idle_best_effort_tier_is_reported_warned_once_and_never_written(
+    v1tree_cgroupfs: V1Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only the kubelet (or an operator) makes the tier idle: the agent says so, and its restore leaves it."""
+    tree = v1tree_cgroupfs
+    reader = CgroupReader(tree.layout)
+    tier = tree.model.tier("besteffort")
+    uid, pod_path, (ctr,) = tree.pod("besteffort")
+    offline = [_pod(uid, "offline", pod_path, [ctr], None, qos="besteffort", request=0.0)]
+    if reader.cpu_settings(tier).idle is None:
+        pytest.skip("this kernel has no cpu.idle")
+    enf = _enforcer(tree)
+    enf.on_snapshot(_snapshot(offline))
+    assert enf.section()["besteffort_tier_idle"] is False
+    tree.write("cpu", tier, "cpu.idle", "1")
+    try:
+        with caplog.at_level(logging.INFO, logger="agent.enforce.stage"):
+            enf.on_snapshot(_snapshot(offline))
+            enf.on_snapshot(_snapshot(offline))
+        assert enf.section()["besteffort_tier_idle"] is True
+        assert [r.levelno for r in caplog.records if "cpu.idle=1" in r.getMessage()] == [logging.WARNING]
+        (family,) = [m for m in enf.metrics() if m.name == "colo_besteffort_tier_idle"]
+        assert [s.value for s in family.samples] == [1.0]
+        assert reader.cpu_settings(tier).quota_us == 10_000  # the tier cap still applies
+        enf.stop()
+        assert reader.cpu_settings(tier).idle is True and reader.cpu_settings(tier).quota_us is None
+    finally:
+        tree.write("cpu", tier, "cpu.idle", "0")
 
 
 @V1

@@ -330,6 +330,7 @@ def agent_families() -> list[Any]:
         "memory_high": MemoryHighReport(high_bytes={"u2": 1 << 30}),
         "run_queue_guard": GuardReport("cut", 0.5, "a rise"),
     }
+    enforcer.besteffort_tier_idle = False  # as a pass reads it where the kernel has cpu.idle
     evictor = Evictor(cast(Kube, None), "node-a", lambda: node, CgroupWriter(layout), EvictionConfig(), dry_run=True)
     evictor.on_snapshot(snap)
     view.metric_sources.update(

@@ -29,6 +29,11 @@ RUN_QUEUE_GUARD_CAP = Family(
     "colo_run_queue_guard_cap_cores",
     "Ceiling the run-queue protection puts on the offline CPU budget, cores (absent while there is none)",
 )
+BESTEFFORT_TIER_IDLE = Family(
+    "colo_besteffort_tier_idle",
+    "1 while the best-effort QoS tier has cpu.idle=1 (set by the kubelet or by hand, never by Colo): the kernel then "
+    "runs online pods first at the tier (absent where the kernel has no cpu.idle)",
+)
 ENFORCEMENT_WRITES = Family("colo_enforcement_writes", "cgroup writes made by enforcement", ("result",), "counter")
 LEDGER_SAVE_FAILED = Family(
     "colo_enforcement_ledger_save_failed",
@@ -57,6 +62,7 @@ class EnforcementState:
     defaults: Mapping[str, Any]  # the registered strategies' report keys while not active, in the section's order
     ledger_save_failed: bool = False
     ledger_untrusted: bool = False
+    besteffort_tier_idle: bool | None = None  # None: not read yet, or the kernel has no cpu.idle
 
 
 QOS_KEYS = ("cpu_burst", "quota_burst", "memory_qos")
@@ -82,6 +88,7 @@ def section(e: EnforcementState) -> dict[str, Any]:
             out["memory"] = e.memory_status
         out[key] = dict(value) if key in _COPIED else value
     out.update(pods_touched=list(e.touched), writes=e.writes, write_errors=e.errors, last_error=e.last_error)
+    out["besteffort_tier_idle"] = e.besteffort_tier_idle
     return out
 
 
@@ -115,5 +122,9 @@ def metrics(e: EnforcementState) -> Iterable[Metric]:
     for family, value in ((LEDGER_SAVE_FAILED, e.ledger_save_failed), (LEDGER_UNTRUSTED, e.ledger_untrusted)):
         g = family.metric()
         g.add_metric([], 1.0 if value else 0.0)
+        out.append(g)
+    if e.besteffort_tier_idle is not None:
+        g = BESTEFFORT_TIER_IDLE.metric()
+        g.add_metric([], 1.0 if e.besteffort_tier_idle else 0.0)
         out.append(g)
     return out

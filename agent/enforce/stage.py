@@ -36,7 +36,7 @@ from agent.enforce.strategies.registry import Facts, Strategy, own_originals, pa
 from agent.node_state import NodeState, node_state
 from agent.sense.slo_scrape import SloScraper
 from agent.snapshot import Snapshot
-from cgroup import CgroupReader, Layout, PathModel
+from cgroup import CgroupError, CgroupReader, Layout, PathModel
 from cgroup.kubelet_rules import kubelet_oom_score_adj, kubelet_quota, kubelet_shares
 
 __all__ = ["Enforcer", "kubelet_oom_score_adj", "kubelet_quota", "kubelet_shares"]
@@ -105,6 +105,7 @@ class Enforcer:
         self.qos_touched: tuple[str, ...] = ()  # online pods the ledger holds QoS values for
         self._publish_touched()
         self.memory_status = "v2 memory.high" if layout.is_v2 else "unsupported on cgroup v1: eviction protects memory"
+        self.besteffort_tier_idle: bool | None = None
 
     # -- what a pass decided (the reports, merged) --------------------------------------------------------
     def report(self) -> dict[str, Any]:
@@ -156,6 +157,7 @@ class Enforcer:
         self.on_state(node_state(snap, self.allocatable()))
 
     def on_state(self, state: NodeState) -> None:
+        self._observe_tier()
         if not self.config.enabled:
             if self.ledger.entries or self.ledger.tiers or self.ledger.shared:
                 self.restore_all()
@@ -207,6 +209,26 @@ class Enforcer:
             self.executor.apply(actions, state.snapshot)
         self.reports = reports
 
+    def _observe_tier(self) -> None:
+        """Whether the best-effort QoS tier is idle: only there does SCHED_IDLE make a waking online pod run
+        before batch (pods' own cpu.idle is weighed against their siblings only; docs/online-qos.md). Colo never
+        sets it: today's kubelet fails to start while it is set (kubernetes/kubernetes#136025)."""
+        try:
+            idle = self.reader.cpu_settings(self.facts.besteffort_tier).idle
+        except CgroupError:
+            idle = None
+        if idle is not None and idle != self.besteffort_tier_idle:
+            if idle:
+                log.warning(
+                    "enforcement: the best-effort QoS tier %s has cpu.idle=1 (not Colo's doing): online pods run "
+                    "first; a kubelet without CPU idle for BestEffort cannot start while it is set "
+                    "(kubernetes/kubernetes#136025)",
+                    self.facts.besteffort_tier,
+                )
+            elif self.besteffort_tier_idle:
+                log.info("enforcement: the best-effort QoS tier %s is no longer idle", self.facts.besteffort_tier)
+        self.besteffort_tier_idle = idle
+
     def _tiers(self) -> dict[str, int]:
         """The QoS tiers a restore looks at: the best-effort one always (a cap left by a run whose ledger was
         lost), every one the ledger recorded, with the period it had before (0: its own)."""
@@ -248,6 +270,7 @@ class Enforcer:
             report_defaults(),
             self.ledger.save_failed,
             not self.ledger.trusted,
+            self.besteffort_tier_idle,
         )
 
     def section(self) -> dict[str, Any]:
