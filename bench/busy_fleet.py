@@ -8,18 +8,23 @@ busy fleet needs a busy trace, and none is at hand; this one is made from it.
 `k_memory`, and capped at what the VM provisioned: `used' = min(k × used, max(used, provisioned))` (a sample
 already above its provisioned amount, as 1.85 % of the CPU samples are, is left as it was: scaling never lowers
 a sample). Each factor is the one that brings the **median node's mean utilization** (Σ usage over the month /
-steps / allocatable) to the level's target, found by bisection; nodes are the ones colo-sim packs (first fit by
-requests, `--node-cpu` 32 and `--node-memory` 256Gi, `--pack-to` 1.0: requests do not change, so the idle and the
-busy fleets have the same 22 nodes and the same VMs on each). Times, gaps, requests and the VMs' shapes below the
-cap stay the trace's own: a busy VM is the same VM doing k times the work, until it is saturated. The construction
-draws nothing at random: the same input gives the same file byte for byte (no seed to choose).
+steps / allocatable) to the level's target, found by bisection. Nodes are the ones colo-sim packs (first fit by
+requests, `--pack-to` 1.0); requests do not change, so the idle and the busy fleets have the same nodes and the
+same VMs on each. Times, gaps, requests and the VMs' shapes below the cap stay the trace's own: a busy VM is the
+same VM doing k times the work, until it is saturated. The construction draws nothing at random: the same input
+gives the same file byte for byte (there is no seed to choose).
+
+**The node's shape and the levels.** The cap bounds what a level can reach: on colo-sim's default nodes (32
+cores, 256 GiB) the median node with every sample at its cap uses 0.79 of its CPU but only 0.25 of its memory
+(the VMs request 2.9 GiB a core, and are off part of the month). The default nodes here are 32 cores and 128 GiB
+(`--node-memory 128`: still 22 nodes; with every sample capped the median node uses 0.78 of its CPU and 0.54 of
+its memory), and the levels 0.5 and 0.75 (`--levels`). A target the cap makes unreachable (memory at 0.75) is
+reported, not forced: the level then takes the factor that puts every sample at its cap.
 
 Why this and not another: an additive load (a constant per VM) would make the busy fleet easier to predict, not
-harder (a flat floor); drawing other VMs' series would mix shapes that never ran together. The cap keeps the
-scheduler's promise (a VM's usage stays within what it was given) and is also what flattens peaks: at 80 %, many
-VMs sit at their cap for hours. A memory target the cap makes unreachable (the packed nodes request at most
-about 0.77 of their memory) is reported, not forced: the level then takes the largest factor that changes
-anything (every sample at its cap).
+harder (a flat floor); drawing other VMs' series would mix shapes that never ran together; lifting the cap would
+let a VM use more memory than it has. The cap keeps the scheduler's promise (a VM's usage stays within what it
+was given) and is also what flattens peaks: at 0.75, two thirds of the CPU samples sit at their cap.
 
 **Output.** Each level is written under `--dir` (default /tmp/colo-busy; never in the repository) as a CSV in
 the trace's own `bitbrains` schema, which `colo-sim --trace FILE` reads as it is. Then (unless
@@ -31,8 +36,9 @@ the first half (until 2013-07-15 22:00 UTC), the second half, and the first hour
 capacity parameters changed (`agent.capacity.params.CapacityParams`' fields, `margin=off` for no learned
 margin), in the same replay.
 
-Run: `.venv/bin/python -m bench.busy_fleet [--levels 0.5,0.8] [--jobs 2] [--variant NAME:KEY=VALUE,...]
-[--violations NAME] [--json FILE]`. Not in `make bench`: about two minutes of CPU per level.
+Run: `.venv/bin/python -m bench.busy_fleet [--levels 0.5,0.75] [--node-memory 128] [--jobs 2] [--no-idle]
+[--variant NAME:KEY=VALUE,...] [--violations NAME] [--json FILE]`. Not in `make bench`: about 20 s of CPU per
+level and setting replayed (the whole run: about a minute of wall time with `--jobs 2`).
 """
 
 from __future__ import annotations
@@ -397,11 +403,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.busy_fleet", description=__doc__.split("\n")[0])
     p.add_argument("--trace", default=TRACE)
     p.add_argument("--dir", default="/tmp/colo-busy", help="where the levels' traces are written")
-    p.add_argument("--levels", default="0.5,0.8", help="target median node utilization of each level (cpu = memory)")
+    p.add_argument("--levels", default="0.5,0.75", help="target median node utilization of each level (cpu = memory)")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--node-cpu", type=float, default=32.0, help="a packed node's cores (default: 32, as colo-sim)")
     p.add_argument(
-        "--node-memory", type=float, default=256.0, help="a packed node's memory, GiB (default: 256, as colo-sim)"
+        "--node-memory", type=float, default=128.0, help="a packed node's memory, GiB (default: 128; colo-sim's is 256)"
     )
     p.add_argument("--generate-only", action="store_true")
     p.add_argument("--no-idle", action="store_true", help="do not replay the unscaled trace")
@@ -426,7 +432,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     size = NodeSize(args.node_cpu, args.node_memory * (1 << 30))
     raw = read_raw(args.trace, size)
     os.makedirs(args.dir, exist_ok=True)
-    traces: list[tuple[str, str]] = [] if args.no_idle else [("idle (the shared trace as it is)", args.trace)]
+    traces: list[tuple[str, str]] = (
+        []
+        if args.no_idle
+        else [
+            (
+                f"idle (the shared trace as it is; nodes of {args.node_cpu:g} cores, {args.node_memory:g} GiB)",
+                args.trace,
+            )
+        ]
+    )
     facts: dict[str, Any] = {"idle": {r: fleet_facts(raw, r, 1.0) for r in RESOURCES}}
     print(f"idle: {args.trace}")
     for r in RESOURCES:
