@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from typing import Self
+from typing import ClassVar, Self
 
 from agent.windows.grid import (
     _COMPACT_AT,
@@ -33,10 +33,17 @@ from agent.windows.grid import (
     _zeros,
 )
 
+#: What emptied minute buckets are set to (slices of them, assigned to the rings).
+_ZEROS = _zeros(MINUTE_SLOTS)
+_NEG_INFS = _neg_infs(MINUTE_SLOTS)
+
 
 class SeriesFeed:
     """The state of one series' windows and the 1 Hz path that feeds it; `SeriesWindows` adds the statistics.
     Not thread-safe on its own (`WindowStore` locks around it)."""
+
+    #: whether `_advance` takes the shortcut for one bucket with samples (a test turns it off to compare)
+    one_bucket_shortcut: ClassVar[bool] = True
 
     __slots__ = (
         "_d0",
@@ -158,48 +165,78 @@ class SeriesFeed:
             count += self._mcnt[j]
         return total / count if count else _NEG_INF
 
-    def _closing_avgs(self, k_new: int) -> list[float]:
-        """`_avg5` at the boundaries kc .. min(k_new - 1, kc + 4) that closing bucket kc completes, from one look
-        at the buckets kc-4 .. kc. Empty buckets are left out of the sums: their 0.0 adds nothing, exactly, so
-        each value is `_avg5`'s to the bit (at a trace's 5-minute step four of the five are empty)."""
+    def _advance(self, k_new: int) -> None:
+        """Close bucket kc: evaluate the 5-minute averages at the boundaries kc .. min(k_new - 1, kc + 4) that it
+        completes, open k_new. One pass without a call per boundary: at a replayed trace's step every add closes
+        a bucket. Each average is `_avg5`'s to the bit: empty buckets are left out of its sums, as their 0.0
+        adds nothing, exactly (at a trace's 5-minute step four of the five are empty)."""
         kc = self._kc
-        msum, mcnt = self._msum, self._mcnt
-        held = []  # (bucket, sum, count) of the non-empty buckets kc-4 .. kc, oldest first
-        for x in range(max(kc - AVG_BUCKETS + 1, kc - MINUTE_SLOTS + 1), kc + 1):
+        msum, mcnt, mcov, mev = self._msum, self._mcnt, self._mcov, self._mev
+        held = []  # (bucket, sum, count) of the non-empty buckets kc-4 .. kc, oldest first, read before clearing
+        for x in range(kc - AVG_BUCKETS + 1, kc + 1):
             j = x % MINUTE_SLOTS
             c = mcnt[j]
             if c:
                 held.append((x, msum[j], c))
-        out = []
-        for k in range(kc, min(k_new - 1, kc + AVG_BUCKETS - 1) + 1):
+        cov = mcov[self._j]
+        if kc // SLOT_BUCKETS == self._dhead:  # `_day_put(kc, cov, -inf)` in the head slot
+            self._dcov[self._dhead % DAY_SLOTS] += cov
+        else:
+            self._day_put(kc, cov, _NEG_INF)
+        # empty the buckets kc+1 .. k_new (at most a lap), one or two slices of each ring
+        a = max(kc + 1, k_new - MINUTE_SLOTS + 1) % MINUTE_SLOTS
+        b = k_new % MINUTE_SLOTS + 1
+        for lo, hi in ((a, b),) if a < b else ((a, MINUTE_SLOTS), (0, b)):
+            zeros = _ZEROS[: hi - lo]
+            msum[lo:hi] = mcnt[lo:hi] = mcov[lo:hi] = zeros
+            mev[lo:hi] = _NEG_INFS[: hi - lo]
+        oldest = k_new - MINUTE_SLOTS
+        hours = self._hours
+        dmax = self._dmax
+        last = min(k_new - 1, kc + AVG_BUCKETS - 1)  # the boundaries kc .. last are complete now
+        if len(held) == 1 and self.one_bucket_shortcut:
+            # one bucket with samples (every step of a replayed trace): each boundary that reaches it has its mean
+            # (0.0 + its sum, 0.0 + its count: the generic sums below, as a sum is never -0.0), so the day's and
+            # the hours' rings take it once per slot and per hour, as many equal puts would leave them
+            x0, total, count = held[0]
+            v = total / count
+            last = min(last, x0 + AVG_BUCKETS - 1)
+            for k in range(max(kc, oldest + 1), last + 1):
+                mev[k % MINUTE_SLOTS] = v
+            for s in range(kc // SLOT_BUCKETS, last // SLOT_BUCKETS + 1):
+                if s == self._dhead:
+                    j = s % DAY_SLOTS
+                    if v > dmax[j]:
+                        dmax[j] = v
+                else:
+                    self._day_put(max(kc, s * SLOT_BUCKETS), 0.0, v)
+            if hours is not None:
+                for h in range(kc // HOUR_BUCKETS, last // HOUR_BUCKETS + 1):
+                    self._hour_put(max(kc, h * HOUR_BUCKETS), v)
+            if v >= self._hmax:
+                self._hmax = v
+                self._hmax_k = last
+            return
+        for k in range(kc, last + 1):
             lo = k - AVG_BUCKETS + 1
             total = count = 0.0
             for x, v, c in held:
                 if x >= lo:
                     total += v
                     count += c
-            out.append(total / count if count else _NEG_INF)
-        return out
-
-    def _advance(self, k_new: int) -> None:
-        """Close bucket kc: evaluate the 5-minute averages at the boundaries now complete, open k_new."""
-        kc = self._kc
-        evs = self._closing_avgs(k_new)
-        self._day_put(kc, self._mcov[kc % MINUTE_SLOTS], _NEG_INF)
-        msum, mcnt, mcov, mev = self._msum, self._mcnt, self._mcov, self._mev
-        for k in range(max(kc + 1, k_new - MINUTE_SLOTS + 1), k_new + 1):
-            j = k % MINUTE_SLOTS
-            msum[j] = mcnt[j] = mcov[j] = 0.0
-            mev[j] = _NEG_INF
-        oldest = k_new - MINUTE_SLOTS
-        for i, v in enumerate(evs):
-            k = kc + i
-            if v == _NEG_INF:
+            if not count:
                 continue
+            v = total / count
             if k > oldest:
                 mev[k % MINUTE_SLOTS] = v
-            self._day_put(k, 0.0, v)
-            if self._hours is not None:
+            s = k // SLOT_BUCKETS
+            if s == self._dhead:  # `_day_put(k, 0.0, v)` in the head slot (a coverage is never -0.0: += 0.0 is none)
+                j = s % DAY_SLOTS
+                if v > dmax[j]:
+                    dmax[j] = v
+            else:
+                self._day_put(k, 0.0, v)
+            if hours is not None:
                 self._hour_put(k, v)
             if v >= self._hmax:
                 self._hmax = v

@@ -179,11 +179,22 @@ class SeriesWindows(SeriesFeed):
             got = self._h1 = WindowValue(best if best > _NEG_INF else None, self._hour_coverage(kn))
         return got
 
-    def _minute_means_sorted(self, kn: int) -> list[float]:
+    def _hour_means(self, kn: int) -> list[float]:
+        """The means of the minutes [kn-59, kn] that have samples, oldest first; the hour's coverage is kept on the
+        way if it was not (`_hour_coverage`, from the same slice of the rings). The rings are turned into lists
+        first: iterating an array makes a float object per entry, and a replayed trace's hour has 12 minutes
+        with samples in 60."""
         kc = self._kc
         lo, hi = max(kn - HOUR_BUCKETS + 1, kc - MINUTE_SLOTS + 1), min(kn, kc)
-        counts = _ring_slice(self._mcnt, lo, hi)
-        return sorted(map(truediv, compress(_ring_slice(self._msum, lo, hi), counts), compress(counts, counts)))
+        counts = _ring_slice(self._mcnt, lo, hi).tolist()
+        if self._cov1h < 0.0:
+            self._cov1h = min(1.0, math.fsum(_ring_slice(self._mcov, lo, hi)) / 3600.0)
+        return list(map(truediv, compress(_ring_slice(self._msum, lo, hi).tolist(), counts), compress(counts, counts)))
+
+    def _minute_means_sorted(self, kn: int) -> list[float]:
+        means = self._hour_means(kn)
+        means.sort()
+        return means
 
     def _hour_percentile(self, kn: int, i: int) -> WindowValue:
         """The 1-hour percentile _Q1H[i] at minute kn, kept for the minute (the sorted means are not: ~2 KB)."""
@@ -192,8 +203,8 @@ class SeriesWindows(SeriesFeed):
             got = self._p1h = [None] * len(_Q1H)
         wv = got[i]
         if wv is None:
-            means = self._minute_means_sorted(kn)
-            wv = got[i] = WindowValue(quantile(means, _Q1H[i]) if means else None, self._hour_coverage(kn))
+            means = self._minute_means_sorted(kn)  # (keeps the hour's coverage too)
+            wv = got[i] = WindowValue(quantile(means, _Q1H[i]) if means else None, self._cov1h)
         return wv
 
     def _hour_percentiles(self, kn: int) -> list[WindowValue]:
@@ -202,7 +213,7 @@ class SeriesWindows(SeriesFeed):
         if got is not None and None not in got:
             return [wv for wv in got if wv is not None]
         means = self._minute_means_sorted(kn)
-        cov = self._hour_coverage(kn)
+        cov = self._cov1h  # (kept by `_hour_means`)
         row = [WindowValue(quantile(means, q) if means else None, cov) for q in _Q1H]
         self._p1h = list(row)
         return row
@@ -337,17 +348,42 @@ class SeriesWindows(SeriesFeed):
             return WindowValue(sum(self._v[lo:n]) / (n - lo), self._coverage(lo, n, span))
         return self._raw_row(now)[RAW_WINDOWS.index(name)]
 
+    def values(self, names: tuple[str, ...], now: float) -> tuple[WindowValue, ...]:
+        """Several windows at `now` in the order of `names`, each what `value` gives: the query's time and minute
+        are worked out once (a capacity pass reads two or three windows of each series it asks, colo-sim every
+        pod's at every step)."""
+        if self._last_t == _NEG_INF:
+            for name in names:
+                if name not in _INDEX:
+                    raise KeyError(f"unknown window {name!r}")
+            return (EMPTY,) * len(names)
+        now = max(now, self._last_t)
+        kn: int | None = None
+        out: list[WindowValue] = []
+        for name in names:
+            j = _LONG_AT.get(name)
+            if j is not None:
+                if kn is None:
+                    kn = self._long_minute(now)
+                if j == 0:
+                    out.append(self._hour_peak(kn))
+                elif j == 1:
+                    out.append(self._day_peak(kn))
+                else:
+                    out.append(self._hour_percentile(kn, j - 2))
+            elif name in _INDEX:
+                out.append(self.value(name, now))
+            else:
+                raise KeyError(f"unknown window {name!r}")
+        return tuple(out)
+
     def minute_means(self, now: float) -> list[float]:
         """The means of the last hour's minutes that have samples, oldest first (the 1-hour percentiles' inputs;
         the `nsigma` predictor's mean and deviation): no state of its own."""
         if self._last_t == _NEG_INF:
             return []
         now = max(now, self._last_t)
-        kn = self._k_now(now)
-        kc = self._kc
-        lo, hi = max(kn - HOUR_BUCKETS + 1, kc - MINUTE_SLOTS + 1), min(kn, kc)
-        counts = _ring_slice(self._mcnt, lo, hi)
-        return list(map(truediv, compress(_ring_slice(self._msum, lo, hi), counts), compress(counts, counts)))
+        return self._hour_means(self._long_minute(now))  # (the minute's caches: `_hour_means` keeps its coverage)
 
     def day_profile(self, now: float, days: int) -> tuple[float | None, int]:
         """The highest 5-minute average of this hour of the day and the next one, over the last `days` days

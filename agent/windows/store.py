@@ -165,8 +165,27 @@ class WindowStore:
                     if name not in WINDOW_SPANS:
                         raise KeyError(f"unknown window {name!r}")
                 return (EMPTY,) * len(names)
-            value = sw.value
-            return tuple([value(name, now) for name in names])
+            return sw.values(names, now)
+
+    def values_of(self, keys: Iterable[SeriesKey], names: tuple[str, ...], now: float) -> list[tuple[WindowValue, ...]]:
+        """`values` of each of `keys`, in their order, under one lock (a per-pod predictor reads every online
+        pod's series in a pass)."""
+        with self._lock:
+            series = self._series
+            empty: tuple[WindowValue, ...] | None = None
+            out: list[tuple[WindowValue, ...]] = []
+            for key in keys:
+                sw = series.get(key)
+                if sw is not None:
+                    out.append(sw.values(names, now))
+                else:
+                    if empty is None:
+                        for name in names:
+                            if name not in WINDOW_SPANS:
+                                raise KeyError(f"unknown window {name!r}")
+                        empty = (EMPTY,) * len(names)
+                    out.append(empty)
+            return out
 
     def minute_means(self, key: SeriesKey, now: float) -> list[float]:
         """The last hour's per-minute means of `key` (`SeriesWindows.minute_means`); empty without the series."""

@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from agent.capacity.lendable import RESOURCES, CapacityParams, OnlinePod, PodAges, margins, resource_capacity
 from agent.capacity.predictors import registry
-from agent.capacity.predictors.registry import Prediction
+from agent.capacity.predictors.registry import Prediction, pod_key
 from agent.node_state import Resource
 from agent.windows.grid import RAW_SPAN
 from agent.windows.store import WindowStore, online_key
@@ -64,13 +64,17 @@ def run_many(
     alloc = {"cpu": node.cpu_cores, "memory": node.memory_bytes}
     plain = [replace(params, predictor=None, cpu_predictor="", memory_predictor="") for params, _ in runs]
     share = len(runs) > 1 and all(p == plain[0] for p in plain)
+    online_cpu, online_memory = online_key("cpu"), online_key("memory")
+    cpu_keys = [pod_key(uid, "cpu") for uid in uids]  # (made once: a key per pod and step is a tuple per sample)
+    memory_keys = [pod_key(uid, "memory") for uid in uids]
     for k, step in enumerate(node.present):
         now = timeline.time(k)
-        feed = [(online_key("cpu"), use_cpu[k]), (online_key("memory"), use_mem[k])]
+        feed = [(online_cpu, use_cpu[k]), (online_memory, use_mem[k])]
         if per_pod:
             for p in step:
-                feed.append((("pod", uids[p[0]], "cpu"), p[2]))
-                feed.append((("pod", uids[p[0]], "memory"), p[4]))
+                i = p[0]
+                feed.append((cpu_keys[i], p[2]))
+                feed.append((memory_keys[i], p[4]))
         store.add_many(now, feed)
         ages.observe(now, (uids[p[0]] for p in step))
         for j, (resource, ri, ui) in enumerate(_COLUMNS):

@@ -9,21 +9,22 @@ from __future__ import annotations
 
 import math
 
-from agent.capacity.predictors.registry import Prediction, Reading, history, register, requested
+from agent.capacity.predictors.registry import Prediction, Reading, register, requested, seen_seconds
 from agent.windows.store import online_key
 
 
 def predict(r: Reading) -> Prediction:
     key = online_key(r.resource)
     means = r.windows.minute_means(key, r.now)
-    seen = history(r.windows, key, r.now, "max_avg_1h")
+    hour, avg5 = r.windows.values(key, ("max_avg_1h", "avg_5m"), r.now)  # (`registry.history`'s windows)
+    seen = seen_seconds("max_avg_1h", hour, avg5)
     if len(means) < 2 or seen < r.params.min_history_seconds:
         return Prediction(requested(r.pods), seen)
     mean = math.fsum(means) / len(means)
     sd = math.sqrt(math.fsum((x - mean) ** 2 for x in means) / (len(means) - 1))
-    avg5 = r.windows.value(key, "avg_5m", r.now).value
+    now5 = avg5.value
     peak = mean + r.params.nsigma * sd
-    return Prediction(peak if avg5 is None else max(peak, avg5), seen)
+    return Prediction(peak if now5 is None else max(peak, now5), seen)
 
 
 register("nsigma", predict, order=30)
