@@ -149,8 +149,11 @@ class SeriesFeed:
                 self._hhead = k // HOUR_BUCKETS
             else:
                 self._advance(k)
-            self._set_kc(k)
-        j = self._j
+            self._kc = k  # (`_set_kc`, inline: once per add at a replayed trace's step)
+            self._kcf = float(k)
+            self._j = j = k % MINUTE_SLOTS
+        else:
+            j = self._j
         self._msum[j] += value
         self._mcnt[j] += 1.0
         self._mcov[j] += d

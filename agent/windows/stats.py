@@ -186,10 +186,22 @@ class SeriesWindows(SeriesFeed):
         with samples in 60."""
         kc = self._kc
         lo, hi = max(kn - HOUR_BUCKETS + 1, kc - MINUTE_SLOTS + 1), min(kn, kc)
-        counts = _ring_slice(self._mcnt, lo, hi).tolist()
-        if self._cov1h < 0.0:
-            self._cov1h = min(1.0, math.fsum(_ring_slice(self._mcov, lo, hi)) / 3600.0)
-        return list(map(truediv, compress(_ring_slice(self._msum, lo, hi).tolist(), counts), compress(counts, counts)))
+        if hi < lo:
+            if self._cov1h < 0.0:
+                self._cov1h = 0.0  # (fsum of nothing)
+            return []
+        a, b = lo % MINUTE_SLOTS, hi % MINUTE_SLOTS + 1  # `_ring_slice`'s, for the three rings at once
+        mcnt, msum = self._mcnt, self._msum
+        if a < b:
+            counts, sums = mcnt[a:b].tolist(), msum[a:b].tolist()
+            if self._cov1h < 0.0:
+                self._cov1h = min(1.0, math.fsum(self._mcov[a:b]) / 3600.0)
+        else:
+            counts, sums = (mcnt[a:] + mcnt[:b]).tolist(), (msum[a:] + msum[:b]).tolist()
+            if self._cov1h < 0.0:
+                mcov = self._mcov
+                self._cov1h = min(1.0, math.fsum(mcov[a:] + mcov[:b]) / 3600.0)
+        return list(map(truediv, compress(sums, counts), compress(counts, counts)))
 
     def _minute_means_sorted(self, kn: int) -> list[float]:
         means = self._hour_means(kn)
@@ -203,7 +215,8 @@ class SeriesWindows(SeriesFeed):
             got = self._p1h = [None] * len(_Q1H)
         wv = got[i]
         if wv is None:
-            means = self._minute_means_sorted(kn)  # (keeps the hour's coverage too)
+            means = self._hour_means(kn)  # (keeps the hour's coverage too)
+            means.sort()
             wv = got[i] = WindowValue(quantile(means, _Q1H[i]) if means else None, self._cov1h)
         return wv
 
