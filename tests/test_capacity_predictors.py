@@ -161,10 +161,10 @@ def test_a_young_node_lends_no_more_than_the_peers_rule_and_more_as_history_grow
 
 def test_a_pod_just_started_on_an_old_node_counts_its_unused_request_less_and_less() -> None:
     params = CapacityParams(peak_window="max_avg_1h", cpu_reclaim_ratio=0.95, trust_seconds=0.0, margin=None)
-    store = node_with_history(7200)
+    store = node_with_history(7200)  # an old node; the pod young against min_history_seconds, the default hour
     pods = [OnlinePod("a", 4.0, 1.0)]
     lent = [resource_capacity(store, NOW, "cpu", 16.0, 0.0, pods, PodAges({"a": NOW - age}), params).batch
-            for age in (0.0, 1800.0, 3600.0)]  # fmt: skip  (min_history_seconds: the default hour)
+            for age in (0.0, 1800.0, 3600.0)]  # fmt: skip
     assert lent == pytest.approx([16 * 0.95 - 1.0 - 3.0, 16 * 0.95 - 1.0 - 1.5, 16 * 0.95 - 1.0])
 
 
