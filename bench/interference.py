@@ -331,6 +331,9 @@ def protection_summary(polls: Sequence[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"polls": len(polls), "released_share": released}
     if budgets:
         out["budget_cores"] = (statistics.median(budgets), min(budgets), max(budgets))
+    cpusets = sorted({p["offline_cpuset"] for p in polls if p.get("offline_cpuset")})
+    if cpusets:
+        out["cpusets"] = cpusets  # the cpuset policy's (S): the CPUs the offline pods were confined to
     if states:
         out["guard_states"] = {k: round(v, 2) for k, v in sorted(states.items())}
         out["last_reason"] = next((g["reason"] for g in reversed(guard) if g), "")
