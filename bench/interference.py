@@ -61,9 +61,9 @@ from testsupport.cgtree import V1Tree
 from testsupport.k8sobjects import NODE, container_id_of, node, pod
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "interference.c")
-CONFIGS = ("A", "B", "C", "D", "C2", "D2", "E", "ED", "F0", "F1")
-BATCH = ("B", "C", "D", "C2", "D2", "E", "ED")  # the configurations with the batch pods
-AGENT = ("C", "D", "C2", "D2", "E", "ED")  # ... and those with the agent
+CONFIGS = ("A", "B", "C", "D", "C2", "D2", "E", "ED", "S", "F0", "F1")
+BATCH = ("B", "C", "D", "C2", "D2", "E", "ED", "S")  # the configurations with the batch pods
+AGENT = ("C", "D", "C2", "D2", "E", "ED", "S")  # ... and those with the agent
 PROTECTED = ("D", "D2", "ED")  # ... with the run-queue protection
 LENDS = ("C2", "D2", "E", "ED")  # ... with a utilization rule that lends (see LENDING_ENV)
 #: with `cpu.idle=1` on the BestEffort QoS tier, written by the benchmark as kubelet would with the proposed CPU
@@ -79,6 +79,7 @@ DESCRIBED = {
     "D2": "+ batch, Colo + run-queue protection, a utilization rule that lends",
     "E": "C2 with the BestEffort tier idle (cpu.idle=1, as kubelet's proposed gate sets it)",
     "ED": "D2 with the BestEffort tier idle",
+    "S": "+ batch, Colo's cpuset policy: offline pods on CPUs of their own (see ISOLATION_ENV)",
     "F1": "floor: + busy loop on CPU 1, no cgroup",
 }
 #: what (D) switches on, as the agent's environment (COLO_<KEY>, nested keys joined by '__')
@@ -92,6 +93,14 @@ AGENT_ENV = {"COLO_ENFORCEMENT__EVICTION__ENABLED": "false"}
 #: budget (2 x CPUs - online - system) lends what the others do not use, and only the run-queue protection
 #: can take CPU back for the service.
 LENDING_ENV = {"COLO_ENFORCEMENT__CPU_SUPPRESS_THRESHOLD": "1.0"}
+#: S: the cpuset policy (offline pods confined to ceil(budget) CPUs, the highest first), never released, at a
+#: threshold that sizes the budget under one CPU of two at both loads (2 × 0.8 − online − system): batch on
+#: CPU 1, the service free to use both, as Heracles gives best-effort work whole cores
+ISOLATION_ENV = {
+    "COLO_ENFORCEMENT__CPU_POLICY": "cpuset",
+    "COLO_ENFORCEMENT__CPU_SUPPRESS_THRESHOLD": "0.8",
+    "COLO_ENFORCEMENT__CPU_RELEASE_BELOW": "0",
+}
 
 
 def compile_programs(workdir: str) -> str:
@@ -322,6 +331,9 @@ def protection_summary(polls: Sequence[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"polls": len(polls), "released_share": released}
     if budgets:
         out["budget_cores"] = (statistics.median(budgets), min(budgets), max(budgets))
+    cpusets = sorted({p["offline_cpuset"] for p in polls if p.get("offline_cpuset")})
+    if cpusets:
+        out["cpusets"] = cpusets  # the cpuset policy's (S): the CPUs the offline pods were confined to
     if states:
         out["guard_states"] = {k: round(v, 2) for k, v in sorted(states.items())}
         out["last_reason"] = next((g["reason"] for g in reversed(guard) if g), "")
@@ -390,6 +402,8 @@ def measure(
             if config in LENDS:
                 env.update(LENDING_ENV)
                 stack.enter_context(n.allocatable(2 * n.ncpu))
+            if config == "S":
+                env.update(ISOLATION_ENV)
             agent_pid, base = stack.enter_context(n.agent(env))
         if config in TIER_IDLE:
             stack.enter_context(n.tier_idle())
@@ -514,7 +528,8 @@ def plot(runs: Sequence[Run], rows: Sequence[dict[str, Any]], path: str) -> None
     loads = sorted({r.load for r in runs})
     fig, axes = plt.subplots(1, len(loads) + 1, figsize=(4.2 * (len(loads) + 1), 3.4))
     colors = {"A": "black", "B": "tab:red", "C": "tab:orange", "D": "tab:green", "C2": "tab:brown",
-              "D2": "tab:olive", "E": "tab:purple", "ED": "tab:pink", "F0": "tab:gray", "F1": "tab:blue"}  # fmt: skip
+              "D2": "tab:olive", "E": "tab:purple", "ED": "tab:pink", "S": "tab:cyan", "F0": "tab:gray",
+              "F1": "tab:blue"}  # fmt: skip
     for ax, load in zip(axes, loads, strict=False):
         for config in CONFIGS:
             lat = sorted(x for r in runs if r.load == load and r.config == config for x in r.latencies_ms)

@@ -40,10 +40,13 @@ repetition:
   meanwhile, and is logged;
 - ED: E with the run-queue protection of D;
 - E0: the tier idle as in E, Colo not enforcing (as B): what the kernel does alone;
+- S: Colo's cpuset policy (offline pods confined to ceil(budget) CPUs, the highest first), never released, at a
+  threshold of 0.8 (the budget under one CPU of two at both loads): batch on CPU 1 of its own, the service free
+  to use both, as Heracles gives best-effort work whole cores;
 - F0 / F1, the physical floor: the service as a host process pinned to CPU 0 (no pod), alone, then beside a
   busy loop pinned to CPU 1, no cgroup contention (load relative to one CPU, as in bench/interference.py).
 
-The agent's ConfigMap is changed only for B, D, E, ED and E0 and put back, text unchanged, at the end. Per run: p50 /
+The agent's ConfigMap is changed only for B, D, E, ED, E0 and S and put back, text unchanged, at the end. Per run: p50 /
 p99 / p99.9, node CPU utilisation (/proc/stat), the service's and batch pods' CPU (cpuacct of their pod
 cgroups under the node's cgroup root), batch CPU as a share of what the service leaves idle, the load
 average before the run, and what the agent's `enforcement` section said (budget, release, run-queue
@@ -73,8 +76,8 @@ import yaml
 from bench.interference import calibrate, cpu_times, protection_summary, quantile, schedule
 from bench.interference import summary as summarize
 
-CONFIGS = ("A", "B", "C", "D", "E", "ED", "E0", "F0", "F1")
-BATCH = ("B", "C", "D", "E", "ED", "E0")
+CONFIGS = ("A", "B", "C", "D", "E", "ED", "E0", "S", "F0", "F1")
+BATCH = ("B", "C", "D", "E", "ED", "E0", "S")
 #: configurations run with `cpu.idle=1` on the BestEffort QoS tier (E in the module's docstring: why Colo never does)
 TIER_IDLE = ("E", "ED", "E0")
 #: the agent's ConfigMap per configuration: keys under `enforcement` set on top of the installed file
@@ -87,6 +90,7 @@ AGENT_MODE: dict[str, dict[str, Any] | None] = {
     "E": {"cpu_suppress_threshold": 0.95},
     "ED": {"rq_protection": {"enabled": True}, "cpu_suppress_threshold": 0.95},
     "E0": {"enabled": False},
+    "S": {"cpu_policy": "cpuset", "cpu_suppress_threshold": 0.8, "cpu_release_below": 0},
     "F0": None,
     "F1": None,
 }

@@ -126,6 +126,7 @@ def worked_example(web_cpu_peak: float = 2.5) -> dict[str, Any]:
         peak_window="max_avg_1h",
         cpu_reclaim_ratio=0.8,
         memory_reclaim_ratio=0.75,
+        min_history_seconds=300.0,  # the pods' ten minutes of history are enough, as they were then
     )
     owner = OversubscriptionOwner(view, config, batch_requests=lambda: batch_requests(metas))
     node_obj = {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "16", "memory": "64Gi"}}}

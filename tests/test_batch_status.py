@@ -35,7 +35,11 @@ def unsmoothed(config: OversubscriptionConfig) -> OversubscriptionConfig:
 
 
 PER_POD = OversubscriptionConfig(
-    predictor="pod_peaks", peak_window="max_avg_1h", cpu_reclaim_ratio=0.8, memory_reclaim_ratio=0.75
+    predictor="pod_peaks",
+    peak_window="max_avg_1h",
+    cpu_reclaim_ratio=0.8,
+    memory_reclaim_ratio=0.75,
+    min_history_seconds=300.0,
 )
 
 

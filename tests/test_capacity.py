@@ -15,7 +15,7 @@ GI = 1 << 30
 #: The per-pod rule these tables were written for (the node predictor: tests/test_capacity_predictor.py).
 PODS = CapacityParams("max_avg_1h", 300.0, 0.8, 0.75, "pod_peaks")
 PER_POD_CONFIG = {"predictor": "pod_peaks", "peak_window": "max_avg_1h", "cpu_reclaim_ratio": 0.8,
-                  "memory_reclaim_ratio": 0.75}  # fmt: skip
+                  "memory_reclaim_ratio": 0.75, "min_history_seconds": 300.0}  # fmt: skip
 
 
 def sample(uid: str, cls: str, cpu_req: float, mem_req: int, cpu: float, mem: int) -> PodSample:

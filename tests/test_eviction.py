@@ -486,7 +486,11 @@ def test_a_dry_run_swaps_the_actuator_and_kills_nothing(
 
 #: The capacity rule these tests were written for (issue 20's node_peak at 0.95), trusted at once: they are about
 #: eviction and lending, not the cold start (tests/test_capacity_predictors.py).
-LENT_CONFIG = OversubscriptionConfig(predictor="node_peak", cpu_reclaim_ratio=0.95, trust_seconds=0)
+#: min_history_seconds 300: the tests below are about the watermarks, and an online pod known for 5 minutes
+#: shows them as well as one known for the default hour (3600 passes each)
+LENT_CONFIG = OversubscriptionConfig(
+    predictor="node_peak", cpu_reclaim_ratio=0.95, trust_seconds=0, min_history_seconds=300.0
+)
 
 
 class LentNode:

@@ -2,7 +2,7 @@
 ones, bit for bit: `_advance`'s shortcut for one bucket with samples leaves the state the per-boundary loop
 leaves; `SeriesWindows.values` and `WindowStore.values_of` read what `value` reads; the minute means, read
 between the other windows of a warm series, leave its caches as a fresh series' answers; `rc_like`, which
-reads a pod's 5-minute average only where the hour alone is too short a history, predicts what reading all
+reads a pod's 5-minute average only where the day alone is too short a history, predicts what reading all
 three windows of every pod predicts.
 """
 
@@ -16,7 +16,7 @@ import pytest
 
 from agent.capacity.lendable import CapacityParams, OnlinePod
 from agent.capacity.predictors import registry
-from agent.capacity.predictors.registry import Reading, pod_key, seen_seconds
+from agent.capacity.predictors.registry import HISTORY_WINDOW, Reading, pod_key, seen_seconds
 from agent.windows.grid import WINDOW_NAMES, SeriesState, WindowValue
 from agent.windows.stats import SeriesWindows
 from agent.windows.store import WindowStore
@@ -129,11 +129,11 @@ def test_minute_means_between_other_reads_leave_the_caches_right(seed: int) -> N
 
 
 def rc_like_reading_every_window(r: Reading) -> float:
-    """`rc_like` as issue 32 wrote it: the hour's percentile, the hour's peak and the 5-minute average of every pod."""
+    """`rc_like` reading the hour's percentile, the history's window and the 5-minute average of every pod."""
     total = 0.0
     for p in r.pods:
-        p99, hour, avg5 = r.windows.values(pod_key(p.uid, r.resource), ("p99_1h", "max_avg_1h", "avg_5m"), r.now)
-        if p99.value is None or seen_seconds("max_avg_1h", hour, avg5) < r.params.min_history_seconds:
+        p99, day, avg5 = r.windows.values(pod_key(p.uid, r.resource), ("p99_1h", HISTORY_WINDOW, "avg_5m"), r.now)
+        if p99.value is None or seen_seconds(HISTORY_WINDOW, day, avg5) < r.params.min_history_seconds:
             total += max(p.request, p.usage)
         else:
             total += p99.value
@@ -142,7 +142,7 @@ def rc_like_reading_every_window(r: Reading) -> float:
 
 @pytest.mark.parametrize("enough", [0.0, 45.0, 80.0, 200.0, 300.0, 3600.0])
 def test_rc_like_predicts_what_reading_every_window_of_every_pod_predicts(enough: float) -> None:
-    """Pods fed at 1 Hz that started at different times: a young pod's hour (its complete minutes) is shorter than
+    """Pods fed at 1 Hz that started at different times: a young pod's day (its complete minutes) is shorter than
     its 5-minute average (the minute in progress too), which then decides."""
     rng = random.Random(int(enough))
     store = WindowStore(phase=rng.uniform(0.0, 300.0))
@@ -166,7 +166,7 @@ def test_rc_like_predicts_what_reading_every_window_of_every_pod_predicts(enough
         want = rc_like_reading_every_window(r)
         assert got.peak == want and math.copysign(1.0, got.peak) == math.copysign(1.0, want), (s, got, want)
         for p in pods:
-            p99, avg5 = store.values(pod_key(p.uid, "cpu"), ("p99_1h", "avg_5m"), now)
-            if p99.value is not None and p99.coverage * 3600.0 < enough <= avg5.coverage * 300.0:
+            p99, day, avg5 = store.values(pod_key(p.uid, "cpu"), ("p99_1h", HISTORY_WINDOW, "avg_5m"), now)
+            if p99.value is not None and day.coverage * 86400.0 < enough <= avg5.coverage * 300.0:
                 decided_by_now += 1
     assert decided_by_now > 0 or enough in (0.0, 3600.0)

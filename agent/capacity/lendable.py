@@ -122,7 +122,7 @@ class PodAges:
             series = windows.get(key)
             last = None if series is None else series.last_t
             if key[0] == "pod" and key[2] == "memory" and last is not None:
-                seen[key[1]] = last - history(windows, key, last, "max_avg_1d")
+                seen[key[1]] = last - history(windows, key, last)
         return cls(seen)
 
     def observe(self, now: float, uids: Iterable[str]) -> None:

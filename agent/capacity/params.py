@@ -11,7 +11,7 @@ from agent.capacity.margin import MarginParams
 @dataclass(frozen=True, slots=True)
 class CapacityParams:
     peak_window: str = "max_avg_1d"
-    min_history_seconds: float = 300.0
+    min_history_seconds: float = 3600.0
     cpu_reclaim_ratio: float = 0.98
     memory_reclaim_ratio: float = 0.7
     predictor: str | None = None  # both resources' (wins over the two below); None: each resource's own

@@ -37,7 +37,7 @@ class OversubscriptionConfig(Strict):
     #: The window peaks are taken over (max_avg_1d: a day's highest 5-minute average), or the 5-minute one if higher.
     peak_window: str = "max_avg_1d"
     #: An online pod seen for less than this adds part of its unused request; a predictor needs this much history.
-    min_history_seconds: float = Field(default=300.0, ge=0)
+    min_history_seconds: float = Field(default=3600.0, ge=0)
     #: Share of allocatable CPU online peak, system peak and batch may fill together (docs/simulation.md).
     cpu_reclaim_ratio: float = Field(default=0.98, gt=0, le=1)
     #: Share of allocatable memory they may fill, at most pressure_margin_percent below the memory watermark.

@@ -30,9 +30,15 @@ _COLUMNS: tuple[tuple[Resource, int, int], ...] = (("cpu", 1, 2), ("memory", 3, 
 
 
 def paper(predictor: str) -> CapacityParams:
-    """A paper predictor as Bashir et al. lend by it: max(0, allocatable − peak), no margin, trusted at once."""
+    """A paper predictor as Bashir et al. lend by it: max(0, allocatable − peak), no margin, trusted from its
+    first 5-minute sample (not the agent's hour)."""
     return CapacityParams(
-        cpu_reclaim_ratio=1.0, memory_reclaim_ratio=1.0, predictor=predictor, trust_seconds=0.0, margin=None
+        cpu_reclaim_ratio=1.0,
+        memory_reclaim_ratio=1.0,
+        predictor=predictor,
+        trust_seconds=0.0,
+        margin=None,
+        min_history_seconds=300.0,
     )
 
 

@@ -106,19 +106,31 @@ def seen_seconds(window: str, wv: WindowValue, avg5: WindowValue) -> float:
     return max(wv.coverage * WINDOW_SPANS[window], avg5.coverage * RAW_SPAN)
 
 
-def history(windows: WindowStore, key: SeriesKey, now: float, window: str) -> float:
-    """Seconds of `key`'s history that `window` and the current 5-minute average cover (coverage × span)."""
-    wv, avg5 = windows.values(key, (window, "avg_5m"), now)
-    return seen_seconds(window, wv, avg5)
+#: The window a series' history is measured over. Not the window a predictor reads: an hour's coverage stays
+#: below 1 for an hour after any gap longer than the store's `max_gap` (an agent's restart), so a predictor
+#: reading the hour would count as young for that hour whenever `min_history_seconds` is an hour.
+HISTORY_WINDOW = "max_avg_1d"
+
+
+def history(windows: WindowStore, key: SeriesKey, now: float) -> float:
+    """Seconds of `key`'s history over the last day (the day window's coverage, or the current 5-minute
+    average's): how long the series has been watched, a gap costing only its own length."""
+    day, avg5 = windows.values(key, (HISTORY_WINDOW, "avg_5m"), now)
+    return seen_seconds(HISTORY_WINDOW, day, avg5)
 
 
 def window_peak(windows: WindowStore, key: SeriesKey, now: float, window: str) -> tuple[float | None, float]:
-    """max(`window`, the current 5-minute average) of `key` (None without data) and the history behind it: the
-    max-of-averages windows see the minute in progress only at its end, a pod that grows now counts at once."""
-    wv, avg5 = windows.values(key, (window, "avg_5m"), now)
+    """max(`window`, the current 5-minute average) of `key` (None without data) and the history behind it (over
+    the day, as `history`): the max-of-averages windows see the minute in progress only at its end, a pod that
+    grows now counts at once."""
+    if window == HISTORY_WINDOW:
+        wv, avg5 = windows.values(key, (window, "avg_5m"), now)
+        day = wv
+    else:
+        wv, avg5, day = windows.values(key, (window, "avg_5m", HISTORY_WINDOW), now)
     a, b = wv.value, avg5.value
     peak = b if a is None else a if b is None or a >= b else b
-    return peak, seen_seconds(window, wv, avg5)
+    return peak, seen_seconds(HISTORY_WINDOW, day, avg5)
 
 
 def requested(pods: Sequence[OnlinePod]) -> float:
