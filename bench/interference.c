@@ -5,7 +5,10 @@
  *
  *   server PORT THREADS ITERS [ADDR]
  *                               UDP echo on ADDR:PORT (default 127.0.0.1; 0.0.0.0 in a pod's own network, which
- *                               bench/realnode_interference.py uses); each request does ITERS rounds of fixed work
+ *                               bench/realnode_interference.py uses); each request does ITERS rounds of fixed work.
+ *                               It also serves its own latency (from each request's arrival, timestamped by the
+ *                               kernel, to its reply) as a Prometheus histogram on TCP ADDR:PORT, any path:
+ *                               colo_bench_request_duration_seconds, what a service that declares an SLO exports
  *   calibrate MICROS            prints the ITERS that take MICROS on this CPU (the minimum of many trials)
  *   loadgen PORT RATE SECONDS SEED OUT SKIP [START [ADDR]]
  *                               open-loop Poisson sender to ADDR:PORT (default 127.0.0.1); writes one int64 per
@@ -28,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,19 +69,78 @@ static uint64_t work(uint64_t seed, long iters) {
 
 struct server_arg { int fd; long iters; };
 
+/* The service's own latency histogram: upper bounds in seconds (the last is +Inf), cumulative at exposition. */
+static const double bounds[] = {0.0005, 0.001, 0.0015, 0.002, 0.003, 0.004, 0.005, 0.006, 0.008, 0.010, 0.0125,
+                                0.015, 0.020, 0.025, 0.030, 0.040, 0.050, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5};
+#define NBOUNDS (sizeof bounds / sizeof bounds[0])
+static uint64_t hist[NBOUNDS + 1], hist_sum_ns;
+
+static void observe(int64_t ns) {
+    size_t i = 0;
+    while (i < NBOUNDS && (double)ns > bounds[i] * 1e9) i++;
+    __atomic_fetch_add(&hist[i], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&hist_sum_ns, (uint64_t)(ns > 0 ? ns : 0), __ATOMIC_RELAXED);
+}
+
 static void *serve(void *p) {
     struct server_arg *a = p;
-    char buf[64];
+    char buf[64], ctl[256];
     struct sockaddr_in peer;
     for (;;) {
-        socklen_t len = sizeof peer;
-        ssize_t n = recvfrom(a->fd, buf, sizeof buf, 0, (struct sockaddr *)&peer, &len);
+        struct iovec iov = {buf, sizeof buf};
+        struct msghdr m = {.msg_name = &peer, .msg_namelen = sizeof peer, .msg_iov = &iov, .msg_iovlen = 1,
+                           .msg_control = ctl, .msg_controllen = sizeof ctl};
+        ssize_t n = recvmsg(a->fd, &m, 0);
         if (n < 16) continue;
+        int64_t arrived = -1;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_TIMESTAMPNS) {
+                struct timespec ts;
+                memcpy(&ts, CMSG_DATA(c), sizeof ts);
+                arrived = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+            }
         uint64_t seq;
         memcpy(&seq, buf, 8);
         uint64_t r = work(seq, a->iters);
         memcpy(buf + 8, &r, sizeof r);
-        sendto(a->fd, buf, (size_t)n, 0, (struct sockaddr *)&peer, len);
+        sendto(a->fd, buf, (size_t)n, 0, (struct sockaddr *)&peer, m.msg_namelen);
+        if (arrived >= 0) observe(now_ns(CLOCK_REALTIME) - arrived);
+    }
+    return NULL;
+}
+
+/* The histogram in Prometheus' text format to every TCP connection (the request itself is not parsed). */
+static void *expose(void *p) {
+    int lfd = *(int *)p;
+    static char body[4096], out[4608], req[1024];
+    for (;;) {
+        int c = accept(lfd, NULL, NULL);
+        if (c < 0) continue;
+        struct timeval tv = {1, 0};
+        setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        (void)!read(c, req, sizeof req);
+        int len = snprintf(body, sizeof body, "# TYPE colo_bench_request_duration_seconds histogram\n");
+        uint64_t cum = 0;
+        for (size_t i = 0; i <= NBOUNDS; i++) {
+            cum += __atomic_load_n(&hist[i], __ATOMIC_RELAXED);
+            if (i < NBOUNDS)
+                len += snprintf(body + len, sizeof body - (size_t)len,
+                                "colo_bench_request_duration_seconds_bucket{le=\"%g\"} %llu\n", bounds[i],
+                                (unsigned long long)cum);
+            else
+                len += snprintf(body + len, sizeof body - (size_t)len,
+                                "colo_bench_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
+                                "colo_bench_request_duration_seconds_sum %.9f\n"
+                                "colo_bench_request_duration_seconds_count %llu\n",
+                                (unsigned long long)cum, (double)__atomic_load_n(&hist_sum_ns, __ATOMIC_RELAXED) / 1e9,
+                                (unsigned long long)cum);
+        }
+        int n = snprintf(out, sizeof out,
+                         "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: %d\r\n"
+                         "Connection: close\r\n\r\n%s",
+                         len, body);
+        (void)!write(c, out, (size_t)n);
+        close(c);
     }
     return NULL;
 }
@@ -96,6 +159,16 @@ static int server(int port, int threads, long iters, const char *where) {
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons(port)};
     if (!parse_addr(where, &addr.sin_addr)) { fprintf(stderr, "server: bad address %s\n", where); return 2; }
     if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0) { perror("bind"); return 1; }
+    int on = 1;
+    setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on);
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    if (bind(lfd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(lfd, 16) != 0) {
+        perror("bind (metrics)");
+        return 1;
+    }
+    pthread_t metrics;
+    pthread_create(&metrics, NULL, expose, &lfd);
     work(1, 1000); /* fault the table in */
     printf("ready\n");
     fflush(stdout);

@@ -24,6 +24,9 @@ Configurations, interleaved (their order rotates from one repetition to the next
   (the pods as a node's API server lists them; the agent started for the run and stopped after it, which
   puts every cgroup back);
 - D: the same with the run-queue protection (`enforcement.rq_protection`, agent/enforce/strategies/);
+- DS: D2 (below) with the service's declared SLO (`colo.io/slo-*`): the server exports its own latency
+  histogram, and its p99 objective is `--slo-ratio` × the median p99 of the A runs at that load so far, the
+  goal the issue sets; the protection judges the service by its slack, as Heracles does;
 - F0 / F1, the physical floor (at loads that fit on one CPU): the service pinned to CPU 0 alone, then beside a
   busy loop pinned to the other CPU outside every pod cgroup (no cgroup contention at all).
 
@@ -56,16 +59,22 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from agent.sense.slo_scrape import SloSpec, fetch, p99_of_increase, parse_buckets
 from bench.agent_overhead import free_port, wait_ready
+from contract.annotations import SLO_METRIC as SLO_METRIC_KEY
+from contract.annotations import SLO_P99_SECONDS as SLO_P99_KEY
+from contract.annotations import SLO_PORT as SLO_PORT_KEY
 from testsupport.cgtree import V1Tree
 from testsupport.k8sobjects import NODE, container_id_of, node, pod
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "interference.c")
-CONFIGS = ("A", "B", "C", "D", "C2", "D2", "E", "ED", "S", "F0", "F1")
-BATCH = ("B", "C", "D", "C2", "D2", "E", "ED", "S")  # the configurations with the batch pods
-AGENT = ("C", "D", "C2", "D2", "E", "ED", "S")  # ... and those with the agent
-PROTECTED = ("D", "D2", "ED")  # ... with the run-queue protection
-LENDS = ("C2", "D2", "E", "ED")  # ... with a utilization rule that lends (see LENDING_ENV)
+CONFIGS = ("A", "B", "C", "D", "C2", "D2", "DS", "E", "ED", "S", "F0", "F1")
+BATCH = ("B", "C", "D", "C2", "D2", "DS", "E", "ED", "S")  # the configurations with the batch pods
+AGENT = ("C", "D", "C2", "D2", "DS", "E", "ED", "S")  # ... and those with the agent
+PROTECTED = ("D", "D2", "DS", "ED")  # ... with the run-queue protection
+LENDS = ("C2", "D2", "DS", "E", "ED")  # ... with a utilization rule that lends (see LENDING_ENV)
+#: the service's own histogram (bench/interference.c's server), named in its SLO annotations in DS
+SLO_METRIC = "colo_bench_request_duration_seconds"
 #: with `cpu.idle=1` on the BestEffort QoS tier, written by the benchmark as kubelet would with the proposed CPU
 #: idle for BestEffort (kubernetes/enhancements#5889); Colo never writes it: today's kubelet then fails to start
 TIER_IDLE = ("E", "ED")
@@ -77,6 +86,7 @@ DESCRIBED = {
     "F0": "floor: service on CPU 0 alone",
     "C2": "+ batch, Colo's defaults, a utilization rule that lends (see LENDING)",
     "D2": "+ batch, Colo + run-queue protection, a utilization rule that lends",
+    "DS": "D2 with the service's declared SLO (p99 <= --slo-ratio x A's): judged by its latency slack",
     "E": "C2 with the BestEffort tier idle (cpu.idle=1, as kubelet's proposed gate sets it)",
     "ED": "D2 with the BestEffort tier idle",
     "S": "+ batch, Colo's cpuset policy: offline pods on CPUs of their own (see ISOLATION_ENV)",
@@ -167,9 +177,7 @@ class Node:
 
         self.api = FakeKubeAPI().start()
         self.api.put("nodes", node(cpu=str(self.ncpu), memory="16Gi"))
-        service = [container_id_of(self.online_ctr)]
-        self.api.put("pods", pod("service", self.online_uid, qos="Burstable", container_ids=service, cpu_request="1",
-                                 memory_request="64Mi", priority=0))  # fmt: skip
+        self.declare_slo(None)
         for cg in (self.agent_pod, self.agent_ctr):
             t.write("cpu", cg, "cpu.cfs_quota_us", "50000")
         agent = [container_id_of(self.agent_ctr)]
@@ -178,6 +186,26 @@ class Node:
         for name, uid, ctr in (("batch-burn", self.burn_uid, self.burn_ctr),
                                ("batch-stream", self.stream_uid, self.stream_ctr)):  # fmt: skip
             self.api.put("pods", pod(name, uid, qos="BestEffort", container_ids=[container_id_of(ctr)], priority=-10))
+
+    def declare_slo(self, p99_seconds: float | None) -> None:
+        """The service's pod as the API server lists it: with its SLO declared (DS) or none; its IP is this
+        machine's loopback, where its server listens."""
+        annotations = (
+            {}
+            if p99_seconds is None
+            else {SLO_METRIC_KEY: SLO_METRIC, SLO_P99_KEY: f"{p99_seconds:.6f}", SLO_PORT_KEY: str(self.port)}
+        )
+        service = pod("service", self.online_uid, qos="Burstable", container_ids=[container_id_of(self.online_ctr)],
+                      cpu_request="1", memory_request="64Mi", priority=0, annotations=annotations)  # fmt: skip
+        service["status"]["podIP"] = "127.0.0.1"
+        self.api.put("pods", service)
+
+    def own_histogram(self) -> dict[float, float] | None:
+        """The service's own latency histogram (cumulative counts by bound), None when it cannot be read."""
+        try:
+            return parse_buckets(fetch("127.0.0.1", SloSpec(SLO_METRIC, 1.0, self.port), 2.0), SLO_METRIC)
+        except (OSError, ValueError):
+            return None
 
     def start_in(
         self, cgroup: str | None, argv: Sequence[str], cpus: set[int] | None = None
@@ -274,7 +302,9 @@ class Node:
                    "--node-name", NODE, "--listen", f"127.0.0.1:{port}", "--interval", "1", "--cgroup-root",
                    self.tree.cgroup_root, "--cgroup-driver", "cgroupfs", "--state-file", "", "--log-level",
                    "warning"]  # fmt: skip
-            env = {**os.environ, **extra_env, "COLO_ENFORCEMENT__LEDGER_FILE": os.path.join(tmp, "ledger.json")}
+            ledger = os.path.join(tmp, "ledger.json")
+            # POD_UID: the agent's own pod, as the DaemonSet's downward API names it (no strategy judges it)
+            env = {**os.environ, **extra_env, "COLO_ENFORCEMENT__LEDGER_FILE": ledger, "POD_UID": self.agent_uid}
             files = [f"{self.tree.layout.dir(c, self.agent_ctr)}/cgroup.procs" for c in self.tree.controllers()]
 
             def enter() -> None:
@@ -334,6 +364,10 @@ def protection_summary(polls: Sequence[dict[str, Any]]) -> dict[str, Any]:
     cpusets = sorted({p["offline_cpuset"] for p in polls if p.get("offline_cpuset")})
     if cpusets:
         out["cpusets"] = cpusets  # the cpuset policy's (S): the CPUs the offline pods were confined to
+    slack = [pod["slo_slack"] for g in guard for pod in (g.get("pods") or {}).values() if "slo_slack" in pod]
+    if slack:  # DS: the service's slack as the agent judged it, (SLO - p99) / SLO, over the polls that had one
+        out["slo_slack"] = (statistics.median(slack), min(slack), max(slack))
+        out["slo_polls"] = len(slack)
     if states:
         out["guard_states"] = {k: round(v, 2) for k, v in sorted(states.items())}
         out["last_reason"] = next((g["reason"] for g in reversed(guard) if g), "")
@@ -378,6 +412,7 @@ class Run:
     burn_rounds_per_s: float
     stream_gib_per_s: float
     colo_writes: int
+    own_p99_ms: float  # the p99 of the service's own histogram over the measured span (from each arrival): nan if none
     protection: dict[str, Any] = field(default_factory=dict)
     latencies_ms: list[float] = field(default_factory=list, repr=False)
 
@@ -387,16 +422,30 @@ def quantile(ordered: Sequence[float], q: float) -> float:
 
 
 def measure(
-    n: Node, config: str, load: float, rep: int, seconds: float, settle: float, learn: float, service_ms: float
+    n: Node,
+    config: str,
+    load: float,
+    rep: int,
+    seconds: float,
+    settle: float,
+    learn: float,
+    service_ms: float,
+    slo_s: float | None = None,
 ) -> Run:
     """One run of `config` at `load` (share of the node's CPUs the service's work fills): the agent (C, D) starts
     first, the service is under load for `learn` seconds on its own (the agent sees it quiet), then the
-    antagonists start, and after `settle` more seconds the measured `seconds` begin."""
+    antagonists start, and after `settle` more seconds the measured `seconds` begin. `slo_s`: the p99 objective
+    the service declares in DS."""
     floor = config in ("F0", "F1")
     rate = load * (1 if floor else n.ncpu) * 1000.0 / service_ms
     with contextlib.ExitStack() as stack, tempfile.NamedTemporaryFile(suffix=".lat") as out:
         antagonists: list[subprocess.Popen[bytes]] = []
         agent_pid, base = 0, ""
+        if config == "DS":
+            if slo_s is None:
+                raise ValueError("DS needs the service's SLO")
+            n.declare_slo(slo_s)
+            stack.callback(n.declare_slo, None)  # (after the agent has stopped: callbacks run last in, first out)
         if config in AGENT:
             env = {**AGENT_ENV, **(PROTECTION_ENV if config in PROTECTED else {})}
             if config in LENDS:
@@ -428,6 +477,7 @@ def measure(
         svc0, batch0 = n.cpuacct(n.online_pod), n.cpuacct(n.burn_pod) + n.cpuacct(n.stream_pod)
         floor0 = sum(process_cpu(p.pid) for p in antagonists) if floor else 0.0
         agent0, t0 = process_cpu(agent_pid) if agent_pid else 0.0, time.monotonic()
+        own0 = n.own_histogram()
         polls: list[dict[str, Any]] = []
         poller = Poller(base, polls) if base else None
         time.sleep(max(0.0, t_load + learn + settle + seconds + 0.02 - time.monotonic()))
@@ -436,6 +486,7 @@ def measure(
         svc1, batch1 = n.cpuacct(n.online_pod), n.cpuacct(n.burn_pod) + n.cpuacct(n.stream_pod)
         floor1 = sum(process_cpu(p.pid) for p in antagonists) if floor else 0.0
         agent1 = process_cpu(agent_pid) if agent_pid else 0.0
+        own1 = n.own_histogram()
         if poller is not None:
             poller.stop()
         section = enforcement(base) if base else {}
@@ -455,11 +506,13 @@ def measure(
     ordered += [float("inf")] * lost  # a lost reply is later than any
     idle_left = max(n.ncpu - service, 1e-9)
     rq = protection_summary(polls)
+    own = p99_of_increase(own0, own1) if own0 is not None and own1 is not None else None
     return Run(config, load, rep, len(raw), lost, quantile(ordered, 0.5), quantile(ordered, 0.99),
                quantile(ordered, 0.999), (busy1 - busy0) / ((total1 - total0) or 1e-9),
                service, batch, agent, max(0.0, busy - service - batch - agent), batch / idle_left if not floor else
                float("nan"), done[0] / span if config in BATCH else 0.0,
-               done[1] / span / 2**30 if len(done) > 1 else 0.0, writes, rq,
+               done[1] / span / 2**30 if len(done) > 1 else 0.0, writes,
+               float("nan") if own is None else 1000 * own, rq,
                ordered[:: max(1, len(ordered) // 2000)])  # fmt: skip
 
 
@@ -472,7 +525,7 @@ def spread(values: Sequence[float]) -> tuple[float, float, float]:
 
 #: The figures `summary` takes the spread of (each a field of `Run`).
 FIGURES = ("p50_ms", "p99_ms", "p999_ms", "node_util", "service_cores", "batch_cores", "agent_cores", "others_cores",
-           "batch_share_of_idle", "burn_rounds_per_s", "stream_gib_per_s", "colo_writes")  # fmt: skip
+           "batch_share_of_idle", "burn_rounds_per_s", "stream_gib_per_s", "colo_writes", "own_p99_ms")  # fmt: skip
 
 
 def summary(
@@ -508,7 +561,10 @@ def print_table(rows: Sequence[dict[str, Any]]) -> None:
         ratio = r.get("ratio", {})
         rs = " ".join(f"{ratio.get(k, float('nan')):.2f}x" for k in ("p50_ms", "p99_ms", "p999_ms"))
         print(f"load {r['load']:.0%} {r['config']:<2} {DESCRIBED[r['config']]} ({r['reps']} runs)")
-        print(f"    p50 {f(r['p50_ms'])} ms  p99 {f(r['p99_ms'])} ms  p99.9 {f(r['p999_ms'])} ms  [{rs}]")
+        print(
+            f"    p50 {f(r['p50_ms'])} ms  p99 {f(r['p99_ms'])} ms  p99.9 {f(r['p999_ms'])} ms  [{rs}]  "
+            f"the service's own p99 {f(r['own_p99_ms'])} ms"
+        )
         cores = (f"service {f(r['service_cores'])}  batch {f(r['batch_cores'])}  agent {f(r['agent_cores'], 1, 3)}"
                  f"  others {f(r['others_cores'])} cores")  # fmt: skip
         print(f"    node busy {f(r['node_util'], 100, 0)}%  {cores}")
@@ -528,8 +584,8 @@ def plot(runs: Sequence[Run], rows: Sequence[dict[str, Any]], path: str) -> None
     loads = sorted({r.load for r in runs})
     fig, axes = plt.subplots(1, len(loads) + 1, figsize=(4.2 * (len(loads) + 1), 3.4))
     colors = {"A": "black", "B": "tab:red", "C": "tab:orange", "D": "tab:green", "C2": "tab:brown",
-              "D2": "tab:olive", "E": "tab:purple", "ED": "tab:pink", "S": "tab:cyan", "F0": "tab:gray",
-              "F1": "tab:blue"}  # fmt: skip
+              "D2": "tab:olive", "DS": "darkgreen", "E": "tab:purple", "ED": "tab:pink", "S": "tab:cyan",
+              "F0": "tab:gray", "F1": "tab:blue"}  # fmt: skip
     for ax, load in zip(axes, loads, strict=False):
         for config in CONFIGS:
             lat = sorted(x for r in runs if r.load == load and r.config == config for x in r.latencies_ms)
@@ -591,6 +647,12 @@ def main() -> None:
         help="cpu.shares of the kubepods root (kubelet: CPUs x 1024); "
         "on a machine shared with other people's processes, more keeps their load out of the figures",
     )
+    ap.add_argument(
+        "--slo-ratio",
+        type=float,
+        default=1.2,
+        help="DS: the service's declared p99 objective, a ratio to the median p99 of the A runs at that load so far",
+    )
     ap.add_argument("--quick", action="store_true", help="one repetition of 2 s at 30%%: the harness works")
     ap.add_argument("--json", help="write every run's figures here")
     ap.add_argument("--plot", help="write the plot (PNG) here")
@@ -603,6 +665,9 @@ def main() -> None:
     if any(c not in CONFIGS for c in configs):
         print(f"interference: --configs takes {','.join(CONFIGS)}", file=sys.stderr)
         sys.exit(2)
+    if "DS" in configs and ("A" not in configs or configs.index("A") > configs.index("DS")):
+        print("interference: DS declares an SLO relative to A's p99: list A before DS in --configs", file=sys.stderr)
+        sys.exit(2)
     if args.quick:
         loads, args.reps, args.seconds, args.settle, args.learn, args.stream_mib = [0.3], 1, 2.0, 2.0, 3.0, 64
     with tempfile.TemporaryDirectory() as work:
@@ -613,7 +678,9 @@ def main() -> None:
         load_start = os.getloadavg()
         try:
             for config, load, rep in schedule(configs, loads, args.reps, n.ncpu):
-                r = measure(n, config, load, rep, args.seconds, args.settle, args.learn, args.service_us / 1000)
+                alone = [x.p99_ms for x in runs if x.config == "A" and x.load == load and x.p99_ms != float("inf")]
+                slo = args.slo_ratio * statistics.median(alone) / 1000 if alone else None
+                r = measure(n, config, load, rep, args.seconds, args.settle, args.learn, args.service_us / 1000, slo)
                 runs.append(r)
                 print(f"  {config:<2} load {load:.0%} rep {rep}: p99 {r.p99_ms:.2f} ms p99.9 {r.p999_ms:.2f} ms "
                       f"batch {r.batch_cores:.2f} others {r.others_cores:.2f} cores", flush=True)  # fmt: skip

@@ -39,6 +39,10 @@ repetition:
   ContainerManager"; koordinator-sh/koordinator#2732 is the same failure). Its minute-by-minute rewrite fails
   meanwhile, and is logged;
 - ED: E with the run-queue protection of D;
+- DS: E's utilization rule and D's protection, the tier as kubelet leaves it, and the service's declared SLO:
+  its pod annotated (`colo.io/slo-*`) for the run with the histogram its server exports and a p99 objective of
+  `--slo-ratio` × the median p99 of the A runs at that load so far (the issue's goal); the protection judges it
+  by its latency slack, as Heracles does;
 - E0: the tier idle as in E, Colo not enforcing (as B): what the kernel does alone;
 - S: Colo's cpuset policy (offline pods confined to ceil(budget) CPUs, the highest first), never released, at a
   threshold of 0.8 (the budget under one CPU of two at both loads): batch on CPU 1 of its own, the service free
@@ -62,6 +66,7 @@ import json
 import os
 import shutil
 import ssl
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -73,11 +78,15 @@ from typing import Any
 
 import yaml
 
-from bench.interference import calibrate, cpu_times, protection_summary, quantile, schedule
+from agent.sense.slo_scrape import SloSpec, fetch, p99_of_increase, parse_buckets
+from bench.interference import SLO_METRIC, calibrate, cpu_times, protection_summary, quantile, schedule
 from bench.interference import summary as summarize
+from contract.annotations import SLO_METRIC as SLO_METRIC_KEY
+from contract.annotations import SLO_P99_SECONDS as SLO_P99_KEY
+from contract.annotations import SLO_PORT as SLO_PORT_KEY
 
-CONFIGS = ("A", "B", "C", "D", "E", "ED", "E0", "S", "F0", "F1")
-BATCH = ("B", "C", "D", "E", "ED", "E0", "S")
+CONFIGS = ("A", "B", "C", "D", "E", "ED", "DS", "E0", "S", "F0", "F1")
+BATCH = ("B", "C", "D", "E", "ED", "DS", "E0", "S")
 #: configurations run with `cpu.idle=1` on the BestEffort QoS tier (E in the module's docstring: why Colo never does)
 TIER_IDLE = ("E", "ED", "E0")
 #: the agent's ConfigMap per configuration: keys under `enforcement` set on top of the installed file
@@ -89,6 +98,7 @@ AGENT_MODE: dict[str, dict[str, Any] | None] = {
     "D": {"rq_protection": {"enabled": True}},
     "E": {"cpu_suppress_threshold": 0.95},
     "ED": {"rq_protection": {"enabled": True}, "cpu_suppress_threshold": 0.95},
+    "DS": {"rq_protection": {"enabled": True}, "cpu_suppress_threshold": 0.95},
     "E0": {"enabled": False},
     "S": {"cpu_policy": "cpuset", "cpu_suppress_threshold": 0.8, "cpu_release_below": 0},
     "F0": None,
@@ -117,6 +127,7 @@ class Run:
     batch_quota_us: list[int] = field(default_factory=list)
     protection: dict[str, Any] = field(default_factory=dict)
     colo_writes: int = 0
+    own_p99_ms: float = float("nan")  # the p99 of the service's own histogram over the measured span
 
 
 class Kube:
@@ -307,6 +318,26 @@ class Node:
                 p.terminate()
                 p.wait(10)
 
+    @contextlib.contextmanager
+    def slo(self, p99_seconds: float) -> Iterator[None]:
+        """The service's pod declares its SLO while inside (the histogram its server exports on its port)."""
+        keys = (SLO_METRIC_KEY, SLO_P99_KEY, SLO_PORT_KEY)
+        values = (SLO_METRIC, f"{p99_seconds:.6f}", str(SERVICE_PORT))
+        self.kube.run("annotate", "-n", self.ns, "pod", "service", "--overwrite",
+                      *(f"{k}={v}" for k, v in zip(keys, values, strict=True)))  # fmt: skip
+        try:
+            yield
+        finally:
+            self.kube.run("annotate", "-n", self.ns, "pod", "service", *(f"{k}-" for k in keys))
+
+    def own_histogram(self) -> dict[float, float] | None:
+        """The service's own latency histogram at its pod's IP, None when it cannot be read."""
+        try:
+            spec = SloSpec(SLO_METRIC, 1.0, SERVICE_PORT)
+            return parse_buckets(fetch(self.service_ip, spec, 2.0), SLO_METRIC)
+        except (OSError, ValueError):
+            return None
+
     def close(self) -> None:
         self.kube.run("delete", "namespace", self.ns, "--ignore-not-found", "--wait=true", check=False)
         self.restore_agent()
@@ -320,9 +351,9 @@ def merge(into: dict[str, Any], changes: dict[str, Any]) -> None:
             into[k] = v
 
 
-def measure(n: Node, config: str, load: float, rep: int) -> Run:
+def measure(n: Node, config: str, load: float, rep: int, slo_s: float | None = None) -> Run:
     """One run: the agent configured, the load started, the batch pods after `learn` seconds, the measured
-    window after `settle` more."""
+    window after `settle` more. `slo_s`: the p99 objective the service declares in DS."""
     a = n.args
     floor = config.startswith("F")
     rate = load * (1 if floor else n.ncpu) * 1e6 / a.service_us  # requests a second
@@ -332,6 +363,10 @@ def measure(n: Node, config: str, load: float, rep: int) -> Run:
     with contextlib.ExitStack() as stack, tempfile.NamedTemporaryFile(suffix=".lat") as out:
         if floor:
             stack.enter_context(n.floor(config == "F1"))
+        if config == "DS":
+            if slo_s is None:
+                raise ValueError("DS needs the service's SLO")
+            stack.enter_context(n.slo(slo_s))
         target, port = ("127.0.0.1", FLOOR_PORT) if floor else (n.service_ip, SERVICE_PORT)
         t_load = time.monotonic() + 0.5
         start_ns = time.time_ns() + 500_000_000
@@ -348,6 +383,7 @@ def measure(n: Node, config: str, load: float, rep: int) -> Run:
         time.sleep(max(0.0, t_load + a.learn + a.settle + 0.02 - time.monotonic()))
         busy0, total0 = cpu_times()
         svc0, batch0, t0 = cpuacct(n.service_cg), sum(cpuacct(c) for c in batch_cgs), time.monotonic()
+        own0 = None if floor else n.own_histogram()
         while time.monotonic() < t_load + total:
             if not floor:
                 with contextlib.suppress(OSError, ValueError):
@@ -356,6 +392,7 @@ def measure(n: Node, config: str, load: float, rep: int) -> Run:
         elapsed = time.monotonic() - t0
         busy1, total1 = cpu_times()
         svc1, batch1 = cpuacct(n.service_cg), sum(cpuacct(c) for c in batch_cgs)
+        own1 = None if floor else n.own_histogram()
         quotas = [quota(c) for c in batch_cgs]
         if gen.wait(60) != 0:
             raise RuntimeError(f"loadgen exited with {gen.returncode}")
@@ -366,17 +403,19 @@ def measure(n: Node, config: str, load: float, rep: int) -> Run:
     ordered = sorted(x / 1e6 for x in raw if x >= 0)
     lost = sum(1 for x in raw if x < 0)
     ordered += [float("inf")] * lost
+    own = p99_of_increase(own0, own1) if own0 is not None and own1 is not None else None
     return Run(config, load, rep, len(raw), lost, quantile(ordered, 0.5), quantile(ordered, 0.99),
                quantile(ordered, 0.999), (busy1 - busy0) / ((total1 - total0) or 1e-9), service, batch,
                batch / max(n.ncpu - service, 1e-9) if config in BATCH else float("nan"), loadavg, quotas,
                protection_summary(polls) if polls else {},
-               int(polls[-1].get("writes", 0)) if polls else 0)  # fmt: skip
+               int(polls[-1].get("writes", 0)) if polls else 0,
+               float("nan") if own is None else 1000 * own)  # fmt: skip
 
 
 def summary(runs: Sequence[Run]) -> list[dict[str, Any]]:
     """Per (load, config): median, min and max over the repetitions; latency ratios to A's (F1: to F0's)."""
     keys = ("p50_ms", "p99_ms", "p999_ms", "node_util", "service_cores", "batch_cores", "batch_share_of_idle",
-            "loadavg_before")  # fmt: skip
+            "loadavg_before", "own_p99_ms")  # fmt: skip
     return summarize(runs, keys, CONFIGS)
 
 
@@ -386,14 +425,15 @@ def print_table(rows: Sequence[dict[str, Any]]) -> None:
         return "-" if m != m else f"{m:.{digits}f} ({lo:.{digits}f}-{hi:.{digits}f})"
 
     print("| load | config | p50 ms | p99 ms | p99.9 ms | ratio p50/p99/p99.9 | batch cores | of the idle "
-          "| node util | load avg |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| node util | load avg | own p99 ms |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         ratio = r.get("ratio") or {}
         rs = " / ".join(f"{ratio[k]:.2f}" for k in ("p50_ms", "p99_ms", "p999_ms")) if ratio else "-"
         print(f"| {r['load']:.0%} | {r['config']} | {f(r['p50_ms'])} | {f(r['p99_ms'], digits=1)} | "
               f"{f(r['p999_ms'], digits=1)} | {rs} | {f(r['batch_cores'])} | {f(r['batch_share_of_idle'], 100, 0)}% "
-              f"| {f(r['node_util'], 100, 0)}% | {f(r['loadavg_before'], digits=1)} |")  # fmt: skip
+              f"| {f(r['node_util'], 100, 0)}% | {f(r['loadavg_before'], digits=1)} | "
+              f"{f(r['own_p99_ms'], digits=1)} |")  # fmt: skip
 
 
 def main() -> None:
@@ -414,6 +454,7 @@ def main() -> None:
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--service-us", type=float, default=1000.0)
     ap.add_argument("--stream-mib", type=int, default=512)
+    ap.add_argument("--slo-ratio", type=float, default=1.2, help="DS: the p99 objective as a ratio to A's p99")
     ap.add_argument("--json", help="write every run's figures here")
     args = ap.parse_args()
     configs = [c for c in args.configs.split(",") if c]
@@ -423,13 +464,17 @@ def main() -> None:
     if any(c not in CONFIGS for c in configs):
         print(f"realnode_interference: --configs takes {','.join(CONFIGS)}", file=sys.stderr)
         sys.exit(2)
+    if "DS" in configs and ("A" not in configs or configs.index("A") > configs.index("DS")):
+        print("realnode_interference: DS's SLO is relative to A's p99: list A before DS", file=sys.stderr)
+        sys.exit(2)
     loads = [float(x) for x in args.loads.split(",")]
     iters = calibrate(args.exe, args.service_us)
     n = Node(Kube(args.kubeconfig), args, iters)
     runs: list[Run] = []
     try:
         for config, load, rep in schedule(configs, loads, args.reps, n.ncpu):
-            r = measure(n, config, load, rep)
+            alone = [x.p99_ms for x in runs if x.config == "A" and x.load == load and x.p99_ms != float("inf")]
+            r = measure(n, config, load, rep, args.slo_ratio * statistics.median(alone) / 1000 if alone else None)
             runs.append(r)
             print(f"  {config:<2} load {load:.0%} rep {rep}: p50 {r.p50_ms:.2f} p99 {r.p99_ms:.2f} p99.9 "
                   f"{r.p999_ms:.2f} ms, batch {r.batch_cores:.2f} cores, node {r.node_util:.0%}, load avg "
