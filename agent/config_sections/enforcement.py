@@ -94,7 +94,8 @@ class RunQueueProtectionConfig(Strict):
     rise_points: float = Field(default=0.05, gt=0, le=1)  # the least rise that counts, in points of the share
     #: A reading is quiet below baseline × this (or baseline + rise_points / 2); in between the ceiling holds.
     quiet_ratio: float = Field(default=1.2, ge=1, le=100)
-    cut_factor: float = Field(default=0.5, gt=0, lt=1)  # a rise multiplies the offline CPU budget by this, at once
+    #: A run-queue rise multiplies the offline CPU budget by this, at once (an SLO missed: the floor at once).
+    cut_factor: float = Field(default=0.5, gt=0, lt=1)
     #: After this many quiet readings in a row the budget grows by grow_share of allocatable per quiet reading.
     quiet_readings: int = Field(default=2, ge=1, le=100)
     grow_share: float = Field(default=0.05, gt=0, le=1)  # share of allocatable the budget grows per quiet reading

@@ -21,6 +21,9 @@ judged against its own quiet baseline, the lowest share of its last `BASELINE_RE
   pods' baselines restart from their current share, so batch is not held at the floor for nothing. Where the
   utilization rule holds batch at the floor anyway the ceiling stays (it costs nothing, and it keeps the CPU
   policy from releasing); an SLO missed keeps it too: the service's own objective, as Heracles does.
+- a pod that declares an SLO is judged by its latency slack instead (`judge_slack`): a miss (p99 above the
+  objective) takes the ceiling to the floor at once, as Heracles disables best-effort work on negative slack;
+  20% slack or more is quiet, and the ceiling grows back as above.
 
 The utilization rule stays the floor of protection: the CPU policies (cpu_suppression.py) hold offline pods to
 the lower of this ceiling and their own budget, and never release them while it is set. A baseline taken while
@@ -166,7 +169,9 @@ def decide(
                 f"{utilization_budget:.2f} cores, the baseline learned again from now"
             )
             return Decision(GuardMemo(None, history, seen, 0), "open", why, judged)
-        cap = max(min_cores, before * c.cut_factor)
+        # an SLO missed takes batch to the floor at once, as Heracles disables best-effort work on negative slack:
+        # halving per 5 s scrape let a service near saturation build a queue it took the whole run to drain
+        cap = min_cores if slo_rising else max(min_cores, before * c.cut_factor)
         if slo_rising:
             uid, slack = min(slo_rising, key=lambda r: r[1])
             why = (
