@@ -67,6 +67,17 @@ static uint64_t work(uint64_t seed, long iters) {
     return x;
 }
 
+/* The kernel's receive timestamp of a message read with SO_TIMESTAMPNS on (CLOCK_REALTIME ns), -1 if none. */
+static int64_t kernel_time(struct msghdr *m) {
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_TIMESTAMPNS) {
+            struct timespec ts;
+            memcpy(&ts, CMSG_DATA(c), sizeof ts);
+            return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+        }
+    return -1;
+}
+
 struct server_arg { int fd; long iters; };
 
 /* The service's own latency histogram: upper bounds in seconds (the last is +Inf), cumulative at exposition. */
@@ -92,13 +103,7 @@ static void *serve(void *p) {
                            .msg_control = ctl, .msg_controllen = sizeof ctl};
         ssize_t n = recvmsg(a->fd, &m, 0);
         if (n < 16) continue;
-        int64_t arrived = -1;
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_TIMESTAMPNS) {
-                struct timespec ts;
-                memcpy(&ts, CMSG_DATA(c), sizeof ts);
-                arrived = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-            }
+        int64_t arrived = kernel_time(&m);
         uint64_t seq;
         memcpy(&seq, buf, 8);
         uint64_t r = work(seq, a->iters);
@@ -214,13 +219,7 @@ static void *receiver(void *p) {
             continue;
         }
         if (n < 16) continue;
-        int64_t at = -1;
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_TIMESTAMPNS) {
-                struct timespec ts;
-                memcpy(&ts, CMSG_DATA(c), sizeof ts);
-                at = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-            }
+        int64_t at = kernel_time(&m);
         if (at < 0) at = now_ns(CLOCK_REALTIME);
         uint64_t seq;
         memcpy(&seq, buf, 8);
