@@ -48,6 +48,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -657,6 +658,8 @@ def main() -> None:
     ap.add_argument("--json", help="write every run's figures here")
     ap.add_argument("--plot", help="write the plot (PNG) here")
     args = ap.parse_args()
+    # SIGTERM runs the cleanup too (the cgroup tree, the agent's configuration): as an exception, not a kill
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if os.geteuid() != 0 or not shutil.which("gcc"):
         print("interference: needs root (cgroups) and gcc", file=sys.stderr)
         sys.exit(2)

@@ -65,6 +65,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import ssl
 import statistics
 import subprocess
@@ -457,6 +458,8 @@ def main() -> None:
     ap.add_argument("--slo-ratio", type=float, default=1.2, help="DS: the p99 objective as a ratio to A's p99")
     ap.add_argument("--json", help="write every run's figures here")
     args = ap.parse_args()
+    # SIGTERM runs the cleanup too (the cgroup tree, the agent's configuration): as an exception, not a kill
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     configs = [c for c in args.configs.split(",") if c]
     if os.geteuid() != 0 or not shutil.which("kubectl") or not os.access(args.exe, os.X_OK):
         print("realnode_interference: needs root, kubectl and an executable --exe", file=sys.stderr)

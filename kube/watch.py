@@ -38,7 +38,8 @@ class WatchStream(Iterator[tuple[str, dict[str, Any]]]):
         except StopIteration:
             self._release()
             raise
-        except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
+        except (urllib3.exceptions.HTTPError, OSError, ValueError, AttributeError) as e:
+            # (AttributeError: http.client's response loses its socket, `fp` None, when closed mid-read)
             closed_elsewhere = self._closed
             self._release()
             if closed_elsewhere:

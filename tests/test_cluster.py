@@ -336,9 +336,10 @@ def test_shutdown_removes_the_evicting_mark_and_taint(
          "node_name": NODE, "enforcement": {"ledger_file": "", "eviction": {"taint": True}}}
     )  # fmt: skip
     agent, link = in_cluster(cfg, kube, tree)
-    # any memory use is above a 1% high watermark: the node evicts (nothing to evict: no offline pod)
-    kube_api.put("nodes", node(annotations={"volcano.sh/evicting-memory-high-watermark": "1",
-                                            "volcano.sh/evicting-memory-low-watermark": "0"}))  # fmt: skip
+    # any memory use is above a 1% high watermark of 64 MiB: the node evicts (nothing to evict: no offline pod);
+    # of the default 64 GiB node's (655 MiB), a quiet machine's usage (500 MB of 24 GB, seen) stays below it
+    kube_api.put("nodes", node(memory="64Mi", annotations={"volcano.sh/evicting-memory-high-watermark": "1",
+                                                           "volcano.sh/evicting-memory-low-watermark": "0"}))  # fmt: skip
     kube_api.put("pods", batch_pod("spark", "spark-uid", 300, 256 << 20))
 
     def taints() -> list[str]:

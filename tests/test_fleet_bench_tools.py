@@ -1,118 +1,103 @@
-"""The pure parts of the lending benchmarks (bench/busy_fleet.py, bench/frontier.py): how a busy fleet is
-scaled and calibrated, how a variant is parsed, how a verdict and a frontier cell read the scores. The replays
-themselves are colo-sim's code, tested there; no trace file is read here."""
+"""The lending benchmarks (bench/busy_fleet.py, bench/frontier.py) run end to end on a small synthetic trace in
+the shared trace's schema: the busy fleet is calibrated to its level, never lowers a sample and keeps its cap;
+both tools score every policy on both halves; bad settings are one line and exit 2. Run as programs: tests do
+not import bench/. No figure of the shared trace is asserted (timings and results live in bench/ and docs)."""
 
 from __future__ import annotations
 
-import argparse
+import csv
+import gzip
+import json
 import math
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
 
-import numpy as np
 import pytest
 
-from agent.capacity.lendable import CapacityParams
-from bench.busy_fleet import Raw, Scores, calibrate, fleet_facts, scaled, utilizations, variant, verdict
-from bench.frontier import COLUMNS, CPU_RATIOS, cell, settings
-from colo_sim.packing import NodeSize
-
-GIB = float(1 << 30)
+ROOT = Path(__file__).resolve().parents[1]
+HEADER = ("vm", "unix_s", "cores", "cpu_prov_mhz", "cpu_used_mhz", "mem_prov_kb", "mem_used_kb")
+T0 = 1_373_839_200  # 2013-07-14 22:00 UTC: two days, either side of the benchmarks' split (07-15 22:00)
 
 
-def raw_fleet() -> Raw:
-    """Two nodes of 4 cores and 8 GiB, two steps: node 0 holds VMs a and b, node 1 holds c."""
-    vm = ["a", "a", "b", "b", "c", "c"]
-    columns = {
-        "unix_s": np.array([0.0, 300.0, 0.0, 300.0, 0.0, 300.0]),
-        "cores": np.array([2.0, 2.0, 2.0, 2.0, 4.0, 4.0]),
-        "cpu_prov_mhz": np.array([2000.0, 2000.0, 2000.0, 2000.0, 4000.0, 4000.0]),
-        # a uses 0.2 and 0.4 cores; b 0.5 and 2.5 (above what it provisioned); c 0.4 and 0.4
-        "cpu_used_mhz": np.array([200.0, 400.0, 500.0, 2500.0, 400.0, 400.0]),
-        "mem_prov_kb": np.array([2.0, 2.0, 2.0, 2.0, 4.0, 4.0]) * (1 << 20),
-        "mem_used_kb": np.array([0.5, 0.5, 1.0, 1.0, 1.0, 1.0]) * (1 << 20),
-    }
-    return Raw(vm, np.array([0, 0, 0, 0, 1, 1]), 2, 2, columns, NodeSize(4.0, 8 * GIB))
+def tiny_trace(path: Path) -> None:
+    """Six VMs over two days at 5 minutes: a daily CPU wave, steady memory, seeded noise."""
+    rng = random.Random(32)
+    with gzip.open(path, "wt", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(HEADER)
+        for vm in range(6):
+            cores = (2, 4, 8)[vm % 3]
+            mhz = 2600.0 * cores
+            for k in range(576):
+                wave = 0.5 + 0.5 * math.sin(2 * math.pi * k / 288 + vm)
+                used = mhz * min(1.0, 0.05 + 0.2 * wave + rng.uniform(0.0, 0.05))
+                mem_kb = 4 << 20
+                out.writerow((vm, T0 + 300 * k, cores, mhz, round(used, 1), mem_kb, int(mem_kb * 0.2 * (1 + wave))))
 
 
-def test_scaling_multiplies_and_caps_at_what_was_provisioned_but_never_lowers_a_sample() -> None:
-    used, provisioned = np.array([1.0, 3.0, 5.0]), np.array([4.0, 4.0, 4.0])
-    assert scaled(used, provisioned, 2.0).tolist() == [2.0, 4.0, 5.0]  # 5 was already above 4: kept
-    assert scaled(used, provisioned, 1.0).tolist() == used.tolist()
+def run(module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
 
 
-def test_a_nodes_utilization_is_its_usage_over_the_month_per_step_and_allocatable() -> None:
-    raw = raw_fleet()
-    # node 0: cores (0.2 + 0.5) + (0.4 + 2.5) = 3.6 over 2 steps of 4 cores; node 1: 0.8 / 2 / 4
-    assert utilizations(raw, "cpu", 1.0).tolist() == pytest.approx([0.45, 0.1])
-    # memory: node 0 (0.5 + 1 + 0.5 + 1) GiB / 2 / 8; node 1 2 GiB / 2 / 8
-    assert utilizations(raw, "memory", 1.0).tolist() == pytest.approx([3 / 16, 1 / 8])
+def rows(path: Path) -> list[dict[str, float]]:
+    with gzip.open(path, "rt") as f:
+        return [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
 
 
-def test_calibration_finds_the_factor_that_brings_the_median_node_to_the_target() -> None:
-    raw = raw_fleet()
-    k, reached = calibrate(raw, "cpu", 0.4)
-    assert reached
-    assert float(np.median(utilizations(raw, "cpu", k))) == pytest.approx(0.4, abs=1e-9)
-    assert float(np.median(utilizations(raw, "cpu", k * 0.999))) < 0.4  # the smallest such factor
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("trace") / "tiny.csv.gz"
+    tiny_trace(path)
+    return path
 
 
-def test_an_unreachable_target_is_reported_with_the_factor_that_caps_every_sample() -> None:
-    raw = raw_fleet()
-    # every memory sample at its cap: node 0 (2 + 2) GiB per step of 8, node 1 4 of 8: median 0.5
-    k, reached = calibrate(raw, "memory", 0.75)
-    assert not reached
-    assert k == 4.0  # the largest provisioned / used: a's 2 GiB over 0.5
-    facts = fleet_facts(raw, "memory", k, reached)
-    assert facts["samples_at_cap"] == 1.0 and facts["target_reached"] is False
-    assert facts["node_requests_median"] == pytest.approx(0.5)
+def test_the_busy_fleet_reaches_its_level_within_the_cap_and_scores_every_policy(trace: Path, tmp_path: Path) -> None:
+    out = tmp_path / "busy.json"
+    done = run("bench.busy_fleet", "--trace", str(trace), "--dir", str(tmp_path), "--levels", "0.5", "--jobs", "1",
+               "--node-cpu", "16", "--node-memory", "32", "--variant", "tight:cpu_reclaim_ratio=0.9", "--json",
+               str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    cpu = doc["facts"]["busy 50%"]["cpu"]
+    assert cpu["target_reached"] and cpu["k"] > 1
+    assert cpu["node_utilization_p10_median_p90"][1] == pytest.approx(0.5, abs=1e-6)
+    before, after = rows(trace), rows(Path(doc["facts"]["busy 50%"]["path"]))
+    assert len(before) == len(after)
+    for a, b in zip(before, after, strict=True):  # scaled up, never down, and never past what was provisioned
+        assert a["cpu_used_mhz"] <= b["cpu_used_mhz"] <= max(a["cpu_used_mhz"], a["cpu_prov_mhz"]) + 1e-6
+        assert (a["unix_s"], a["cpu_prov_mhz"], a["mem_prov_kb"]) == (b["unix_s"], b["cpu_prov_mhz"], b["mem_prov_kb"])
+    for level in doc["levels"].values():
+        assert set(level["halves"]) == {"oracle", "colo", "tight", "koordinator", "volcano"}
+        assert sum(level["node_steps"]) > 0
+        for halves in level["halves"]["colo"].values():
+            assert all(0.0 <= h["oracle_fraction"] <= 1.0 and 0.0 <= h["violation_rate"] <= 1.0 for h in halves)
 
 
-def test_a_variant_names_capacity_parameters_and_refuses_what_is_not_one() -> None:
-    base = CapacityParams()
-    name, params = variant("tight:cpu_reclaim_ratio=0.9,predictor=nsigma,margin=off", base)
-    assert name == "tight"
-    assert (params.cpu_reclaim_ratio, params.predictor, params.margin) == (0.9, "nsigma", None)
-    assert params.memory_reclaim_ratio == base.memory_reclaim_ratio
-    for bad in ("no-settings", ":cpu_reclaim_ratio=1", "x:not_a_field=1", "x:margin=on"):
-        with pytest.raises(argparse.ArgumentTypeError):
-            variant(bad, base)
+def test_the_frontier_replays_every_setting_and_the_defaults(trace: Path, tmp_path: Path) -> None:
+    out = tmp_path / "frontier.json"
+    done = run("bench.frontier", "--trace", str(trace), "--jobs", "1", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert set(doc["halves"]) == set(doc["settings"]) | {"oracle", "koordinator", "volcano"}
+    assert "colo" in doc["settings"] and len(doc["settings"]) == 36  # the defaults and 5 columns x 7 rows
+    assert all(s["memory_fill_limit"] == 1.0 for name, s in doc["settings"].items() if name != "colo")
+    assert "| `cpu_reclaim_ratio` | `node_peak` |" in done.stdout  # the tables docs/simulation.md quotes
 
 
-def half(fraction: float, rate: float) -> dict[str, float]:
-    return {"oracle_fraction": fraction, "violation_rate": rate}
-
-
-def scores(colo: tuple[float, float], koordinator: tuple[float, float], first_hour: tuple[int, int]) -> Scores:
-    """Both halves and both resources alike; Volcano lends less than both and violates more."""
-    table = {"colo": colo, "koordinator": koordinator, "volcano": (0.1, 0.01)}
-    halves = {name: {r: (half(*v), half(*v)) for r in ("cpu", "memory")} for name, v in table.items()}
-    first = {
-        "colo": {"cpu": first_hour[0], "memory": 0},
-        "koordinator": {"cpu": first_hour[1], "memory": 0},
-        "volcano": {"cpu": first_hour[1], "memory": 0},
-    }
-    return Scores(halves, first, [], 2, (10, 10), 24)
-
-
-def test_the_verdict_names_each_peer_not_dominated_and_a_worse_first_hour() -> None:
-    assert verdict(scores((0.8, 0.001), (0.6, 0.002), (0, 0))) == []
-    lines = verdict(scores((0.8, 0.003), (0.6, 0.002), (2, 1)))
-    assert "cpu, half 1: colo does not dominate koordinator" in lines
-    assert "memory, half 2: colo does not dominate koordinator" in lines
-    assert not any("volcano" in line for line in lines)
-    assert "cpu, first hour: colo 2 violations, the better peer 1" in lines
-
-
-def test_the_frontier_pairs_each_predictor_with_every_ratio_row() -> None:
-    base = CapacityParams()
-    named = settings(base)
-    assert len(named) == len(COLUMNS) * len(CPU_RATIOS)
-    params = dict(named)
-    assert params["node_peak@0"].margin is None and params["node_peak + margin@0"].margin == base.margin
-    assert params["nsigma + margin@6"].cpu_reclaim_ratio == CPU_RATIOS[6]
-    assert all(math.isclose(p.memory_fill_limit, 1.0) for _, p in named)  # no watermark bound on the frontier
-
-
-def test_a_frontier_cell_shows_both_halves_and_first_hour_violations_only_when_there_are_some() -> None:
-    s = scores((0.8, 0.0012), (0.6, 0.0), (3, 0))
-    assert cell(s, "colo", "cpu") == "0.800 / 0.12 → 0.800 / 0.12 (3)"
-    assert cell(s, "koordinator", "cpu") == "0.600 / 0.00 → 0.600 / 0.00"
+@pytest.mark.parametrize(
+    ("module", "args", "names"),
+    [
+        ("bench.busy_fleet", ("--variant", "x:not_a_field=1"), "not_a_field"),
+        ("bench.busy_fleet", ("--variant", "no-settings"), "NAME:KEY=VALUE"),
+        ("bench.frontier", ("--set", "margin=on"), "margin"),
+        ("bench.frontier", ("--plot", "/nonexistent-dir/x.png"), "not writable"),
+    ],
+)
+def test_bad_settings_are_one_line_and_exit_2(trace: Path, module: str, args: tuple[str, ...], names: str) -> None:
+    done = run(module, "--trace", str(trace), *args)
+    assert done.returncode == 2 and names in done.stderr and "Traceback" not in done.stderr, done.stderr
