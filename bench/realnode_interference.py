@@ -50,8 +50,8 @@ repetition:
 - F0 / F1, the physical floor: the service as a host process pinned to CPU 0 (no pod), alone, then beside a
   busy loop pinned to CPU 1, no cgroup contention (load relative to one CPU, as in bench/interference.py).
 
-The agent's ConfigMap is changed only for B, D, E, ED, E0 and S and put back, text unchanged, at the end. Per run: p50 /
-p99 / p99.9, node CPU utilisation (/proc/stat), the service's and batch pods' CPU (cpuacct of their pod
+The agent's ConfigMap is changed only for B, D, E, ED, DS, E0 and S and put back, text unchanged, at the end.
+Per run: p50 / p99 / p99.9, node CPU utilisation (/proc/stat), the service's and batch pods' CPU (cpuacct of their pod
 cgroups under the node's cgroup root), batch CPU as a share of what the service leaves idle, the load
 average before the run, and what the agent's `enforcement` section said (budget, release, run-queue
 protection). kubectl is the door to the API server here: this is an operator's tool, not Colo's code.
