@@ -114,6 +114,27 @@ ISOLATION_ENV = {
 }
 
 
+def service_histogram(ip: str, port: int) -> dict[float, float] | None:
+    """The service's own latency histogram at ip:port (cumulative counts by bound), None when it cannot be read."""
+    try:
+        return parse_buckets(fetch(ip, SloSpec(SLO_METRIC, 1.0, port), 2.0), SLO_METRIC)
+    except (OSError, ValueError):
+        return None
+
+
+def slo_order_error(configs: Sequence[str]) -> str | None:
+    """Why `configs` cannot run DS (its objective is relative to A's p99), None when they can."""
+    if "DS" in configs and ("A" not in configs or configs.index("A") > configs.index("DS")):
+        return "DS declares an SLO relative to A's p99: list A before DS in --configs"
+    return None
+
+
+def slo_seconds(runs: Sequence[Any], load: float, ratio: float) -> float | None:
+    """DS's p99 objective at `load`: `ratio` × the median p99 of the A runs there so far (None before any)."""
+    alone = [r.p99_ms for r in runs if r.config == "A" and r.load == load and r.p99_ms != float("inf")]
+    return ratio * statistics.median(alone) / 1000 if alone else None
+
+
 def compile_programs(workdir: str) -> str:
     """bench/interference.c built with gcc -O2 into `workdir`; the binary's path."""
     exe = os.path.join(workdir, "interference")
@@ -200,13 +221,6 @@ class Node:
                       cpu_request="1", memory_request="64Mi", priority=0, annotations=annotations)  # fmt: skip
         service["status"]["podIP"] = "127.0.0.1"
         self.api.put("pods", service)
-
-    def own_histogram(self) -> dict[float, float] | None:
-        """The service's own latency histogram (cumulative counts by bound), None when it cannot be read."""
-        try:
-            return parse_buckets(fetch("127.0.0.1", SloSpec(SLO_METRIC, 1.0, self.port), 2.0), SLO_METRIC)
-        except (OSError, ValueError):
-            return None
 
     def start_in(
         self, cgroup: str | None, argv: Sequence[str], cpus: set[int] | None = None
@@ -478,7 +492,7 @@ def measure(
         svc0, batch0 = n.cpuacct(n.online_pod), n.cpuacct(n.burn_pod) + n.cpuacct(n.stream_pod)
         floor0 = sum(process_cpu(p.pid) for p in antagonists) if floor else 0.0
         agent0, t0 = process_cpu(agent_pid) if agent_pid else 0.0, time.monotonic()
-        own0 = n.own_histogram()
+        own0 = service_histogram("127.0.0.1", n.port)
         polls: list[dict[str, Any]] = []
         poller = Poller(base, polls) if base else None
         time.sleep(max(0.0, t_load + learn + settle + seconds + 0.02 - time.monotonic()))
@@ -487,7 +501,7 @@ def measure(
         svc1, batch1 = n.cpuacct(n.online_pod), n.cpuacct(n.burn_pod) + n.cpuacct(n.stream_pod)
         floor1 = sum(process_cpu(p.pid) for p in antagonists) if floor else 0.0
         agent1 = process_cpu(agent_pid) if agent_pid else 0.0
-        own1 = n.own_histogram()
+        own1 = service_histogram("127.0.0.1", n.port)
         if poller is not None:
             poller.stop()
         section = enforcement(base) if base else {}
@@ -668,8 +682,8 @@ def main() -> None:
     if any(c not in CONFIGS for c in configs):
         print(f"interference: --configs takes {','.join(CONFIGS)}", file=sys.stderr)
         sys.exit(2)
-    if "DS" in configs and ("A" not in configs or configs.index("A") > configs.index("DS")):
-        print("interference: DS declares an SLO relative to A's p99: list A before DS in --configs", file=sys.stderr)
+    if (why := slo_order_error(configs)) is not None:
+        print(f"interference: {why}", file=sys.stderr)
         sys.exit(2)
     if args.quick:
         loads, args.reps, args.seconds, args.settle, args.learn, args.stream_mib = [0.3], 1, 2.0, 2.0, 3.0, 64
@@ -681,8 +695,7 @@ def main() -> None:
         load_start = os.getloadavg()
         try:
             for config, load, rep in schedule(configs, loads, args.reps, n.ncpu):
-                alone = [x.p99_ms for x in runs if x.config == "A" and x.load == load and x.p99_ms != float("inf")]
-                slo = args.slo_ratio * statistics.median(alone) / 1000 if alone else None
+                slo = slo_seconds(runs, load, args.slo_ratio)
                 r = measure(n, config, load, rep, args.seconds, args.settle, args.learn, args.service_us / 1000, slo)
                 runs.append(r)
                 print(f"  {config:<2} load {load:.0%} rep {rep}: p99 {r.p99_ms:.2f} ms p99.9 {r.p999_ms:.2f} ms "

@@ -67,7 +67,6 @@ import os
 import shutil
 import signal
 import ssl
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -79,8 +78,18 @@ from typing import Any
 
 import yaml
 
-from agent.sense.slo_scrape import SloSpec, fetch, p99_of_increase, parse_buckets
-from bench.interference import SLO_METRIC, calibrate, cpu_times, protection_summary, quantile, schedule
+from agent.sense.slo_scrape import p99_of_increase
+from bench.interference import (
+    SLO_METRIC,
+    calibrate,
+    cpu_times,
+    protection_summary,
+    quantile,
+    schedule,
+    service_histogram,
+    slo_order_error,
+    slo_seconds,
+)
 from bench.interference import summary as summarize
 from contract.annotations import SLO_METRIC as SLO_METRIC_KEY
 from contract.annotations import SLO_P99_SECONDS as SLO_P99_KEY
@@ -331,14 +340,6 @@ class Node:
         finally:
             self.kube.run("annotate", "-n", self.ns, "pod", "service", *(f"{k}-" for k in keys))
 
-    def own_histogram(self) -> dict[float, float] | None:
-        """The service's own latency histogram at its pod's IP, None when it cannot be read."""
-        try:
-            spec = SloSpec(SLO_METRIC, 1.0, SERVICE_PORT)
-            return parse_buckets(fetch(self.service_ip, spec, 2.0), SLO_METRIC)
-        except (OSError, ValueError):
-            return None
-
     def close(self) -> None:
         self.kube.run("delete", "namespace", self.ns, "--ignore-not-found", "--wait=true", check=False)
         self.restore_agent()
@@ -384,7 +385,7 @@ def measure(n: Node, config: str, load: float, rep: int, slo_s: float | None = N
         time.sleep(max(0.0, t_load + a.learn + a.settle + 0.02 - time.monotonic()))
         busy0, total0 = cpu_times()
         svc0, batch0, t0 = cpuacct(n.service_cg), sum(cpuacct(c) for c in batch_cgs), time.monotonic()
-        own0 = None if floor else n.own_histogram()
+        own0 = None if floor else service_histogram(n.service_ip, SERVICE_PORT)
         while time.monotonic() < t_load + total:
             if not floor:
                 with contextlib.suppress(OSError, ValueError):
@@ -393,7 +394,7 @@ def measure(n: Node, config: str, load: float, rep: int, slo_s: float | None = N
         elapsed = time.monotonic() - t0
         busy1, total1 = cpu_times()
         svc1, batch1 = cpuacct(n.service_cg), sum(cpuacct(c) for c in batch_cgs)
-        own1 = None if floor else n.own_histogram()
+        own1 = None if floor else service_histogram(n.service_ip, SERVICE_PORT)
         quotas = [quota(c) for c in batch_cgs]
         if gen.wait(60) != 0:
             raise RuntimeError(f"loadgen exited with {gen.returncode}")
@@ -467,8 +468,8 @@ def main() -> None:
     if any(c not in CONFIGS for c in configs):
         print(f"realnode_interference: --configs takes {','.join(CONFIGS)}", file=sys.stderr)
         sys.exit(2)
-    if "DS" in configs and ("A" not in configs or configs.index("A") > configs.index("DS")):
-        print("realnode_interference: DS's SLO is relative to A's p99: list A before DS", file=sys.stderr)
+    if (why := slo_order_error(configs)) is not None:
+        print(f"realnode_interference: {why}", file=sys.stderr)
         sys.exit(2)
     loads = [float(x) for x in args.loads.split(",")]
     iters = calibrate(args.exe, args.service_us)
@@ -476,8 +477,7 @@ def main() -> None:
     runs: list[Run] = []
     try:
         for config, load, rep in schedule(configs, loads, args.reps, n.ncpu):
-            alone = [x.p99_ms for x in runs if x.config == "A" and x.load == load and x.p99_ms != float("inf")]
-            r = measure(n, config, load, rep, args.slo_ratio * statistics.median(alone) / 1000 if alone else None)
+            r = measure(n, config, load, rep, slo_seconds(runs, load, args.slo_ratio))
             runs.append(r)
             print(f"  {config:<2} load {load:.0%} rep {rep}: p50 {r.p50_ms:.2f} p99 {r.p99_ms:.2f} p99.9 "
                   f"{r.p999_ms:.2f} ms, batch {r.batch_cores:.2f} cores, node {r.node_util:.0%}, load avg "
