@@ -102,33 +102,85 @@ def report(name: str, runs: list[Run], samples: int) -> None:
 
 
 def shared_trace(repeat: int, policies: list[str]) -> None:
+    """`--jobs 1`, `--jobs 2` and Dask's 2 workers, interleaved in each repetition (the machine's load then
+    weighs on all three alike), each speed-up against `--jobs 1` of its own repetition."""
     if not os.path.exists(TRACE):
         print(f"shared trace: skipped, {TRACE} is absent")
         return
     common = ["--trace", TRACE, "--output", "json", *policies]
-    one = [measured([*common, "--jobs", "1"]) for _ in range(repeat)]
+    try:
+        from distributed import LocalCluster
+    except ImportError:
+        cluster = None
+        print("  Dask: skipped (.venv/bin/pip install -e '.[fleet]')")
+    else:
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",  # type: ignore[no-untyped-call]
+                               dashboard_address=None)  # fmt: skip
+    one: list[Run] = []
+    two: list[Run] = []
+    dask: list[Run] = []
+    try:
+        for _ in range(repeat):
+            one.append(measured([*common, "--jobs", "1"]))
+            two.append(measured([*common, "--jobs", "2"]))
+            if cluster is not None:
+                dask.append(measured([*common, "--cluster", cluster.scheduler_address]))
+    finally:
+        if cluster is not None:
+            cluster.close()
     samples = samples_of(TRACE)
     report("shared trace, --jobs 1", one, samples)
-    two = [measured([*common, "--jobs", "2"]) for _ in range(repeat)]
     report("shared trace, --jobs 2", two, samples)
-    base = statistics.median(r.wall_s for r in one)
-    print(f"  --jobs 2 speed-up {spread([base / r.wall_s for r in two], '×')}; same JSON: "
-          f"{all(r.out == one[0].out for r in one + two)}")  # fmt: skip
+    print(f"  --jobs 2 speed-up {spread([a.wall_s / b.wall_s for a, b in zip(one, two, strict=True)], '×')}; "
+          f"same JSON: {all(r.out == one[0].out for r in one + two)}")  # fmt: skip
     # on a busy machine the wall time measures the other jobs; the CPU of the critical path does not
     serial = statistics.median(r.cpu_s for r in one)
     print(f"  --jobs 2 speed-up on idle cores (CPU of --jobs 1 / the parent's + the busiest worker's CPU) "
           f"{spread([serial / r.critical_s for r in two], '×')}")  # fmt: skip
-    try:
-        from distributed import LocalCluster
-    except ImportError:
-        print("  Dask: skipped (.venv/bin/pip install -e '.[fleet]')")
-        return
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",  # type: ignore[no-untyped-call]
-                           dashboard_address=None)  # fmt: skip
-    with cluster:
-        dask = [measured([*common, "--cluster", cluster.scheduler_address]) for _ in range(repeat)]
-    print(f"  Dask LocalCluster (2 workers) speed-up {spread([base / r.wall_s for r in dask], '×')}; same JSON: "
-          f"{all(r.out == one[0].out for r in dask)}; {load()}")  # fmt: skip
+    if dask:
+        print(f"  Dask LocalCluster (2 workers) speed-up "
+              f"{spread([a.wall_s / b.wall_s for a, b in zip(one, dask, strict=True)], '×')}, "
+              f"of --jobs 2's {spread([b.wall_s / d.wall_s for b, d in zip(two, dask, strict=True)], '')}; "
+              f"same JSON: {all(r.out == one[0].out for r in dask)}; {load()}")  # fmt: skip
+    pass_floor(samples)
+
+
+def pass_floor(samples: int) -> None:
+    """What the agent's per-pass code costs a replayed sample before any window is fed or read and with every
+    prediction already made: one `resource_capacity` call per policy replayed through it (Colo's and the
+    paper's three) and resource at each node-step, with an empty window store, each policy's prediction
+    handed in (`Reading.shared`) and the trace's mean pods per node-step. A lower bound on the per-sample cost
+    of a replay that calls the agent's pass at each step."""
+    import timeit
+
+    from agent.capacity.lendable import CapacityParams, OnlinePod, PodAges, margins, resource_capacity
+    from agent.capacity.predictors.registry import Prediction
+    from agent.windows.store import WindowStore
+    from colo_sim.policies.colo import paper
+
+    node_steps = 22 * 8_640  # the shared trace's nodes × its steps (colo-sim's JSON: nodes, the grid)
+    per_step = max(1, round(samples / node_steps))
+    store = WindowStore(max_gap=STEP)
+    pods = [OnlinePod(f"pod-{i}", 1.0, 0.25) for i in range(per_step)]
+    ages = PodAges()
+    ages.observe(0.0, (p.uid for p in pods))
+    costs = {}
+    for name, params in (("colo", CapacityParams()), *((p, paper(p)) for p in ("nsigma", "rc_like", "max"))):
+        learned = margins(params, store)
+        margin = None if learned is None else learned["cpu"]
+        shared = {params.predictor_for("cpu"): Prediction(8.0, 86_400.0)}
+
+        def call() -> None:
+            resource_capacity(store, 7200.0, "cpu", 32.0, 0.0, pods, ages, params, margin, dict(shared))  # noqa: B023
+
+        runs = [timeit.timeit(call, number=20_000) / 20_000 * 1e6 for _ in range(5)]
+        costs[name] = statistics.median(runs)
+    every = 2 * sum(costs.values()) / per_step
+    colo_only = 2 * costs["colo"] / per_step
+    print(f"  the agent's pass, windows empty and predictions made, {per_step} pods: "
+          + ", ".join(f"{k} {v:.1f} µs" for k, v in costs.items())
+          + f" a call; × 2 resources ÷ {per_step} samples a node-step: every policy {every:.1f} µs a sample, "
+          f"Colo's alone {colo_only:.1f} µs; {load()}")  # fmt: skip
 
 
 def samples_of(trace: str) -> int:

@@ -34,9 +34,11 @@ class CapacityParams:
         return self.cpu_predictor if resource == "cpu" else self.memory_predictor
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class OnlinePod:
-    """One online pod's figures for one resource in one pass."""
+    """One online pod's figures for one resource in one pass. Not frozen: two are made for every online pod at
+    every pass (and at every step of colo-sim's replay), and a frozen dataclass's `__init__` costs three times a
+    plain one's (`object.__setattr__` per field); nothing keeps one beyond its pass."""
 
     uid: str
     request: float

@@ -18,9 +18,11 @@ from agent.windows.store import SeriesKey, WindowStore
 from common.plugins import check_new
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Reading:
-    """What a predictor may read in one pass for one resource (cores or bytes); the caller holds the lock."""
+    """What a predictor may read in one pass for one resource (cores or bytes); the caller holds the lock. Not
+    frozen, as `Prediction`: one of each per resource and pass (per policy and step in colo-sim's replay), and a
+    frozen dataclass's `__init__` sets each field through `object.__setattr__`."""
 
     windows: WindowStore
     now: float
@@ -33,7 +35,7 @@ class Reading:
     shared: dict[str, Prediction] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Prediction:
     peak: float  # the online pods' predicted peak
     history: float  # seconds of history behind it (0: none; the cold-start rule weighs the peak by it)

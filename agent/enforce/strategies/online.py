@@ -27,20 +27,22 @@ class LimitedContainer:
 
 
 @dataclass(frozen=True, slots=True)
-class OnlinePod:
+class LimitedPod:
+    """An online pod with the CPU quotas its limits give it and its containers'."""
+
     pod: PodSample
     quota_us: int | None  # the pod's own quota (every container limited), None: unlimited
     containers: tuple[LimitedContainer, ...]
 
 
-def online_pod(p: PodSample) -> OnlinePod | None:
+def online_pod(p: PodSample) -> LimitedPod | None:
     """The pod with its quotas when it is classified online, of the pass's `NodeState.online` (unknown class is
     not: nothing is given to a pod not known to be online); None otherwise."""
     if p.meta.pod_class != "online":
         return None
     limits = p.meta.container_cpu_limits
     containers = tuple(LimitedContainer(c.id, c.cgroup, kubelet_quota(limits.get(c.id))) for c in p.containers)
-    return OnlinePod(p, kubelet_quota(p.meta.cpu_limit_cores), containers)
+    return LimitedPod(p, kubelet_quota(p.meta.cpu_limit_cores), containers)
 
 
 def cores(quota_us: int | None, period_us: int = PERIOD_US) -> float | None:
