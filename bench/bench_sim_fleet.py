@@ -21,6 +21,7 @@ with each figure.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -39,6 +40,7 @@ TRACE = "/work/shared/traces/bitbrains_rnd_dev.csv.gz"
 STEP = 300
 FLEET_T0 = 1_700_000_000.0
 SEED = 31
+GI = 1 << 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,13 +149,14 @@ def shared_trace(repeat: int, policies: list[str]) -> None:
 
 def pass_floor(samples: int) -> None:
     """What the agent's per-pass code costs a replayed sample before any window is fed or read and with every
-    prediction already made: one `resource_capacity` call per policy replayed through it (Colo's and the
-    paper's three) and resource at each node-step, with an empty window store, each policy's prediction
-    handed in (`Reading.shared`) and the trace's mean pods per node-step. A lower bound on the per-sample cost
-    of a replay that calls the agent's pass at each step."""
+    prediction already made: at each node-step colo-sim hands the pass its online pods (two `OnlinePod` lists),
+    observes their ages and calls `resource_capacity` once per policy replayed through it (Colo's and the
+    paper's three) and resource. Timed here with an empty window store, each policy's prediction handed in
+    (`Reading.shared`) and the trace's mean pods per node-step: a lower bound on the per-sample cost of a replay
+    that calls the agent's pass at each step (the minimum of 7 runs, and their median)."""
     import timeit
 
-    from agent.capacity.lendable import CapacityParams, OnlinePod, PodAges, margins, resource_capacity
+    from agent.capacity.lendable import RESOURCES, CapacityParams, OnlinePod, PodAges, margins, resource_capacity
     from agent.capacity.predictors.registry import Prediction
     from agent.windows.store import WindowStore
     from colo_sim.policies.colo import paper
@@ -161,26 +164,33 @@ def pass_floor(samples: int) -> None:
     node_steps = 22 * 8_640  # the shared trace's nodes × its steps (colo-sim's JSON: nodes, the grid)
     per_step = max(1, round(samples / node_steps))
     store = WindowStore(max_gap=STEP)
-    pods = [OnlinePod(f"pod-{i}", 1.0, 0.25) for i in range(per_step)]
+    uids = [f"pod-{i}" for i in range(per_step)]
+    rows = [(i, 1.0, 0.25, float(GI), GI / 4.0) for i in range(per_step)]  # a step's (pod, requests, usages)
     ages = PodAges()
-    ages.observe(0.0, (p.uid for p in pods))
-    costs = {}
-    for name, params in (("colo", CapacityParams()), *((p, paper(p)) for p in ("nsigma", "rc_like", "max"))):
+    runs = [(CapacityParams(), "colo"), *((paper(p), p) for p in ("nsigma", "rc_like", "max"))]
+    calls = []
+    for params, _ in runs:
         learned = margins(params, store)
-        margin = None if learned is None else learned["cpu"]
-        shared = {params.predictor_for("cpu"): Prediction(8.0, 86_400.0)}
+        for resource in RESOURCES:
+            shared = {params.predictor_for(resource): Prediction(8.0, 86_400.0)}
+            calls.append((resource, params, None if learned is None else learned[resource], shared))
 
-        def call() -> None:
-            resource_capacity(store, 7200.0, "cpu", 32.0, 0.0, pods, ages, params, margin, dict(shared))  # noqa: B023
+    def step(policies: int) -> None:
+        ages.observe(7200.0, (uids[p[0]] for p in rows))
+        pods = {
+            "cpu": [OnlinePod(uids[p[0]], p[1], p[2]) for p in rows],
+            "memory": [OnlinePod(uids[p[0]], p[3], p[4]) for p in rows],
+        }
+        for resource, params, margin, shared in calls[: 2 * policies]:
+            alloc = 32.0 if resource == "cpu" else 256.0 * GI
+            resource_capacity(store, 7200.0, resource, alloc, 0.0, pods[resource], ages, params, margin, dict(shared))
 
-        runs = [timeit.timeit(call, number=20_000) / 20_000 * 1e6 for _ in range(5)]
-        costs[name] = statistics.median(runs)
-    every = 2 * sum(costs.values()) / per_step
-    colo_only = 2 * costs["colo"] / per_step
-    print(f"  the agent's pass, windows empty and predictions made, {per_step} pods: "
-          + ", ".join(f"{k} {v:.1f} µs" for k, v in costs.items())
-          + f" a call; × 2 resources ÷ {per_step} samples a node-step: every policy {every:.1f} µs a sample, "
-          f"Colo's alone {colo_only:.1f} µs; {load()}")  # fmt: skip
+    for policies, name in ((len(runs), "every policy"), (1, "Colo's alone")):
+        run = functools.partial(step, policies)
+        times = [timeit.timeit(run, number=5_000) / 5_000 / per_step * 1e6 for _ in range(7)]
+        print(f"  the agent's pass per replayed sample, windows empty and predictions made ({per_step} pods a "
+              f"node-step), {name}: min {min(times):.2f} µs, median {statistics.median(times):.2f}; "
+              f"{load()}")  # fmt: skip
 
 
 def samples_of(trace: str) -> int:
