@@ -6,8 +6,10 @@ Run: `.venv/bin/python -m bench.bench_sim_fleet [--nodes 1000] [--pods 40] [--da
 1. The shared Bitbrains trace (/work/shared/traces/bitbrains_rnd_dev.csv.gz; GWA-T-12, Shen et al., CCGrid
    2015; 1.8 M samples) replayed by `colo-sim --jobs 1`, `--repeat` times: CPU µs per sample (user + system
    of every process of the run), peak RSS (the largest sum over the run's processes, sampled every 0.1 s),
-   wall time; then `--jobs 2` and a Dask `LocalCluster` of 2 worker processes on loopback (`--cluster`): the
-   wall-time speed-up over `--jobs 1`, and whether the JSON is the same byte for byte.
+   wall time; with it, in each repetition, `--jobs 2` and a Dask `LocalCluster` of 2 worker processes on
+   loopback (`--cluster`): the wall-time speed-up over that repetition's `--jobs 1`, and whether the JSON is the
+   same byte for byte. Then the floor under the per-sample cost: the agent's per-pass code as the replay calls
+   it at each node-step, with empty windows and every prediction made (`pass_floor`).
 2. A synthetic fleet, generated under `--dir` (never in the repository), as a Parquet dataset partitioned by
    node: `--nodes` nodes × `--pods` pods × `--days` days at 5 minutes (1,000 × 40 × 14 ≈ 161 M samples). Each
    pod is a Bitbrains VM drawn at random (with replacement, `random.Random(31)`) and a window of `--days`
@@ -161,7 +163,7 @@ def pass_floor(samples: int) -> None:
     from agent.windows.store import WindowStore
     from colo_sim.policies.colo import paper
 
-    node_steps = 22 * 8_640  # the shared trace's nodes × its steps (colo-sim's JSON: nodes, the grid)
+    node_steps = 22 * 8_640  # the shared trace's 22 packed nodes × 30 days of 5-minute steps
     per_step = max(1, round(samples / node_steps))
     store = WindowStore(max_gap=STEP)
     uids = [f"pod-{i}" for i in range(per_step)]
